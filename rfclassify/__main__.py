@@ -1,0 +1,5 @@
+import sys
+
+from rfclassify.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""The exception tree. Callers catch by layer:
+
+    RfclassifyError
+    ├── UserError              a mistake the user can fix; the CLI prints one line, exit 2
+    │   ├── ConfigError        bad config file or option value
+    │   ├── InputError         bad argument, file or data
+    │   │   └── MessageError   a malformed wire message (carries a short reject reason code)
+    │   ├── ModelNotFoundError model files missing or unreadable
+    │   └── MissingDependencyError  an optional extra is not installed
+    └── InternalError          our fault or the platform's; exit 1
+        └── BackendError       an inference backend failed to load or run
+"""
+
+from __future__ import annotations
+
+
+class RfclassifyError(Exception):
+    """Base of every error rfclassify raises on purpose."""
+
+
+class UserError(RfclassifyError):
+    """Something the user (or the program feeding us) can fix."""
+
+
+class ConfigError(UserError):
+    """A configuration file or option is invalid."""
+
+
+class InputError(UserError):
+    """An argument, file or piece of data is invalid."""
+
+
+class MessageError(InputError):
+    """A wire message could not be decoded; `reason` is the short code published in `reject`."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class ModelNotFoundError(UserError):
+    """The model files are missing or unreadable."""
+
+
+class MissingDependencyError(UserError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class InternalError(RfclassifyError):
+    """A fault that is not the user's."""
+
+
+class BackendError(InternalError):
+    """An inference backend failed to load or run."""

@@ -1,0 +1,94 @@
+"""The `rfclassify` entry point: finds the subcommand, imports only its module, maps errors to exit codes.
+
+Each subcommand lives in `rfclassify.commands.<module>` and provides
+`add_arguments(parser)` and `run(args) -> int`. Only the chosen command's module is
+imported, so `rfclassify status` never pays for torch, onnxruntime or tensorrt.
+Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from rfclassify._exceptions import InternalError, RfclassifyError, UserError
+
+# name -> (module under rfclassify.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "run the daemon and a simulated SDR together, then print a summary"),
+    "serve": ("serve", "run the streaming classification daemon"),
+    "status": ("status", "show the health and counters of a running daemon"),
+    "simulate": ("simulate", "a synthetic SDR front end that publishes labelled bursts"),
+    "classify": ("classify", "classify bursts stored in SigMF or HDF5 files"),
+    "dataset": ("dataset", "generate or inspect a synthetic HDF5 dataset"),
+    "train": ("train", "train the classifier (torch, CPU or CUDA)"),
+    "evaluate": ("evaluate", "evaluate a model on an HDF5 dataset and write the model card"),
+    "export": ("export", "export a trained model to ONNX"),
+    "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),
+    "keys": ("keys", "make CURVE key pairs for the daemon's sockets"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line (its default), also for nested subparsers."""
+
+    def error(self, message: str) -> None:  # noqa: D102 - argparse hook
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _chosen_command(argv: list[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="rfclassify", description="Edge RF modulation classifier.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    chosen = _chosen_command(argv)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            mod = importlib.import_module(f"rfclassify.commands.{module}")
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    return parser
+
+
+def _version() -> str:
+    from rfclassify import __version__
+
+    return f"rfclassify {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(argv)
+    except ImportError as exc:  # a command module with a broken install
+        print(f"rfclassify: error: {exc}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("rfclassify: interrupted", file=sys.stderr)
+        return 130
+    except UserError as exc:
+        print(f"rfclassify {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (InternalError, RfclassifyError) as exc:
+        print(f"rfclassify {args.command}: internal error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

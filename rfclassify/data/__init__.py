@@ -1,0 +1,1 @@
+"""Dataset generation and the HDF5 schema."""

@@ -1,0 +1,1 @@
+"""Signal processing: modulators, channel impairments, burst normalization and windowing, SNR."""

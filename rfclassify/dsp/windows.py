@@ -1,0 +1,137 @@
+"""Per-burst normalization and the length-bucket rule, shared by training and serving.
+
+The rule, for a burst of n complex samples and buckets B (ascending, default
+128, 256, 512, 1024, 2048, 4096):
+
+* n < min_samples (default 64): rejected, reason ``too_short``.
+* min_samples <= n < B[0]: one window of B[0] samples, the burst followed by zeros.
+* otherwise the bucket b is the largest bucket <= n; the burst is covered by windows of b
+  samples, the first starting at 0 and the last ending at n, spaced evenly with a nominal
+  hop of b/2 (so n == b gives exactly one window and nothing is cropped or padded). The
+  count is ceil((n - b) / (b/2)) + 1, capped at max_windows by widening the hop: then the
+  windows still span the whole burst but no longer overlap (and may leave gaps).
+
+The classifier averages the windows' log-probabilities; the number of windows is reported.
+Normalization happens once per burst, before windowing: remove the mean (DC) and scale to
+unit RMS power. A burst that is not finite or has zero power after DC removal cannot be
+normalized and is rejected (``non_finite`` / ``zero_power``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError, MessageError
+
+DEFAULT_BUCKETS_SAMPLES: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)
+DEFAULT_MIN_SAMPLES = 64
+DEFAULT_MAX_WINDOWS = 16
+
+
+@dataclass(frozen=True)
+class BucketPolicy:
+    """How bursts of any length become fixed-length model windows."""
+
+    buckets_samples: tuple[int, ...] = DEFAULT_BUCKETS_SAMPLES
+    min_samples: int = DEFAULT_MIN_SAMPLES
+    max_windows: int = DEFAULT_MAX_WINDOWS
+
+    def __post_init__(self) -> None:
+        b = tuple(int(x) for x in self.buckets_samples)
+        if not b:
+            raise ConfigError("at least one length bucket is needed")
+        if list(b) != sorted(set(b)):
+            raise ConfigError(f"length buckets must be distinct and ascending, got {list(b)}")
+        if b[0] < 8 or any(x % 2 for x in b):
+            raise ConfigError(f"length buckets must be even and >= 8 samples, got {list(b)}")
+        if not 1 <= self.min_samples <= b[0]:
+            raise ConfigError(f"min_samples must be in 1..{b[0]} (the smallest bucket), got {self.min_samples}")
+        if self.max_windows < 1:
+            raise ConfigError(f"max_windows must be >= 1, got {self.max_windows}")
+        object.__setattr__(self, "buckets_samples", b)
+
+    def bucket_for(self, n_samples: int) -> int:
+        """The bucket a burst of n_samples goes to; raises MessageError('too_short') below the minimum."""
+        if n_samples < self.min_samples:
+            raise MessageError(
+                "too_short", f"{n_samples} samples; the minimum is {self.min_samples}")
+        fitting = [b for b in self.buckets_samples if b <= n_samples]
+        return fitting[-1] if fitting else self.buckets_samples[0]
+
+    def window_starts(self, n_samples: int) -> np.ndarray:
+        """Start offsets of the windows covering a burst (see module docstring)."""
+        b = self.bucket_for(n_samples)
+        if n_samples <= b:
+            return np.zeros(1, dtype=np.int64)
+        count = min(math.ceil((n_samples - b) / (b // 2)) + 1, self.max_windows)
+        if count == 1:
+            return np.array([(n_samples - b) // 2], dtype=np.int64)
+        return np.round(np.linspace(0, n_samples - b, count)).astype(np.int64)
+
+
+def normalize_burst(iq: np.ndarray) -> np.ndarray:
+    """DC-free, unit-RMS complex64 copy of a 1-D burst; MessageError if it can't be normalized."""
+    x = np.asarray(iq)
+    if x.ndim != 1:
+        raise MessageError("bad_shape", f"a burst must be 1-D, got shape {x.shape}")
+    x = x.astype(np.complex128, copy=False)
+    if not np.all(np.isfinite(x)):
+        raise MessageError("non_finite", "burst contains NaN or Inf samples")
+    x = x - x.mean()
+    power = float(np.mean(x.real**2 + x.imag**2)) if x.size else 0.0
+    if not power > 1e-30:
+        raise MessageError("zero_power", "burst has no power after DC removal")
+    return (x / math.sqrt(power)).astype(np.complex64)
+
+
+def normalize_batch(iq: np.ndarray) -> np.ndarray:
+    """normalize_burst for a (batch, n) array of equal-length bursts, vectorized.
+
+    Rows with zero power come back as zeros (training data never has them; the serving
+    path uses normalize_burst, which rejects them)."""
+    x = np.asarray(iq, dtype=np.complex64)
+    x = x - x.mean(axis=1, keepdims=True)
+    power = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
+    scale = np.where(power > 1e-30, 1.0 / np.sqrt(np.maximum(power, 1e-30)), 0.0)
+    return (x * scale).astype(np.complex64)
+
+
+def to_model_input(windows: np.ndarray) -> np.ndarray:
+    """(batch, n) complex -> (batch, 2, 1, n) float32, the network's input layout (I, Q as channels)."""
+    w = np.asarray(windows)
+    out = np.empty((w.shape[0], 2, 1, w.shape[1]), dtype=np.float32)
+    out[:, 0, 0, :] = w.real
+    out[:, 1, 0, :] = w.imag
+    return out
+
+
+@dataclass(frozen=True)
+class BurstWindows:
+    """A normalized burst cut into model windows."""
+
+    bucket_samples: int
+    windows: np.ndarray  # (n_windows, bucket_samples) complex64
+    n_samples: int
+
+    @property
+    def n_windows(self) -> int:
+        return int(self.windows.shape[0])
+
+
+def burst_to_windows(iq: np.ndarray, policy: BucketPolicy) -> BurstWindows:
+    """Normalize one burst and cut it into its bucket's windows; MessageError on a burst it must reject."""
+    n = int(np.asarray(iq).shape[0]) if np.asarray(iq).ndim == 1 else -1
+    if n >= 0:
+        policy.bucket_for(n)  # too_short before paying for normalization
+    x = normalize_burst(iq)
+    b = policy.bucket_for(n)
+    if n < b:
+        w = np.zeros((1, b), dtype=np.complex64)
+        w[0, :n] = x
+        return BurstWindows(b, w, n)
+    starts = policy.window_starts(n)
+    idx = starts[:, None] + np.arange(b)[None, :]
+    return BurstWindows(b, x[idx], n)

@@ -1,0 +1,1 @@
+"""Inference backends behind one interface (onnxruntime, torch, tensorrt) and the engine cache."""

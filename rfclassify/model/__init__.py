@@ -1,0 +1,1 @@
+"""The network, training, evaluation, ONNX export and the model card."""

@@ -1,0 +1,82 @@
+"""The shipped model's metadata file (`models/model.json`): what every backend needs to run it.
+
+Written by training/export/evaluation, read by every backend. Keeping it in one frozen
+dataclass means the pipeline, the backends and the model card agree on labels, buckets,
+temperature and the open-set threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.windows import BucketPolicy
+from rfclassify.labels import LABELS
+
+META_FILE = "model.json"
+INPUT_NAME = "iq"                      # float32 (batch, 2, 1, length)
+OUTPUT_NAMES = ("logits", "snr_db")    # (batch, n_labels), (batch,)
+
+
+@dataclass(frozen=True)
+class ModelMeta:
+    """Everything needed to run a trained model, as stored in model.json."""
+
+    model_id: str
+    labels: tuple[str, ...] = LABELS
+    buckets_samples: tuple[int, ...] = BucketPolicy().buckets_samples
+    min_samples: int = BucketPolicy().min_samples
+    max_windows: int = BucketPolicy().max_windows
+    temperature: float = 1.0            # logits are divided by this before softmax
+    unknown_threshold: float = 0.0      # calibrated top-1 probability below this -> "unknown"
+    arch: dict[str, Any] = field(default_factory=dict)  # network constructor kwargs
+    weights_file: str = "model.pt"      # torch state_dict
+    onnx_file: str = "model.onnx"       # fp32, dynamic batch and length
+    int8_onnx_file: str = ""            # Q/DQ ONNX, once calibrated
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))
+        object.__setattr__(self, "buckets_samples", tuple(int(b) for b in self.buckets_samples))
+
+    @property
+    def bucket_policy(self) -> BucketPolicy:
+        return BucketPolicy(self.buckets_samples, self.min_samples, self.max_windows)
+
+    def with_updates(self, **changes: Any) -> ModelMeta:
+        return replace(self, **changes)
+
+    def save(self, model_dir: str | os.PathLike[str]) -> Path:
+        path = Path(model_dir) / META_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = asdict(self)
+        data["labels"] = list(self.labels)
+        data["buckets_samples"] = list(self.buckets_samples)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, model_dir: str | os.PathLike[str]) -> ModelMeta:
+        path = Path(model_dir) / META_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ModelNotFoundError(f"no model in {model_dir}: {META_FILE} is missing") from None
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"cannot read {path}: {exc}") from None
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def default_model_dir() -> Path:
+    """$RFCLASSIFY_MODEL_DIR, else the `models/` folder shipped beside the package."""
+    env = os.environ.get("RFCLASSIFY_MODEL_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "models"

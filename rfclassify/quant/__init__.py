@@ -1,0 +1,1 @@
+"""INT8 calibration and quantized artifacts (Q/DQ ONNX, TensorRT calibration cache)."""
