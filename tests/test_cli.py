@@ -1,0 +1,48 @@
+"""The CLI dispatcher: exit codes, one-line errors, and that light commands stay light."""
+
+import subprocess
+import sys
+
+import pytest
+
+from rfclassify import cli
+from rfclassify.labels import LABELS, label_index, parse_labels
+from rfclassify._exceptions import InputError
+
+
+def test_labels_are_the_design_contract():
+    assert len(LABELS) == 28 and len(set(LABELS)) == 28
+    assert LABELS[:3] == ("OOK", "4ASK", "8ASK") and LABELS[-1] == "NOISE"
+    assert {"AM-SSB-SC", "OQPSK", "256QAM", "128APSK", "PAM4"} <= set(LABELS)
+
+
+def test_unknown_label_is_an_input_error():
+    with pytest.raises(InputError, match="unknown label 'QAM17'"):
+        label_index("QAM17")
+    with pytest.raises(InputError):
+        parse_labels("")
+    assert parse_labels("BPSK, QPSK") == ("BPSK", "QPSK")
+
+
+def test_usage_error_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["no-such-command"])
+    assert exc.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_every_command_has_help():
+    for name in cli.COMMANDS:
+        proc = subprocess.run([sys.executable, "-m", "rfclassify", name, "--help"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (name, proc.stderr)
+        assert "usage:" in proc.stdout
+
+
+def test_status_does_not_import_heavy_packages():
+    code = ("import sys; from rfclassify import cli; cli.build_parser(['status']);"
+            "heavy = [m for m in ('torch', 'onnxruntime', 'onnx', 'tensorrt', 'matplotlib', 'h5py', 'scipy')"
+            " if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
