@@ -1,0 +1,198 @@
+"""The classifier network: a residual 1xk CNN whose every layer fits the Orin DLA limits.
+
+Input float32 (batch, 2, 1, length): I and Q as two channels, height 1, so each 1-D
+convolution is a 1xk 2-D convolution (the form DLA and ONNX Runtime both run fastest).
+Outputs ``(logits (batch, n_classes), snr_db (batch,))``.
+
+Layout: a 1xk stem, then stages of residual units (conv-BN-ReLU-conv-BN + skip, ReLU); every
+stage but the first starts with a 2x max pool and a 1x1 projection when the width changes.
+With the default six stages the backbone downsamples by 32, so every bucket (128..4096, a
+power of two) leaves a power-of-two length for global pooling. Global average pooling is
+``mean`` for the dynamic-shape graph (ReduceMean in ONNX); with ``static_length`` set it is
+a chain of average pools of window <= 8 (DLA's limit) that is mathematically the same mean.
+The heads are 1x1 convolutions (no Gemm/MatMul/Flatten) so the whole graph can sit on DLA;
+the final conv of the SNR head outputs dB directly.
+
+Every Conv is followed by a BatchNorm in training; export folds them (see export.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rfclassify._optional import require
+from rfclassify.labels import LABELS
+
+#: Constructor arguments of the shipped network; stored in ModelMeta.arch.
+DEFAULT_ARCH: dict[str, Any] = {
+    "name": "rfc-resnet",
+    "in_channels": 2,
+    "n_classes": len(LABELS),
+    "stem_channels": 32,
+    "stem_kernel": 7,
+    # one entry per stage: width, kernel, dilation of each residual unit in the stage
+    "stages": [
+        {"channels": 32, "kernel": 5, "dilations": [1]},
+        {"channels": 48, "kernel": 5, "dilations": [1]},
+        {"channels": 64, "kernel": 3, "dilations": [1, 2]},
+        {"channels": 96, "kernel": 3, "dilations": [1, 2]},
+        {"channels": 128, "kernel": 3, "dilations": [1, 2]},
+        {"channels": 128, "kernel": 3, "dilations": [1]},
+    ],
+    "pool": 2,               # max-pool window = stride at the start of every stage but the first
+    "head_channels": 128,    # hidden width of the class head
+    "snr_head_channels": 64,
+    "snr_init_db": 5.0,      # bias of the SNR output at initialization (mid-range of training)
+}
+
+#: DLA limits the network must respect (mirrored in dla_check.py, which checks the ONNX).
+MAX_POOL_WINDOW = 8
+
+
+def arch_with_defaults(arch: dict[str, Any] | None) -> dict[str, Any]:
+    """DEFAULT_ARCH updated by `arch` (a deep copy; unknown keys are kept for the record)."""
+    out = copy.deepcopy(DEFAULT_ARCH)
+    if arch:
+        out.update(copy.deepcopy(arch))
+    return out
+
+
+def downsample_factor(arch: dict[str, Any] | None = None) -> int:
+    """How much shorter the backbone's output is than its input."""
+    a = arch_with_defaults(arch)
+    return int(a["pool"]) ** (len(a["stages"]) - 1)
+
+
+def pool_chain(length: int, max_window: int = MAX_POOL_WINDOW) -> list[int]:
+    """Windows (each <= max_window) whose product is `length`, largest first: a global mean as DLA pools.
+
+    Raises ValueError when `length` has a prime factor above max_window."""
+    if length < 1:
+        raise ValueError(f"length must be >= 1, got {length}")
+    factors: list[int] = []
+    rest = length
+    for p in range(2, max_window + 1):
+        while rest % p == 0:
+            factors.append(p)
+            rest //= p
+    if rest != 1:
+        raise ValueError(f"length {length} has a prime factor > {max_window}; no pool chain exists")
+    # merge small factors greedily into windows <= max_window (fewer layers)
+    windows: list[int] = []
+    for f in sorted(factors, reverse=True):
+        for i, w in enumerate(windows):
+            if w * f <= max_window:
+                windows[i] = w * f
+                break
+        else:
+            windows.append(f)
+    return sorted(windows, reverse=True) or [1]
+
+
+def build_network(arch: dict[str, Any] | None = None) -> Any:
+    """The classifier as a torch.nn.Module; `forward(x)` returns (logits, snr_db)."""
+    torch = require("torch", "the classifier network")
+    nn = torch.nn
+    a = arch_with_defaults(arch)
+
+    class ConvBN(nn.Module):
+        """1xk conv + BatchNorm (+ ReLU); export folds the BN into the conv."""
+
+        def __init__(self, c_in: int, c_out: int, kernel: int, dilation: int = 1, relu: bool = True):
+            super().__init__()
+            pad = dilation * (kernel - 1) // 2
+            self.conv = nn.Conv2d(c_in, c_out, (1, kernel), padding=(0, pad),
+                                  dilation=(1, dilation), bias=False)
+            self.bn = nn.BatchNorm2d(c_out)
+            self.relu = relu
+
+        def forward(self, x):
+            x = self.bn(self.conv(x))
+            return torch.relu(x) if self.relu else x
+
+    class ResUnit(nn.Module):
+        def __init__(self, c: int, kernel: int, dilation: int):
+            super().__init__()
+            self.a = ConvBN(c, c, kernel, dilation)
+            self.b = ConvBN(c, c, kernel, dilation, relu=False)
+            # zero-init the last BN scale so each unit starts as identity (stable early training)
+            nn.init.zeros_(self.b.bn.weight)
+
+        def forward(self, x):
+            return torch.relu(x + self.b(self.a(x)))
+
+    class Stage(nn.Module):
+        def __init__(self, c_in: int, spec: dict[str, Any], pool: int):
+            super().__init__()
+            c = int(spec["channels"])
+            self.pool = nn.MaxPool2d((1, pool), (1, pool)) if pool > 1 else nn.Identity()
+            self.proj = ConvBN(c_in, c, 1) if c != c_in else nn.Identity()
+            self.units = nn.Sequential(*[ResUnit(c, int(spec["kernel"]), int(d))
+                                         for d in spec["dilations"]])
+
+        def forward(self, x):
+            return self.units(self.proj(self.pool(x)))
+
+    class RfcNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.arch = a
+            self.static_length: int | None = None  # set by export for the DLA graphs
+            self.squeeze_outputs = True            # False: 4-D outputs (static DLA graphs)
+            self.stem = ConvBN(int(a["in_channels"]), int(a["stem_channels"]), int(a["stem_kernel"]))
+            stages, c = [], int(a["stem_channels"])
+            for i, spec in enumerate(a["stages"]):
+                stages.append(Stage(c, spec, 1 if i == 0 else int(a["pool"])))
+                c = int(spec["channels"])
+            self.stages = nn.Sequential(*stages)
+            self.head = nn.Sequential(
+                ConvBN(c, int(a["head_channels"]), 1),
+                nn.Conv2d(int(a["head_channels"]), int(a["n_classes"]), 1))
+            self.snr_head = nn.Sequential(
+                ConvBN(c, int(a["snr_head_channels"]), 1),
+                nn.Conv2d(int(a["snr_head_channels"]), 1, 1))
+            with torch.no_grad():
+                self.snr_head[-1].weight.mul_(0.1)
+                self.snr_head[-1].bias.fill_(float(a["snr_init_db"]))
+            self.downsample = int(a["pool"]) ** (len(a["stages"]) - 1)
+
+        def global_pool(self, x):
+            if self.static_length is None:
+                return x.mean(dim=(2, 3), keepdim=True)
+            for w in pool_chain(self.static_length // self.downsample):
+                x = torch.nn.functional.avg_pool2d(x, (1, w), (1, w))
+            return x
+
+        def forward(self, x):
+            f = self.global_pool(self.stages(self.stem(x)))
+            logits, snr = self.head(f), self.snr_head(f)
+            if not self.squeeze_outputs:
+                return logits, snr
+            return logits.flatten(1), snr.flatten(0)
+
+    return RfcNet()
+
+
+def count_parameters(model: Any) -> int:
+    """Trainable parameters of a module."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
+def load_trained(model_dir: Any) -> tuple[Any, Any]:
+    """(model in eval mode on the CPU, ModelMeta) from a model directory (model.json + weights)."""
+    from pathlib import Path
+
+    from rfclassify._exceptions import ModelNotFoundError
+    from rfclassify.model.meta import ModelMeta
+
+    torch = require("torch", "loading the trained model")
+    meta = ModelMeta.load(model_dir)
+    path = Path(model_dir) / meta.weights_file
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"no weights in {model_dir}: {meta.weights_file} is missing") from None
+    model = build_network(meta.arch or None)
+    model.load_state_dict(state)
+    return model.eval(), meta
