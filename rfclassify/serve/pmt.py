@@ -1,0 +1,227 @@
+"""GNU Radio PMT (polymorphic type) serialization, the subset gr-zeromq puts on the wire.
+
+Byte format (gnuradio-runtime/lib/pmt/pmt_serialize.cc, checked against GNU Radio 3.10.5):
+one type byte, then big-endian fields.
+
+    0x00 #t   0x01 #f   0x06 nil (also the end of a list or dict)
+    0x02 symbol        u16 length, bytes (UTF-8)
+    0x03 int32         0x0d int64        0x0b uint64        0x04 double     0x05 complex (2 doubles)
+    0x07 pair          car, then cdr; a list is a chain of pairs (a cdr of 0x07 continues it)
+    0x09 dict          car = a (key . value) pair, cdr = the rest of the dict (0x09 ...) or nil
+    0x08 vector        u32 count, items          0x0c tuple    u32 count, items
+    0x0a uniform vec.  u8 item type, u32 count, u8 npad, npad bytes, count items (big-endian)
+                       item types 0 u8, 1 s8, 2 u16, 3 s16, 4 u32, 5 s32, 6 u64, 7 s64,
+                       8 f32, 9 f64, 10 c32 (>c8), 11 c64 (>c16)
+
+Python values: #t/#f -> bool, nil -> None, symbol -> str, numbers -> int/float/complex,
+pair -> Pair(car, cdr) (a list is Pair(a, Pair(b, None))), dict -> dict, vector -> list,
+tuple -> tuple, uniform vector -> 1-D native-endian numpy array. Nothing here trusts a
+length: every count is checked against the bytes left, nesting depth and the number of
+values are bounded, so a corrupt message raises MessageError('bad_pmt'), never MemoryError.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import MessageError
+
+MAX_DEPTH = 32
+MAX_VALUES = 100_000
+
+UNIFORM_TYPES: dict[int, str] = {
+    0: "u1", 1: "i1", 2: ">u2", 3: ">i2", 4: ">u4", 5: ">i4", 6: ">u8", 7: ">i8",
+    8: ">f4", 9: ">f8", 10: ">c8", 11: ">c16",
+}
+_UNIFORM_CODE = {np.dtype(v).newbyteorder("=") if np.dtype(v).itemsize > 1 else np.dtype(v): k
+                 for k, v in UNIFORM_TYPES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """A PMT pair (cons cell); lists are chains of pairs ending in None."""
+
+    car: Any
+    cdr: Any
+
+
+def _bad(detail: str) -> MessageError:
+    return MessageError("bad_pmt", detail)
+
+
+class _Reader:
+    def __init__(self, data: Any, pos: int, max_depth: int, max_values: int) -> None:
+        self.buf = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+        self.pos = pos
+        self.max_depth = max_depth
+        self.values_left = max_values
+
+    def take(self, n: int) -> int:
+        """Reserve n bytes, returning where they start."""
+        start = self.pos
+        if n < 0 or start + n > len(self.buf):
+            raise _bad(f"needs {n} bytes at offset {start}, only {len(self.buf) - start} left")
+        self.pos = start + n
+        return start
+
+    def unpack(self, fmt: str) -> Any:
+        start = self.take(struct.calcsize(fmt))
+        return struct.unpack_from(fmt, self.buf, start)[0]
+
+    def value(self, depth: int) -> Any:
+        if depth > self.max_depth:
+            raise _bad(f"nesting deeper than {self.max_depth}")
+        self.values_left -= 1
+        if self.values_left < 0:
+            raise _bad("too many values")
+        tag = self.unpack(">B")
+        if tag in (0x00, 0x01):
+            return tag == 0x00
+        if tag == 0x06:
+            return None
+        if tag == 0x02:
+            n = self.unpack(">H")
+            start = self.take(n)
+            try:
+                return bytes(self.buf[start:start + n]).decode("utf-8")
+            except UnicodeDecodeError:
+                return bytes(self.buf[start:start + n]).decode("latin-1")
+        if tag == 0x03:
+            return self.unpack(">i")
+        if tag == 0x0d:
+            return self.unpack(">q")
+        if tag == 0x0b:
+            return self.unpack(">Q")
+        if tag == 0x04:
+            return self.unpack(">d")
+        if tag == 0x05:
+            re_ = self.unpack(">d")
+            return complex(re_, self.unpack(">d"))
+        if tag in (0x07, 0x09):
+            return self.chain(tag, depth)
+        if tag in (0x08, 0x0c):
+            n = self.unpack(">I")
+            if n > len(self.buf) - self.pos:  # every item takes at least one byte
+                raise _bad(f"{n} items announced, {len(self.buf) - self.pos} bytes left")
+            items = [self.value(depth + 1) for _ in range(n)]
+            return items if tag == 0x08 else tuple(items)
+        if tag == 0x0a:
+            return self.uniform()
+        raise _bad(f"unknown type byte 0x{tag:02x} at offset {self.pos - 1}")
+
+    def chain(self, tag: int, depth: int) -> Any:
+        """A pair or dict chain, read iteratively (the cdr continues it), like GNU Radio's parse_pair."""
+        cars = []
+        while True:
+            cars.append(self.value(depth + 1))
+            if self.unpack(">B") == tag:
+                continue
+            self.pos -= 1
+            last = self.value(depth + 1)
+            break
+        if tag == 0x09:
+            out: dict[Any, Any] = {}
+            for entry in cars:
+                if not isinstance(entry, Pair):
+                    raise _bad("a dict entry is not a (key . value) pair")
+                try:
+                    out[entry.car] = entry.cdr
+                except TypeError:
+                    raise _bad(f"unhashable dict key of type {type(entry.car).__name__}") from None
+            if last is not None:
+                raise _bad("a dict does not end in nil")
+            return out
+        for car in reversed(cars):
+            last = Pair(car, last)
+        return last
+
+    def uniform(self) -> np.ndarray:
+        code = self.unpack(">B")
+        n = self.unpack(">I")
+        npad = self.unpack(">B")
+        self.take(npad)
+        if code not in UNIFORM_TYPES:
+            raise _bad(f"unknown uniform vector item type {code}")
+        dtype = np.dtype(UNIFORM_TYPES[code])
+        start = self.take(n * dtype.itemsize)
+        arr = np.frombuffer(self.buf, dtype=dtype, count=n, offset=start)
+        return arr.astype(dtype.newbyteorder("="))  # a native-endian copy
+
+
+def read_pmt(data: Any, offset: int = 0, *, max_depth: int = MAX_DEPTH,
+             max_values: int = MAX_VALUES) -> tuple[Any, int]:
+    """Deserialize one PMT starting at offset; returns (value, offset after it). MessageError('bad_pmt')."""
+    reader = _Reader(data, offset, max_depth, max_values)
+    return reader.value(0), reader.pos
+
+
+def deserialize(data: Any, **limits: int) -> Any:
+    """Deserialize exactly one PMT filling all of data (trailing bytes are an error)."""
+    value, end = read_pmt(data, 0, **limits)
+    if end != len(memoryview(data).cast("B")):
+        raise _bad(f"{len(memoryview(data).cast('B')) - end} trailing bytes after the PMT")
+    return value
+
+
+def pmt_list(items: list[Any]) -> Pair | None:
+    """A PMT list (chain of pairs) holding items."""
+    out: Pair | None = None
+    for item in reversed(items):
+        out = Pair(item, out)
+    return out
+
+
+def serialize(value: Any) -> bytes:
+    """The PMT bytes GNU Radio would write for value (the inverse of deserialize).
+
+    str -> symbol, int -> int32 (int64 outside its range), float -> double, dict -> dict,
+    Pair -> pair, list -> vector, tuple -> tuple, numpy 1-D array -> uniform vector.
+    """
+    out = bytearray()
+    _write(value, out)
+    return bytes(out)
+
+
+def _write(v: Any, out: bytearray) -> None:
+    if v is True or v is False:
+        out.append(0x00 if v else 0x01)
+    elif v is None:
+        out.append(0x06)
+    elif isinstance(v, str):
+        raw = v.encode("utf-8")
+        out += struct.pack(">BH", 0x02, len(raw)) + raw
+    elif isinstance(v, (int, np.integer)):
+        v = int(v)
+        out += struct.pack(">Bi", 0x03, v) if -2**31 <= v < 2**31 else struct.pack(">Bq", 0x0d, v)
+    elif isinstance(v, (float, np.floating)):
+        out += struct.pack(">Bd", 0x04, float(v))
+    elif isinstance(v, (complex, np.complexfloating)):
+        out += struct.pack(">Bdd", 0x05, v.real, v.imag)
+    elif isinstance(v, Pair):
+        while isinstance(v, Pair):  # along the cdr without recursion: lists may be long
+            out.append(0x07)
+            _write(v.car, out)
+            v = v.cdr
+        _write(v, out)
+    elif isinstance(v, dict):
+        for key, item in v.items():
+            out.append(0x09)
+            _write(Pair(key, item), out)
+        out.append(0x06)
+    elif isinstance(v, (list, tuple)):
+        out += struct.pack(">BI", 0x08 if isinstance(v, list) else 0x0c, len(v))
+        for item in v:
+            _write(item, out)
+    elif isinstance(v, np.ndarray) and v.ndim == 1:
+        native = v.dtype.newbyteorder("=") if v.dtype.itemsize > 1 else v.dtype
+        code = _UNIFORM_CODE.get(native)
+        if code is None:
+            raise TypeError(f"no PMT uniform vector for dtype {v.dtype}")
+        out += struct.pack(">BBIBB", 0x0a, code, v.shape[0], 1, 0)
+        out += v.astype(UNIFORM_TYPES[code], copy=False).tobytes()
+    else:
+        raise TypeError(f"cannot serialize {type(v).__name__} as a PMT")

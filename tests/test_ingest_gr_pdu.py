@@ -1,0 +1,68 @@
+"""GNU Radio PDU decoding (bytes made by our PMT serializer; tests/test_gnuradio_* use real GNU Radio)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.decoders import IngestConfig, make_decoder
+from rfclassify.serve.pmt import Pair, serialize
+
+
+def _pdu(meta, iq) -> bytes:
+    return serialize(Pair(meta, iq))
+
+
+def test_pdu_fields_and_samples() -> None:
+    iq = (np.arange(300) * (0.01 + 0.02j)).astype(np.complex64)
+    meta = {"burst_id": 9, "stream": "sdr0", "sample_rate": 2e6, "freq": 915e6,
+            "rx_time": (100, 0.5), "label": "GMSK", "snr_db": 12.0, "packet_len": 300,
+            "gain": complex(1, 2), "taps": np.ones(3, np.float32), "nan": float("nan")}
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6, stream="default"))
+    (b,) = dec.decode([_pdu(meta, iq)], 7.0)
+    assert isinstance(b, Burst)
+    np.testing.assert_array_equal(b.iq, iq)
+    assert (b.burst_id, b.stream, b.sample_rate_hz, b.center_freq_hz, b.time) == (9, "sdr0", 2e6, 915e6, 100.5)
+    assert b.truth == Truth("GMSK", 12.0) and b.received_s == 7.0
+    assert b.meta == {"packet_len": 300, "gain": [1.0, 2.0], "taps": [1.0, 1.0, 1.0], "nan": "nan"}
+    json.dumps(b.meta, allow_nan=False)
+
+
+def test_config_defaults_fill_missing_fields_and_nil_meta() -> None:
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=48e3, stream="s", center_freq_hz=1e8))
+    (b,) = dec.decode([_pdu(None, np.ones(100, np.complex128))], 0.0)
+    assert isinstance(b, Burst) and b.iq.dtype == np.complex64
+    assert (b.sample_rate_hz, b.stream, b.center_freq_hz, b.burst_id, b.truth) == (48e3, "s", 1e8, None, None)
+
+
+@pytest.mark.parametrize("frames,reason", [
+    ([], "bad_frames"),
+    ([b"a", b"b", b"c"], "bad_frames"),
+    ([bytes.fromhex("0a0a" + "ffffffff" + "0100")], "bad_pmt"),
+    ([b"\x99garbage"], "bad_pmt"),
+    ([serialize(np.ones(4, np.complex64))], "bad_pdu"),
+    ([serialize(Pair({"a": 1}, np.ones(4, np.float32)))], "bad_pdu"),
+    ([serialize(Pair({"a": 1}, "text"))], "bad_pdu"),
+    ([serialize(Pair(5, np.ones(4, np.complex64)))], "bad_pdu"),
+    ([serialize(Pair({"burst_id": "x"}, np.ones(0, np.complex64)))], "empty_payload"),
+])
+def test_bad_pdus_reject_and_decoder_recovers(frames, reason) -> None:
+    dec = make_decoder("gr-pdu")
+    (r,) = dec.decode(frames, 0.0)
+    assert isinstance(r, Reject) and r.reason == reason, r
+    (ok,) = dec.decode([b"topic", _pdu({}, np.ones(64, np.complex64))], 0.0)
+    assert isinstance(ok, Burst) and ok.n_samples == 64
+
+
+def test_reject_names_burst_id_when_meta_parsed() -> None:
+    (r,) = make_decoder("gr-pdu").decode([serialize(Pair({"burst_id": "b1", "stream": "z"}, 3))], 0.0)
+    assert (r.reason, r.burst_id, r.stream) == ("bad_pdu", "b1", "z")
+
+
+def test_too_large() -> None:
+    dec = make_decoder("gr-pdu", IngestConfig(max_message_bytes=1024))
+    (r,) = dec.decode([_pdu({}, np.ones(200, np.complex64))], 0.0)
+    assert r.reason == "too_large"
