@@ -1,0 +1,198 @@
+"""The backend life cycle and the input checks every backend shares (a template method).
+
+A backend runs the network on ready-made model input: float32 ``(B, 2, 1, L)`` with ``L`` one of
+the configured length buckets. Public methods live here (``load``, ``warmup``, ``infer``,
+``close``, the context manager); a subclass fills in the small hooks ``_load``, ``_infer`` and
+``_close`` (and ``_warmup`` when it has something better to do than run zeros, e.g. capture
+CUDA graphs). So the checks are written once and a new backend (TensorRT) is a thin file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from rfclassify._exceptions import BackendError, ConfigError, InputError, ModelNotFoundError
+from rfclassify.model.meta import ModelMeta
+
+log = logging.getLogger(__name__)
+
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+
+#: Batch sizes warmed up (and, on CUDA, captured as graphs) unless told otherwise.
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 8, 64, 256, 1024)
+
+
+class Backend:
+    """One way of running the network. Not thread-safe by itself: ``infer`` takes a lock."""
+
+    #: Short name used in results, logs and on the command line.
+    name: ClassVar[str] = "base"
+    #: Precisions this backend can run on each kind of device ('cpu', 'cuda').
+    precisions_by_device: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init__(
+        self,
+        meta: ModelMeta,
+        model_dir: str | Path,
+        *,
+        precision: str = "fp32",
+        device: str = "cpu",
+        buckets_samples: tuple[int, ...] | None = None,
+        max_batch_size: int = DEFAULT_BATCH_SIZES[-1],
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+        kind = device_kind(device)
+        allowed = self.precisions_by_device.get(kind, ())
+        if not allowed:
+            raise ConfigError(f"backend {self.name} cannot run on device {device!r}")
+        if precision not in allowed:
+            raise ConfigError(
+                f"backend {self.name} on {kind} supports {', '.join(allowed)}, not {precision}")
+        problem = self.artifact_problem(meta, model_dir, precision)
+        if problem:
+            raise ModelNotFoundError(problem)
+        if max_batch_size < 1:
+            raise ConfigError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.meta = meta
+        self.model_dir = Path(model_dir)
+        self._precision = precision
+        self._device = device
+        self.buckets_samples = tuple(buckets_samples or meta.buckets_samples)
+        self.max_batch_size = int(max_batch_size)
+        self._loaded = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
+        """Why this backend cannot run `precision` from model_dir's files, or None if it can."""
+        return None
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def precision(self) -> str:
+        return self._precision
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.meta.labels)
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def model_file(self, name: str) -> Path:
+        """A file of the model directory; ModelNotFoundError when it is missing."""
+        path = self.model_dir / name
+        if not name or not path.is_file():
+            raise ModelNotFoundError(f"{self.name} backend needs {path}, which does not exist")
+        return path
+
+    # -- life cycle ---------------------------------------------------------------------
+    def load(self) -> Backend:
+        """Load the model (idempotent); returns self so `Backend(...).load()` chains."""
+        if not self._loaded:
+            self._load()
+            self._loaded = True
+            log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
+        return self
+
+    def warmup(self, buckets_samples: tuple[int, ...] | None = None,
+               batch_sizes: tuple[int, ...] = (1,)) -> None:
+        """Run every (bucket, batch size) once so the first real request pays nothing extra."""
+        self.load()
+        for b in buckets_samples or self.buckets_samples:
+            self._check_length(b)
+            for n in batch_sizes:
+                if not 1 <= n <= self.max_batch_size:
+                    raise ConfigError(f"warmup batch size {n} outside 1..{self.max_batch_size}")
+                with self._lock:
+                    self._warmup(b, n)
+
+    def infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Run float32 (B, 2, 1, L) -> (logits float32 (B, n_labels), snr_db float32 (B,))."""
+        self.check_input(x)
+        if not self._loaded:
+            self.load()
+        with self._lock:
+            logits, snr_db = self._infer(x)
+        return self._check_output(x.shape[0], logits, snr_db)
+
+    def close(self) -> None:
+        """Free the session/graphs; the backend can be loaded again afterwards."""
+        if self._loaded:
+            self._close()
+            self._loaded = False
+
+    def __enter__(self) -> Backend:
+        return self.load()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.precision} on {self.device}>"
+
+    # -- shared checks ------------------------------------------------------------------
+    def check_input(self, x: object) -> None:
+        """InputError unless x is C-contiguous float32 (B>=1, 2, 1, L) with L a configured bucket."""
+        if not isinstance(x, np.ndarray):
+            raise InputError(f"{self.name} backend input must be a numpy array, got {type(x).__name__}")
+        if x.dtype != np.float32:
+            raise InputError(f"{self.name} backend input must be float32, got {x.dtype}")
+        if x.ndim != 4 or x.shape[1] != 2 or x.shape[2] != 1:
+            raise InputError(
+                f"{self.name} backend input must have shape (batch, 2, 1, length), got {x.shape}")
+        if x.shape[0] < 1:
+            raise InputError(f"{self.name} backend input has an empty batch")
+        if x.shape[0] > self.max_batch_size:
+            raise InputError(
+                f"{self.name} backend batch {x.shape[0]} exceeds max_batch_size {self.max_batch_size}")
+        self._check_length(x.shape[3])
+        if not x.flags.c_contiguous:
+            raise InputError(f"{self.name} backend input must be C-contiguous (np.ascontiguousarray)")
+
+    def _check_length(self, length: int) -> None:
+        if length not in self.buckets_samples:
+            raise InputError(
+                f"window length {length} is not a configured bucket {list(self.buckets_samples)}")
+
+    def _check_output(self, batch: int, logits: object, snr_db: object) -> tuple[np.ndarray, np.ndarray]:
+        lg = np.asarray(logits, dtype=np.float32)
+        sn = np.asarray(snr_db, dtype=np.float32).reshape(-1)
+        if lg.shape != (batch, self.n_labels) or sn.shape != (batch,):
+            raise BackendError(
+                f"{self.name} backend returned shapes {lg.shape}, {sn.shape}; "
+                f"expected ({batch}, {self.n_labels}), ({batch},)")
+        return lg, sn
+
+    # -- hooks --------------------------------------------------------------------------
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Default: nothing to free."""
+
+    def _warmup(self, bucket_samples: int, batch_size: int) -> None:
+        x = np.zeros((batch_size, 2, 1, bucket_samples), dtype=np.float32)
+        self._infer(x)
+
+
+def device_kind(device: str) -> str:
+    """'cpu' or 'cuda' for a device string such as 'cpu', 'cuda', 'cuda:1'."""
+    kind = device.split(":", 1)[0]
+    if kind not in ("cpu", "cuda"):
+        raise ConfigError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
+    return kind

@@ -1,0 +1,220 @@
+"""The public Python API: load a model on the best backend and classify bursts of any length.
+
+    clf = rfclassify.Classifier.load()                       # shipped models/, backend auto
+    results = clf.classify([iq0, iq1], sample_rate=1e6)
+    results[0].label, results[0].confidence, results[0].top, results[0].snr_db
+
+Each burst goes through ``rfclassify.dsp.windows.burst_to_windows`` (the normalization and
+bucket rule shared with training), windows are grouped by bucket across bursts and batched
+through the backend, and each burst's windows are aggregated by ``engine.results``.
+The daemon batches windows across bursts itself with ``infer_windows`` and
+``results_from_outputs``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError, InputError, MessageError
+from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input
+from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
+from rfclassify.engine.results import (
+    ClassificationResult,
+    aggregate_windows,
+    make_result,
+    reject_result,
+)
+from rfclassify.engine.select import Selection, backend_class, select_backend
+from rfclassify.model.meta import ModelMeta, default_model_dir
+
+__all__ = ["ClassificationResult", "Classifier", "as_burst"]
+
+log = logging.getLogger(__name__)
+
+
+def as_burst(burst: object) -> np.ndarray:
+    """A 1-D complex or real array from a burst; MessageError('bad_shape' / 'bad_dtype') otherwise.
+
+    Accepted: 1-D complex (any precision), 1-D real numbers (a real signal, Q = 0), and
+    (n, 2) real arrays read as I/Q pairs.
+    """
+    try:
+        x = np.asarray(burst)
+    except (ValueError, TypeError) as exc:  # ragged nested sequences
+        raise MessageError("bad_shape", f"burst is not an array: {exc}") from None
+    if x.dtype.kind not in "iufc":
+        raise MessageError("bad_dtype", f"burst samples must be numbers, got dtype {x.dtype}")
+    if x.ndim == 2 and x.shape[1] == 2 and x.dtype.kind != "c":
+        return x[:, 0] + 1j * x[:, 1]
+    if x.ndim != 1:
+        raise MessageError("bad_shape", f"a burst must be 1-D complex (or (n, 2) I/Q), got shape {x.shape}")
+    return x
+
+
+class Classifier:
+    """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
+
+    def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5) -> None:
+        self._backend = backend
+        self._selection = selection
+        self.top_k = int(top_k)
+        self.meta: ModelMeta = backend.meta
+        self.model_dir: Path = backend.model_dir
+        self.policy: BucketPolicy = self.meta.bucket_policy
+
+    @classmethod
+    def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
+             precision: str = "auto", device: str | None = None, *, top_k: int = 5,
+             max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
+             threads: int | None = None) -> Classifier:
+        """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
+
+        backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
+        device: None (chosen with the backend), 'cpu', 'cuda' or 'cuda:N'. The rules, and how
+        an unavailable precision falls back, are in ``rfclassify.engine.select``; what was
+        chosen and why is in ``clf.backend``, ``clf.precision``, ``clf.backend_reason`` and
+        ``clf.precision_reason``. warmup=True runs (on CUDA: captures) every bucket at batch
+        sizes 1..max_batch_size before returning; threads limits CPU threads.
+        """
+        model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+        meta = ModelMeta.load(model_dir)
+        if tuple(meta.labels) and len(meta.labels) < 2:
+            raise ConfigError(f"{model_dir}: model.json lists {len(meta.labels)} labels")
+        sel = select_backend(meta, model_dir, backend, precision, device)
+        impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
+                                          max_batch_size=max_batch_size, threads=threads)
+        impl.load()
+        if warmup:
+            impl.warmup(batch_sizes=tuple(n for n in DEFAULT_BATCH_SIZES if n <= max_batch_size))
+        return cls(impl, selection=sel, top_k=top_k)
+
+    # -- what is running ----------------------------------------------------------------
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.meta.labels
+
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    @property
+    def backend_impl(self) -> Backend:
+        """The Backend object (for benchmarks and the daemon's warmup)."""
+        return self._backend
+
+    @property
+    def backend_reason(self) -> str:
+        return self._selection.reason if self._selection else "given explicitly"
+
+    @property
+    def precision(self) -> str:
+        return self._backend.precision
+
+    @property
+    def precision_reason(self) -> str:
+        return self._selection.precision_reason if self._selection else "given explicitly"
+
+    @property
+    def device(self) -> str:
+        return self._backend.device
+
+    @property
+    def model_id(self) -> str:
+        return self.meta.model_id
+
+    @property
+    def max_batch_size(self) -> int:
+        return self._backend.max_batch_size
+
+    def describe(self) -> dict[str, Any]:
+        """backend/precision/device/model and the reasons, for logs and `status`."""
+        return {"backend": self.backend, "precision": self.precision, "device": self.device,
+                "model": self.model_id, "backend_reason": self.backend_reason,
+                "precision_reason": self.precision_reason}
+
+    # -- classification -----------------------------------------------------------------
+    def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
+        """One result per burst, in order. A burst that cannot be classified gets a result with
+        ok=False and reject_reason set; it never raises for one bad burst.
+
+        sample_rate (Hz) is recorded in the results only: the model is trained across 2-16
+        samples/symbol, so nothing is resampled.
+        """
+        if isinstance(bursts, np.ndarray) and bursts.ndim == 1:
+            raise InputError("classify takes a sequence of bursts; wrap a single burst in a list")
+        rate = float(sample_rate) if sample_rate is not None else None
+        cut: list[BurstWindows | ClassificationResult] = []
+        for burst in bursts:
+            cut.append(self._cut(burst, rate))
+        by_bucket: dict[int, list[int]] = {}
+        for i, item in enumerate(cut):
+            if isinstance(item, BurstWindows):
+                by_bucket.setdefault(item.bucket_samples, []).append(i)
+        results: list[ClassificationResult | None] = [
+            item if isinstance(item, ClassificationResult) else None for item in cut]
+        for bucket, members in by_bucket.items():
+            wins = [cut[i] for i in members]
+            stacked = np.concatenate([w.windows for w in wins])  # type: ignore[union-attr]
+            logits, snr_db = self.infer_windows(bucket, stacked)
+            offset = 0
+            for i, w in zip(members, wins, strict=True):
+                n_w = w.n_windows  # type: ignore[union-attr]
+                results[i] = self.results_from_outputs(
+                    logits[offset:offset + n_w], snr_db[offset:offset + n_w],
+                    w.n_samples, bucket, sample_rate=rate)  # type: ignore[union-attr]
+                offset += n_w
+        return [r for r in results if r is not None]
+
+    def _cut(self, burst: Any, rate: float | None) -> BurstWindows | ClassificationResult:
+        n = 0
+        try:
+            x = as_burst(burst)
+            n = int(x.shape[0]) if x.ndim else 0
+            return burst_to_windows(x, self.policy)
+        except MessageError as exc:
+            return reject_result(exc.reason, exc.detail, n, sample_rate_hz=rate)
+
+    # -- daemon-facing ------------------------------------------------------------------
+    def infer_windows(self, bucket_samples: int, windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Run normalized windows (W, bucket_samples) complex64 of one bucket through the backend.
+
+        Returns (logits float32 (W, n_labels), snr_db float32 (W,)); batches larger than
+        max_batch_size are split. The windows come from ``burst_to_windows(iq, clf.policy)``.
+        """
+        w = np.asarray(windows)
+        if w.ndim != 2 or w.shape[1] != bucket_samples:
+            raise InputError(f"windows must have shape (n, {bucket_samples}), got {w.shape}")
+        if w.shape[0] == 0:
+            return (np.zeros((0, len(self.labels)), np.float32), np.zeros(0, np.float32))
+        step = self.max_batch_size
+        outs = [self._backend.infer(to_model_input(w[i:i + step])) for i in range(0, w.shape[0], step)]
+        if len(outs) == 1:
+            return outs[0]
+        return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
+
+    def results_from_outputs(self, logits: np.ndarray, snr_db: np.ndarray, n_samples: int,
+                             bucket_samples: int, sample_rate: float | None = None) -> ClassificationResult:
+        """One burst's result from its windows' outputs: logits (W, n_labels), snr_db (W,)."""
+        probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
+        return make_result(probs, snr, self.labels, n_samples=n_samples, bucket=bucket_samples,
+                           windows=int(np.shape(logits)[0]), unknown_threshold=self.meta.unknown_threshold,
+                           top_k=self.top_k, sample_rate_hz=sample_rate)
+
+    # -- life cycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> Classifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Classifier model={self.model_id!r} backend={self.backend} "
+                f"precision={self.precision} device={self.device}>")

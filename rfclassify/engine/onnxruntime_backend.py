@@ -1,0 +1,83 @@
+"""ONNX Runtime on the CPU: the backend of every machine without a GPU (and of CI).
+
+fp32 runs ``models/model.onnx`` (dynamic batch and length). int8 runs the Q/DQ ONNX named by
+``ModelMeta.int8_onnx_file`` once the INT8 calibration has produced it; until then asking for
+int8 here is an error that says so (``Classifier.load`` with backend 'auto' falls back).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rfclassify._exceptions import BackendError
+from rfclassify._optional import require
+from rfclassify.engine.base import Backend
+from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+
+
+def cpu_threads() -> int:
+    """Cores this process may use (its affinity mask, not the machine's core count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class OnnxRuntimeBackend(Backend):
+    """CPUExecutionProvider session with every graph optimization on."""
+
+    name: ClassVar[str] = "onnxruntime"
+    precisions_by_device: ClassVar[dict[str, tuple[str, ...]]] = {"cpu": ("fp32", "int8")}
+
+    def __init__(self, meta: ModelMeta, model_dir: str | Path, *, threads: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(meta, model_dir, **kwargs)
+        # One inference at a time per process (the daemon has one inference thread), so all
+        # cores go to intra-op parallelism; inter-op threads would only contend with them.
+        self.threads = int(threads) if threads else cpu_threads()
+        self._session: Any = None
+
+    @classmethod
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
+        if precision == "int8":
+            if not meta.int8_onnx_file:
+                return ("INT8 artifacts are not calibrated yet for model "
+                        f"{meta.model_id!r} (model.json has no int8_onnx_file); use fp32")
+            if not (Path(model_dir) / meta.int8_onnx_file).is_file():
+                return f"INT8 ONNX {Path(model_dir) / meta.int8_onnx_file} does not exist; use fp32"
+        elif not (Path(model_dir) / meta.onnx_file).is_file():
+            return f"onnxruntime backend needs {Path(model_dir) / meta.onnx_file}, which does not exist"
+        return None
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.model_dir / (self.meta.int8_onnx_file if self.precision == "int8" else self.meta.onnx_file)
+
+    def _load(self) -> None:
+        ort = require("onnxruntime", "the CPU inference backend")
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3  # errors only: its warnings are about graph fusions
+        path = self.model_file(self.onnx_path.name)
+        try:
+            self._session = ort.InferenceSession(str(path), sess_options=opts,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
+        names = [i.name for i in self._session.get_inputs()]
+        if names != [INPUT_NAME]:
+            raise BackendError(f"{path} has inputs {names}; expected [{INPUT_NAME!r}]")
+
+    def _infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, snr_db = self._session.run(list(OUTPUT_NAMES), {INPUT_NAME: x})
+        return logits, snr_db
+
+    def _close(self) -> None:
+        self._session = None

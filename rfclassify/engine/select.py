@@ -1,0 +1,162 @@
+"""Which backend, device and precision to run: the 'auto' rules, with the reason for each choice.
+
+Backend 'auto' tries, in order, and takes the first that can run here:
+
+1. tensorrt on cuda:0 — only if a tensorrt backend module exists in this version AND
+   ``import tensorrt`` works;
+2. torch on cuda:0 — if torch imports and ``torch.cuda.is_available()``;
+3. onnxruntime on the CPU — if onnxruntime imports and model.onnx exists;
+4. torch on the CPU — the last resort (e.g. onnxruntime not installed).
+
+A skipped candidate is listed with why it was skipped, in ``Selection.reason``.
+
+Precision 'auto' is the best the chosen backend can run from the files present, in the order
+int8, fp16, fp32 (int8 needs calibrated artifacts; fp16 needs a GPU). An explicit precision
+the backend cannot run is an error when the backend was named explicitly; with backend
+'auto' it falls back down that order (int8 -> fp16 -> fp32) with a logged warning, and
+``Selection.precision`` / ``precision_reason`` say what actually runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
+from rfclassify._optional import available
+from rfclassify.engine.base import Backend, device_kind
+from rfclassify.model.meta import ModelMeta
+
+log = logging.getLogger(__name__)
+
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "tensorrt", "torch", "onnxruntime")
+PRECISION_CHOICES: tuple[str, ...] = ("auto", "int8", "fp16", "fp32")
+_PRECISION_ORDER: tuple[str, ...] = ("int8", "fp16", "fp32")  # best first
+
+# name -> (module, class); the tensorrt module arrives with a later issue.
+_BACKENDS: dict[str, tuple[str, str]] = {
+    "tensorrt": ("rfclassify.engine.tensorrt_backend", "TensorRTBackend"),
+    "torch": ("rfclassify.engine.torch_backend", "TorchBackend"),
+    "onnxruntime": ("rfclassify.engine.onnxruntime_backend", "OnnxRuntimeBackend"),
+}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What will run, and why."""
+
+    backend: str
+    device: str
+    precision: str
+    reason: str
+    precision_reason: str
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The Backend subclass called `name` (imports its module, not its heavy library)."""
+    if name not in _BACKENDS:
+        raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+    module, cls = _BACKENDS[name]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"the {name} backend is not part of this version of rfclassify")
+    return getattr(importlib.import_module(module), cls)
+
+
+def why_unusable(name: str, device: str) -> str | None:
+    """Why backend `name` cannot run on `device` in this process, or None when it can."""
+    kind = device_kind(device)
+    if name == "tensorrt":
+        if importlib.util.find_spec(_BACKENDS["tensorrt"][0]) is None:
+            return "no tensorrt backend module in this version (a later issue adds it)"
+        if not available("tensorrt"):
+            return "tensorrt does not import"
+        if kind != "cuda":
+            return "tensorrt needs a CUDA device"
+        return None
+    if name == "torch":
+        if not available("torch"):
+            return "torch is not installed"
+        if kind == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                return "torch sees no CUDA GPU"
+        return None
+    if name == "onnxruntime":
+        if kind != "cpu":
+            return "onnxruntime is used on the CPU only"
+        if not available("onnxruntime"):
+            return "onnxruntime is not installed"
+        return None
+    raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+
+
+def _candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
+    if backend == "auto":
+        order = [("tensorrt", "cuda:0"), ("torch", "cuda:0"), ("onnxruntime", "cpu"), ("torch", "cpu")]
+        if device is not None:
+            kind = device_kind(device)
+            order = [(b, device) for b, d in order if device_kind(d) == kind]
+        return order
+    if backend not in _BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; choose from {', '.join(BACKEND_CHOICES)}")
+    if device is not None:
+        return [(backend, device)]
+    if backend == "torch":
+        return [("torch", "cuda:0"), ("torch", "cpu")]
+    return [(backend, "cuda:0" if backend == "tensorrt" else "cpu")]
+
+
+def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device: str,
+                   requested: str, may_fall_back: bool) -> tuple[str | None, str]:
+    """(precision, reason) or (None, why none works) for one backend candidate."""
+    supported = cls.precisions_by_device.get(device_kind(device), ())
+    start = 0 if requested == "auto" else _PRECISION_ORDER.index(requested)
+    tried: list[str] = []
+    for p in _PRECISION_ORDER[start:]:
+        if p not in supported:
+            tried.append(f"{p}: not supported by {cls.name} on {device_kind(device)}")
+        elif problem := cls.artifact_problem(meta, model_dir, p):
+            tried.append(f"{p}: {problem}")
+        elif requested in ("auto", p):
+            return p, ("auto: best available" if requested == "auto" else "as requested") + (
+                f" ({'; '.join(tried)})" if tried else "")
+        else:
+            return p, f"fell back from {requested} to {p} ({'; '.join(tried)})"
+        if requested != "auto" and not may_fall_back:
+            break
+    return None, "; ".join(tried)
+
+
+def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto",
+                   precision: str = "auto", device: str | None = None) -> Selection:
+    """Apply the module's rules; ConfigError / ModelNotFoundError when nothing can run."""
+    if precision not in PRECISION_CHOICES:
+        raise ConfigError(f"unknown precision {precision!r}; choose from {', '.join(PRECISION_CHOICES)}")
+    model_dir = Path(model_dir)
+    skipped: list[str] = []
+    last_error: str = ""
+    for name, dev in _candidates(backend, device):
+        problem = why_unusable(name, dev)
+        if problem is None:
+            cls = backend_class(name)
+            chosen, why = _precision_for(cls, meta, model_dir, dev, precision, backend == "auto")
+            if chosen is not None:
+                head = "auto: " if backend == "auto" else "requested: "
+                reason = head + "; ".join(skipped + [f"{name} on {dev} chosen"])
+                if chosen != precision and precision != "auto":
+                    log.warning("precision %s is not available (%s); running %s", precision, why, chosen)
+                log.info("backend %s on %s, %s (%s; precision %s)", name, dev, chosen, reason, why)
+                return Selection(name, dev, chosen, reason, why)
+            problem = why
+        skipped.append(f"{name} on {dev} skipped ({problem})")
+        last_error = problem
+    if backend != "auto" and len(skipped) == 1:
+        if "not installed" in last_error:
+            raise MissingDependencyError(f"backend {backend}: {last_error}")
+        if "does not exist" in last_error or "not calibrated" in last_error:
+            raise ModelNotFoundError(f"backend {backend}, precision {precision}: {last_error}")
+    raise ConfigError("no backend can run here: " + "; ".join(skipped))

@@ -1,0 +1,40 @@
+"""Fixtures shared by several test files. Keep it small: only what more than one area needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rfclassify.model.meta import ModelMeta
+
+TINY_MODEL_SEED = 20261130
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model directory (model.pt, model.onnx, model.json) of a randomly initialized
+    build_network() with a fixed torch seed: real shapes and files, meaningless predictions.
+
+    Session-scoped and shared: copy it before changing model.json."""
+    torch = pytest.importorskip("torch")
+    network = pytest.importorskip("rfclassify.model.network")
+    export = pytest.importorskip("rfclassify.model.export")
+    model_dir = tmp_path_factory.mktemp("tiny_model")
+    with torch.random.fork_rng(devices=[]):  # do not disturb the global generator
+        torch.manual_seed(TINY_MODEL_SEED)
+        net = network.build_network().eval()
+        # Fresh BatchNorms are identities and some are zero-initialized, which makes a random
+        # network's outputs nearly input-independent; random BN statistics make them vary,
+        # so backend-agreement and aggregation tests compare something.
+        for mod in net.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                with torch.no_grad():
+                    mod.weight.uniform_(0.5, 1.5)
+                    mod.bias.normal_(0.0, 0.2)
+                    mod.running_mean.normal_(0.0, 0.2)
+                    mod.running_var.uniform_(0.5, 1.5)
+    torch.save(net.state_dict(), model_dir / "model.pt")
+    export.export_onnx(net, model_dir / "model.onnx")
+    ModelMeta(model_id="tiny-random", arch=dict(network.DEFAULT_ARCH)).save(model_dir)
+    return model_dir

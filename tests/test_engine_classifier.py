@@ -1,0 +1,173 @@
+"""Classifier: bursts of any length -> results; aggregation; unknown thresholding; daemon hooks."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import rfclassify
+from rfclassify.dsp.windows import burst_to_windows, to_model_input
+from rfclassify.engine.classifier import Classifier
+from rfclassify.engine.results import log_softmax
+from rfclassify.labels import UNKNOWN_LABEL
+from rfclassify.model.meta import ModelMeta
+
+
+@pytest.fixture(scope="module")
+def clf(tiny_model_dir):
+    with Classifier.load(tiny_model_dir, threads=1) as c:
+        yield c
+
+
+def _burst(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+
+
+def test_auto_selection_on_a_cpu_box_picks_onnxruntime_and_says_why(clf):
+    assert clf.backend == "onnxruntime" and clf.device == "cpu" and clf.precision == "fp32"
+    assert "onnxruntime on cpu chosen" in clf.backend_reason
+    assert "tensorrt on cuda:0 skipped" in clf.backend_reason
+    assert "not calibrated" in clf.precision_reason
+    assert clf.describe()["backend"] == "onnxruntime"
+
+
+def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
+    with Classifier.load(tiny_model_dir, precision="int8") as c:
+        assert c.precision == "fp32"
+        assert c.precision_reason.startswith("fell back from int8 to fp32")
+
+
+def test_any_length_gives_a_result_or_a_reject_never_an_exception(clf):
+    lengths = [1, 63, 64, 5000, 100000]
+    results = clf.classify([_burst(n, seed=n) for n in lengths], sample_rate=1e6)
+    assert [r.n_samples for r in results] == lengths
+    assert [r.ok for r in results] == [False, False, True, True, True]
+    assert results[0].reject_reason == "too_short" and results[0].label is None
+    assert results[2].bucket == 128 and results[2].windows == 1
+    assert results[3].bucket == 4096 and results[3].windows == 2
+    assert results[4].bucket == 4096 and results[4].windows == clf.policy.max_windows
+    for r in results[2:]:
+        assert r.label in clf.labels and r.sample_rate_hz == 1e6
+        assert abs(sum(p for _, p in r.top) - float(r.probabilities[[clf.labels.index(n) for n, _ in r.top]].sum())) < 1e-4
+        assert r.confidence == r.top[0][1]
+
+
+@pytest.mark.parametrize(
+    ("burst", "reason"),
+    [
+        (np.zeros(200, np.complex64), "zero_power"),
+        (np.full(200, np.nan, np.complex64), "non_finite"),
+        (np.ones((3, 3)), "bad_shape"),
+        (np.array(["a", "b"]), "bad_dtype"),
+        ([[1.0, 2.0], [3.0]], "bad_shape"),
+    ],
+)
+def test_bad_bursts_are_rejected_with_a_reason(clf, burst, reason):
+    good = _burst(300)
+    results = clf.classify([good, burst, good])
+    assert results[0].ok and results[2].ok
+    assert not results[1].ok and results[1].reject_reason == reason and results[1].label is None
+    assert results[1].to_dict()["reason"] == reason
+
+
+def test_complex128_real_and_iq_pairs_are_accepted(clf):
+    z = _burst(512, seed=4)
+    iq = np.stack([z.real, z.imag], axis=1).astype(np.float32)
+    a, b, c = clf.classify([z.astype(np.complex128), iq, z.real.copy()])
+    assert a.ok and b.ok and c.ok
+    np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-5)
+
+
+def test_one_exact_bucket_window_equals_infer_on_that_window(clf):
+    z = _burst(1024, seed=5)
+    (result,) = clf.classify([z])
+    w = burst_to_windows(z, clf.policy)
+    logits, snr = clf.backend_impl.infer(to_model_input(w.windows))
+    expected = np.exp(log_softmax(logits[0], clf.meta.temperature))
+    assert result.windows == 1
+    np.testing.assert_allclose(result.probabilities, expected, atol=1e-5)
+    assert result.snr_db == pytest.approx(float(snr[0]), abs=1e-3)
+
+
+def test_windows_are_aggregated_by_mean_log_probability(clf):
+    z = _burst(3000, seed=6)
+    w = burst_to_windows(z, clf.policy)
+    assert w.n_windows > 1
+    logits, snr = clf.infer_windows(w.bucket_samples, w.windows)
+    logp = np.log(np.exp(logits - logits.max(1, keepdims=True)) /
+                  np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True))
+    manual = np.exp(logp.mean(axis=0))
+    manual /= manual.sum()
+    (result,) = clf.classify([z])
+    np.testing.assert_allclose(result.probabilities, manual, atol=1e-5)
+    assert result.snr_db == pytest.approx(float(snr.mean()), abs=1e-3)
+    assert result.label == clf.labels[int(np.argmax(manual))]
+
+
+def test_results_do_not_depend_on_the_other_bursts_in_the_call(clf):
+    bursts = [_burst(n, seed=n) for n in (700, 128, 9000, 700)]
+    together = clf.classify(bursts)
+    alone = [clf.classify([b])[0] for b in bursts]
+    for t, a in zip(together, alone, strict=True):
+        np.testing.assert_allclose(t.probabilities, a.probabilities, atol=1e-5)
+
+
+def test_infer_windows_splits_batches_above_max_batch_size(tiny_model_dir):
+    with Classifier.load(tiny_model_dir, max_batch_size=2) as small:
+        z = _burst(2000, seed=7)
+        w = burst_to_windows(z, small.policy)
+        assert w.n_windows > 2
+        logits, snr = small.infer_windows(w.bucket_samples, w.windows)
+        assert logits.shape == (w.n_windows, len(small.labels)) and snr.shape == (w.n_windows,)
+        (result,) = small.classify([z])
+        direct = small.results_from_outputs(logits, snr, z.size, w.bucket_samples)
+        np.testing.assert_allclose(result.probabilities, direct.probabilities, atol=1e-6)
+
+
+def _model_copy(src, dst, **meta_changes):
+    shutil.copytree(src, dst)
+    ModelMeta.load(dst).with_updates(**meta_changes).save(dst)
+    return dst
+
+
+def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_dir, tmp_path, clf):
+    z = _burst(1024, seed=8)
+    (plain,) = clf.classify([z])
+    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "m", unknown_threshold=0.999)) as strict:
+        (r,) = strict.classify([z])
+    assert r.ok and r.label == UNKNOWN_LABEL
+    assert r.best_guess == plain.label and r.top[0][0] == plain.label
+    assert r.to_dict()["label"] == UNKNOWN_LABEL
+
+
+def test_temperature_flattens_the_probabilities(tiny_model_dir, tmp_path, clf):
+    z = _burst(1024, seed=9)
+    (plain,) = clf.classify([z])
+    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "t", temperature=4.0)) as hot:
+        (r,) = hot.classify([z])
+    assert r.top[0][0] == plain.top[0][0]
+    assert r.confidence < plain.confidence
+
+
+def test_to_dict_has_the_result_fields_of_the_contract(clf):
+    (r,) = clf.classify([_burst(256)])
+    d = r.to_dict()
+    assert set(d) == {"label", "confidence", "top", "snr_db", "n_samples", "bucket", "windows"}
+    assert d["top"][0] == {"label": r.top[0][0], "p": r.top[0][1]}
+    assert len(d["top"]) == clf.top_k
+
+
+def test_a_single_array_instead_of_a_list_is_a_clear_error(clf):
+    with pytest.raises(rfclassify.InputError, match="sequence of bursts"):
+        clf.classify(_burst(256))
+
+
+def test_torch_cpu_backend_gives_the_same_results(tiny_model_dir, clf):
+    bursts = [_burst(n, seed=n) for n in (100, 4096)]
+    with Classifier.load(tiny_model_dir, backend="torch") as t:
+        assert t.backend == "torch" and t.device == "cpu"
+        for a, b in zip(t.classify(bursts), clf.classify(bursts), strict=True):
+            np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-4)
