@@ -1,0 +1,116 @@
+"""`rfclassify classify FILE…`: classify the bursts of SigMF recordings or HDF5 datasets.
+
+Prints a table (one row a burst) and, when the files carry labels, the accuracy; with
+--json, one JSON object per line instead (the result fields of the daemon's records plus
+file, burst, start_sample and truth), and the summary goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+from rfclassify.engine.options import add_model_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="SigMF recording (NAME, NAME.sigmf-meta or NAME.sigmf-data) or HDF5 dataset")
+    add_model_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="JSON lines on stdout instead of a table")
+    parser.add_argument("--top", type=int, default=3, metavar="K", help="top-K labels per burst (default 3)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N bursts per file")
+    parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify._exceptions import InputError
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.files import iter_file_bursts
+
+    if args.top < 1:
+        raise InputError(f"--top must be >= 1, got {args.top}")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be >= 1, got {args.limit}")
+    # Open every file first, so a bad one fails before minutes of work on the others.
+    for path in args.files:
+        next(iter_file_bursts(path, chunk=1, limit=1), None)
+    tally = _Tally()
+    with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
+                         top_k=args.top, threads=args.threads) as clf:
+        header = (f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}")
+        print(header, file=sys.stderr if args.json else sys.stdout)
+        if not args.json and not args.quiet:
+            print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
+                              "bucket", "win", "truth"))
+        for path in args.files:
+            for chunk in iter_file_bursts(path, limit=args.limit):
+                results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
+                for burst, result in zip(chunk, results, strict=True):
+                    tally.add(burst, result)
+                    if args.json:
+                        print(json.dumps(_record(burst, result, clf)))
+                    elif not args.quiet:
+                        print(_row(burst, result).rstrip())
+    print(tally.summary(), file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+_ROW = "{:<24} {:>5} {:>9} {:>8} {:<10} {:>6} {:>7} {:>6} {:>3}  {}"
+
+
+def _row(burst: Any, r: Any) -> str:
+    name = burst.source.rsplit("/", 1)[-1][-24:]
+    truth = burst.truth_label or ""
+    if not r.ok:
+        return _ROW.format(name, burst.index, burst.start_sample, r.n_samples,
+                           f"[{r.reject_reason}]", "", "", "", "", truth)
+    return _ROW.format(name, burst.index, burst.start_sample, r.n_samples, r.label,
+                       f"{r.confidence:.3f}", f"{r.snr_db:.1f}", r.bucket, r.windows, truth)
+
+
+def _record(burst: Any, r: Any, clf: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"file": burst.source, "burst": burst.index, "start_sample": burst.start_sample,
+                           "ok": r.ok, **r.to_dict()}
+    if r.ok:
+        rec.update(backend=clf.backend, precision=clf.precision, model=clf.model_id)
+    if burst.sample_rate_hz is not None:
+        rec["sample_rate"] = burst.sample_rate_hz
+    if burst.truth_label is not None or burst.truth_snr_db is not None:
+        rec["truth"] = {"label": burst.truth_label, "snr_db": burst.truth_snr_db}
+    return rec
+
+
+class _Tally:
+    """Counts for the summary line: classified, rejected by reason, accuracy where truth exists."""
+
+    def __init__(self) -> None:
+        self.classified = 0
+        self.rejected: Counter[str] = Counter()
+        self.with_truth = 0
+        self.correct = 0
+        self.unknown = 0
+
+    def add(self, burst: Any, r: Any) -> None:
+        if not r.ok:
+            self.rejected[r.reject_reason] += 1
+            return
+        self.classified += 1
+        if burst.truth_label is not None:
+            self.with_truth += 1
+            self.correct += int(r.label == burst.truth_label)
+            self.unknown += int(r.best_guess != r.label)
+
+    def summary(self) -> str:
+        parts = [f"{self.classified} classified"]
+        if self.rejected:
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.rejected.items()))
+            parts.append(f"{sum(self.rejected.values())} rejected ({reasons})")
+        if self.with_truth:
+            acc = 100.0 * self.correct / self.with_truth
+            parts.append(f"accuracy {acc:.1f}% on {self.with_truth} labelled bursts "
+                         f"({self.unknown} reported unknown, counted wrong)")
+        return "; ".join(parts)

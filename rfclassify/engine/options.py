@@ -1,0 +1,42 @@
+"""The model/backend command-line options shared by `classify`, `bench` and the daemon (one group)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True) -> None:
+    """--model-dir, and (unless backend=False) --backend, --precision, --device, --threads."""
+    g = parser.add_argument_group("model and backend")
+    g.add_argument("--model-dir", type=Path, default=None,
+                   help="model directory (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
+    if not backend:
+        return
+    g.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="inference backend (default: auto = tensorrt, torch on CUDA, else onnxruntime)")
+    g.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+                   help="numeric precision (default: auto = the best the backend has artifacts for)")
+    g.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: chosen with the backend)")
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all this process may use)")
+
+
+def positive_ints(text: str) -> tuple[int, ...]:
+    """argparse type: '1,64,1024' -> (1, 64, 1024)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def names(text: str) -> tuple[str, ...]:
+    """argparse type: 'onnxruntime,torch' -> ('onnxruntime', 'torch')."""
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return values

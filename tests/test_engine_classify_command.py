@@ -1,0 +1,116 @@
+"""`rfclassify classify` on SigMF recordings and an HDF5 dataset written here."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rfclassify.cli import main
+from rfclassify.engine.files import read_sigmf, sigmf_dtype
+
+
+def _iq(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+
+
+def _write_sigmf(base, iq, datatype, annotations=None, sample_rate=1e6):
+    if datatype.startswith("cf32"):
+        data = iq.astype(">c8" if datatype.endswith("_be") else "<c8")
+    else:  # ci16_*
+        pairs = np.stack([iq.real, iq.imag], axis=1) * 3000
+        data = np.round(pairs).astype(">i2" if datatype.endswith("_be") else "<i2")
+    base.with_name(base.name + ".sigmf-data").write_bytes(data.tobytes())
+    meta = {"global": {"core:datatype": datatype, "core:sample_rate": sample_rate, "core:version": "1.0.0"},
+            "captures": [{"core:sample_start": 0}], "annotations": annotations or []}
+    base.with_name(base.name + ".sigmf-meta").write_text(json.dumps(meta))
+    return base
+
+
+@pytest.mark.parametrize("datatype", ["cf32_le", "ci16_le", "ci16_be"])
+def test_sigmf_annotations_become_bursts_with_truth(tmp_path, datatype):
+    iq = _iq(6000, seed=1)
+    ann = [{"core:sample_start": 100, "core:sample_count": 1500, "core:label": "QPSK"},
+           {"core:sample_start": 2000, "core:sample_count": 40},
+           {"core:sample_start": 3000, "core:sample_count": 3000, "core:label": "not a label"}]
+    base = _write_sigmf(tmp_path / "rec", iq, datatype, ann)
+    bursts = read_sigmf(base.with_name("rec.sigmf-data"))
+    assert [(b.start_sample, b.iq.size, b.truth_label) for b in bursts] == [
+        (100, 1500, "QPSK"), (2000, 40, None), (3000, 3000, None)]
+    assert bursts[0].sample_rate_hz == 1e6
+    # ints are scaled, but the direction of every sample survives the round trip
+    got = bursts[0].iq / np.abs(bursts[0].iq).max()
+    want = iq[100:1600] / np.abs(iq[100:1600]).max()
+    np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_classify_sigmf_prints_a_table_and_accuracy(tiny_model_dir, tmp_path, capsys):
+    ann = [{"core:sample_start": 0, "core:sample_count": 1024, "core:label": "BPSK"},
+           {"core:sample_start": 1024, "core:sample_count": 10}]
+    base = _write_sigmf(tmp_path / "a", _iq(2048, 2), "cf32_le", ann)
+    whole = _write_sigmf(tmp_path / "b", _iq(700, 3), "ci16_le")
+    rc = main(["classify", str(base), str(whole) + ".sigmf-meta", "--model-dir", str(tiny_model_dir)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "[too_short]" in out and "BPSK" in out
+    assert "2 classified; 1 rejected (too_short 1); accuracy" in out
+    assert "on 1 labelled bursts" in out
+
+
+def test_classify_json_lines(tiny_model_dir, tmp_path, capsys):
+    base = _write_sigmf(tmp_path / "c", _iq(5000, 4), "cf32_le")
+    rc = main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--json", "--top", "2"])
+    captured = capsys.readouterr()
+    (line,) = captured.out.strip().splitlines()
+    rec = json.loads(line)
+    assert rec["ok"] and rc == 0 and len(rec["top"]) == 2
+    assert rec["n_samples"] == 5000 and rec["bucket"] == 4096 and rec["windows"] == 2
+    assert rec["backend"] == "onnxruntime" and rec["sample_rate"] == 1e6
+    assert "1 classified" in captured.err
+
+
+def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys):
+    schema = pytest.importorskip("rfclassify.data.schema")
+    attrs = schema.DatasetAttrs(source="synth", seed=0, generator="test", classes=("QPSK", "FM"),
+                                snr_grid_db=(10.0,), channel={"clean": {}}, lengths={"rule": "test"})
+    params_dtype = np.dtype([("x", np.float32)])
+    path = tmp_path / "d.h5"
+    with schema.DatasetWriter(path, attrs, params_dtype) as w:
+        w.append([_iq(n, n) for n in (64, 300, 2048)], np.array([4, 26, 4]),
+                 np.array([10.0, 10.0, np.nan]), np.zeros(3, params_dtype))
+        w.commit()
+    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--json"])
+    captured = capsys.readouterr()
+    recs = [json.loads(x) for x in captured.out.strip().splitlines()]
+    assert rc == 0 and len(recs) == 3
+    assert [r["truth"]["label"] for r in recs] == ["QPSK", "FM", "QPSK"]
+    assert recs[2]["truth"]["snr_db"] is None
+    assert "accuracy" in captured.err and "on 3 labelled bursts" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("setup", "match"),
+    [
+        (lambda p: p, "no such file"),
+        (lambda p: (p.write_text("hello"), p)[1], "neither SigMF"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cq16_le"), "unsupported SigMF datatype"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": 90,
+                                                             "core:sample_count": 20}]), "outside"),
+    ],
+)
+def test_bad_files_are_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys, setup, match):
+    path = setup(tmp_path / "bad")
+    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and match in err
+
+
+def test_sigmf_datatypes():
+    assert sigmf_dtype("cf32_le") == (np.dtype("<f4"), True)
+    assert sigmf_dtype("ci16_be") == (np.dtype(">i2"), True)
+    assert sigmf_dtype("ci8") == (np.dtype("i1"), True)
+    assert sigmf_dtype("rf64_le") == (np.dtype("<f8"), False)
+    with pytest.raises(Exception, match="endianness"):
+        sigmf_dtype("ci16")
