@@ -1,0 +1,73 @@
+"""`rfclassify serve`: run the streaming classification daemon (see docs/daemon.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+CONFIG_ENV = "RFCLASSIFY_CONFIG"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"TOML config (default: ${CONFIG_ENV} if set); options below override it")
+    g = parser.add_argument_group("input")
+    g.add_argument("--input", metavar="ENDPOINT", help="input endpoint (default tcp://127.0.0.1:5555)")
+    g.add_argument("--input-format", choices=("native", "gr-stream", "gr-pdu"), help="wire format (default native)")
+    g.add_argument("--input-mode", choices=("sub", "pull"), help="SUB (default) or PULL (lossless hand-off)")
+    bind = g.add_mutually_exclusive_group()
+    bind.add_argument("--input-bind", dest="input_bind", action="store_true", default=None,
+                      help="bind the input socket (default: connect to the front end)")
+    bind.add_argument("--input-connect", dest="input_bind", action="store_false",
+                      help="connect the input socket (the default)")
+    g.add_argument("--sample-rate", type=float, metavar="HZ",
+                   help="sample rate of GNU Radio input (it carries none)")
+    g.add_argument("--overload", choices=("drop_oldest", "drop_newest", "block"),
+                   help="what a full ingest queue does (default drop_oldest)")
+    g = parser.add_argument_group("output and control")
+    g.add_argument("--output", metavar="ENDPOINT", help="results PUB endpoint, bound (default tcp://127.0.0.1:5556)")
+    g.add_argument("--control", metavar="ENDPOINT",
+                   help="control REP endpoint (default ipc:///run/rfclassify/control or a per-user fallback)")
+    g.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (default off)")
+    g = parser.add_argument_group("engine")
+    g.add_argument("--model-dir", metavar="DIR", help="model directory (default: the shipped models/)")
+    g.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), help="default auto")
+    g.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), help="default auto")
+    g.add_argument("--max-batch", type=int, metavar="WINDOWS", help="windows per backend batch (default 64)")
+    g.add_argument("--max-wait-ms", type=float, metavar="MS", help="longest a burst waits for its batch (default 2)")
+    parser.add_argument("--check-config", action="store_true", help="validate the configuration, print it, exit")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Command-line values as 'section.key' overrides (None: not given)."""
+    level = {1: "info", 2: "debug"}.get(min(getattr(args, "verbose", 0), 2))
+    return {
+        "input.endpoint": args.input, "input.format": args.input_format, "input.mode": args.input_mode,
+        "input.bind": args.input_bind, "input.sample_rate_hz": args.sample_rate,
+        "queues.overload": args.overload, "output.endpoint": args.output,
+        "control.endpoint": args.control, "metrics.listen": args.metrics,
+        "model.dir": args.model_dir, "model.backend": args.backend, "model.precision": args.precision,
+        "batching.max_batch": args.max_batch, "batching.max_wait_ms": args.max_wait_ms,
+        "logging.level": level,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.serve.config import apply_overrides, load_config
+
+    path = args.config or os.environ.get(CONFIG_ENV) or None
+    overrides = overrides_from_args(args)
+    config = apply_overrides(load_config(path), overrides)
+    if args.check_config:
+        import json
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(config), indent=2))
+        return 0
+    from rfclassify.serve.daemon import Daemon
+
+    daemon = Daemon(config, config_path=path, overrides=overrides)
+    daemon.install_signal_handlers()
+    daemon.start()
+    return daemon.serve_forever()

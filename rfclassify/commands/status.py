@@ -1,0 +1,50 @@
+"""`rfclassify status`: ask a running daemon for its health and counters.
+
+Imports only zmq, json and the standard library so it starts instantly. Exit codes: 0 when
+the daemon answered (whatever its health: read `health` for that), 1 when no daemon answered
+within --timeout (one line on stderr), 2 for a usage mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--control", metavar="ENDPOINT",
+                        help="control endpoint (default: the daemon's default socket that exists)")
+    parser.add_argument("--json", action="store_true", help="print the raw status reply as JSON")
+    parser.add_argument("--watch", nargs="?", type=float, const=2.0, metavar="SECONDS",
+                        help="refresh every SECONDS (default 2) until interrupted")
+    parser.add_argument("--timeout", type=float, default=2.0, metavar="SECONDS",
+                        help="how long to wait for the daemon (default 2)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.serve.control import NoDaemonError, client_endpoint, request
+    from rfclassify.serve.status_view import render_status
+
+    if args.watch is not None and args.watch <= 0:
+        print("rfclassify status: error: --watch needs a positive number of seconds", file=sys.stderr)
+        return 2
+    endpoint = client_endpoint(args.control)
+    while True:
+        try:
+            reply = request(endpoint, "status", timeout_s=args.timeout)
+        except NoDaemonError as exc:
+            print(f"rfclassify status: {exc}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(json.dumps(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
+        else:
+            if args.watch is not None and sys.stdout.isatty():
+                print("\033[2J\033[H", end="")
+            print(render_status(reply), flush=True)
+        if args.watch is None:
+            return 0
+        time.sleep(args.watch)
+        if not args.json and not sys.stdout.isatty():
+            print()

@@ -1,0 +1,159 @@
+"""Bounded hand-off queues between the daemon's threads, and per-bucket batch assembly.
+
+`BoundedQueue` caps both the number of items and their bytes, so memory stays bounded
+whatever arrives; when full it applies the overload policy (drop the oldest, drop the newest,
+or block the producer) and reports every drop through a callback. `BucketBatcher` groups
+windowed bursts of the same length bucket into backend batches, flushing a bucket when it
+holds `max_batch` windows or its oldest burst has waited `max_wait_ms`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from rfclassify.dsp.windows import BurstWindows
+from rfclassify.serve.bursts import Burst
+from rfclassify.serve.config import BatchingConfig
+
+
+class BoundedQueue:
+    """A FIFO bounded in items and bytes with a drop policy; safe for many producers/consumers."""
+
+    def __init__(self, name: str, max_items: int, max_bytes: int, policy: str,
+                 on_drop: Callable[[str, Any], None] | None = None) -> None:
+        self.name = name
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self.policy = policy                # may be changed at run time (SIGHUP)
+        self._on_drop = on_drop or (lambda stage, item: None)
+        self._items: deque[tuple[Any, int]] = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def _fits(self, nbytes: int) -> bool:
+        return len(self._items) < self.max_items and self._bytes + nbytes <= self.max_bytes
+
+    def put(self, item: Any, nbytes: int = 0, timeout: float | None = None) -> bool:
+        """Enqueue; False when the item was dropped (or, with policy 'block', timed out)."""
+        with self._cond:
+            if nbytes > self.max_bytes:
+                self._on_drop(self.name, item)         # could never fit
+                return False
+            if not self._fits(nbytes):
+                if self.policy == "drop_newest":
+                    self._on_drop(self.name, item)
+                    return False
+                if self.policy == "drop_oldest":
+                    while not self._fits(nbytes):
+                        old, old_bytes = self._items.popleft()
+                        self._bytes -= old_bytes
+                        self._on_drop(self.name, old)
+                else:  # block: wait for room (backpressure on the producer)
+                    if not self._cond.wait_for(lambda: self._fits(nbytes), timeout):
+                        return False
+            self._items.append((item, nbytes))
+            self._bytes += nbytes
+            self._cond.notify_all()
+            return True
+
+    def get(self, timeout: float | None = None) -> Any | None:
+        """Dequeue the oldest item, or None after `timeout` seconds with nothing to take."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items, timeout):
+                return None
+            item, nbytes = self._items.popleft()
+            self._bytes -= nbytes
+            self._cond.notify_all()
+            return item
+
+    def drain(self) -> list[Any]:
+        """Remove and return everything queued (used when shutdown gives up)."""
+        with self._cond:
+            out = [it for it, _ in self._items]
+            self._items.clear()
+            self._bytes = 0
+            self._cond.notify_all()
+            return out
+
+
+@dataclass
+class Pending:
+    """A burst ready for inference: its windows and when it arrived."""
+
+    burst: Burst
+    windows: BurstWindows
+
+
+@dataclass
+class Batch:
+    """Bursts of one bucket whose windows run through the backend in one call."""
+
+    bucket_samples: int
+    items: list[Pending]
+
+    @property
+    def n_windows(self) -> int:
+        return sum(p.windows.n_windows for p in self.items)
+
+    def windows(self) -> np.ndarray:
+        """(n_windows, bucket) complex64, the bursts' windows in item order."""
+        return np.concatenate([p.windows.windows for p in self.items], axis=0)
+
+    def counts(self) -> list[int]:
+        return [p.windows.n_windows for p in self.items]
+
+
+class BucketBatcher:
+    """Per-bucket accumulation with size and wait limits (used by one thread only)."""
+
+    def __init__(self, config: BatchingConfig) -> None:
+        self.config = config                 # replaced on SIGHUP
+        self._pending: dict[int, list[Pending]] = {}
+        self._windows: dict[int, int] = {}
+        self._oldest: dict[int, float] = {}
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._pending.values())
+
+    def add(self, item: Pending, now: float) -> Batch | None:
+        """Add a burst; returns its bucket's batch when that bucket is full."""
+        b = item.windows.bucket_samples
+        self._pending.setdefault(b, []).append(item)
+        self._windows[b] = self._windows.get(b, 0) + item.windows.n_windows
+        self._oldest.setdefault(b, now)
+        if self._windows[b] >= self.config.for_bucket(b).max_batch:
+            return self._take(b)
+        return None
+
+    def due(self, now: float) -> list[Batch]:
+        """Batches whose oldest burst has waited its bucket's max_wait_ms."""
+        return [self._take(b) for b, t in list(self._oldest.items())
+                if (now - t) * 1e3 >= self.config.for_bucket(b).max_wait_ms]
+
+    def next_due_s(self, now: float) -> float | None:
+        """Seconds until the next bucket is due (0 if overdue), None when nothing waits."""
+        if not self._oldest:
+            return None
+        return max(0.0, min(t + self.config.for_bucket(b).max_wait_ms / 1e3 - now
+                            for b, t in self._oldest.items()))
+
+    def flush_all(self) -> list[Batch]:
+        return [self._take(b) for b in list(self._pending)]
+
+    def _take(self, bucket: int) -> Batch:
+        items = self._pending.pop(bucket)
+        self._windows.pop(bucket, None)
+        self._oldest.pop(bucket, None)
+        return Batch(bucket, items)

@@ -1,0 +1,295 @@
+"""The daemon's configuration: a TOML file -> frozen dataclasses, validated once.
+
+Every mistake in the file (unknown key, wrong type, value out of range) becomes one line of
+a single ConfigError, so an operator fixes them all in one pass. Command-line options are
+applied on top of the file (`apply_overrides`) and win. `systemd/rfclassify.toml` documents
+every key; `reloadable_changes` says which of them SIGHUP may change in a running daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from rfclassify._exceptions import ConfigError
+
+INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
+INPUT_MODES = ("sub", "pull")
+OVERLOAD_POLICIES = ("drop_oldest", "drop_newest", "block")
+BACKENDS = ("auto", "tensorrt", "torch", "onnxruntime")
+PRECISIONS = ("auto", "int8", "fp16", "fp32")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+MiB = 1024 * 1024
+
+
+def _check(choices: tuple[Any, ...] | None = None, lo: float | None = None,
+           hi: float | None = None) -> dict[str, Any]:
+    """Field metadata read by the validator: allowed choices and/or an inclusive range."""
+    return {"choices": choices, "lo": lo, "hi": hi}
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    endpoint: str = "tcp://127.0.0.1:5555"
+    mode: str = field(default="sub", metadata=_check(INPUT_MODES))
+    bind: bool = False
+    format: str = field(default="native", metadata=_check(INPUT_FORMATS))
+    subscribe: str = ""
+    rcvhwm: int = field(default=1000, metadata=_check(lo=1, hi=1_000_000))
+    max_message_bytes: int = field(default=64 * MiB, metadata=_check(lo=1024, hi=2**31 - 1))
+    zmq_max_message_bytes: int = field(default=256 * MiB, metadata=_check(lo=1024, hi=2**31 - 1))
+    sample_rate_hz: float = field(default=0.0, metadata=_check(lo=0.0))   # 0: unknown (GNU Radio)
+    stream: str = ""                                                       # default stream name
+    cut_mode: str = field(default="energy", metadata=_check(("energy", "tags")))
+    tag_key: str = "packet_len"
+    idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    endpoint: str = "tcp://127.0.0.1:5556"
+    bind: bool = True
+    sndhwm: int = field(default=10000, metadata=_check(lo=1, hi=10_000_000))
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    endpoint: str = ""          # empty: ipc:///run/rfclassify/control or a per-user fallback
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    dir: str = ""               # empty: the shipped models/ ($RFCLASSIFY_MODEL_DIR wins)
+    backend: str = field(default="auto", metadata=_check(BACKENDS))
+    precision: str = field(default="auto", metadata=_check(PRECISIONS))
+    unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
+    warmup: bool = True
+
+
+@dataclass(frozen=True)
+class BucketBatching:
+    max_batch: int = field(default=64, metadata=_check(lo=1, hi=4096))
+    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=10_000.0))
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    max_batch: int = field(default=64, metadata=_check(lo=1, hi=4096))   # windows per batch
+    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=10_000.0))
+    buckets: dict[str, BucketBatching] = field(default_factory=dict)     # per-bucket overrides
+
+    def for_bucket(self, bucket_samples: int) -> BucketBatching:
+        return self.buckets.get(str(bucket_samples), BucketBatching(self.max_batch, self.max_wait_ms))
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    ingest_max_bursts: int = field(default=4096, metadata=_check(lo=1, hi=10_000_000))
+    ingest_max_bytes: int = field(default=64 * MiB, metadata=_check(lo=MiB, hi=2**40))
+    infer_max_batches: int = field(default=4, metadata=_check(lo=1, hi=1024))
+    publish_max_records: int = field(default=20000, metadata=_check(lo=1, hi=10_000_000))
+    overload: str = field(default="drop_oldest", metadata=_check(OVERLOAD_POLICIES))
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    drain_timeout_s: float = field(default=10.0, metadata=_check(lo=0.0, hi=600.0))
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    heartbeat_stale_s: float = field(default=10.0, metadata=_check(lo=0.5, hi=3600.0))
+    drop_window_s: float = field(default=60.0, metadata=_check(lo=1.0, hi=86400.0))
+    tegrastats: bool = True
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    level: str = field(default="info", metadata=_check(LOG_LEVELS))
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    listen: str = ""            # "127.0.0.1:9108" turns the Prometheus endpoint on
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    secret_key_file: str = ""           # the daemon's CURVE key pair (zmq.auth .key_secret file)
+    input_server_key_file: str = ""     # the front end's public key, when the daemon connects
+    authorized_keys_dir: str = ""       # client public keys allowed on bound sockets
+    curve_input: bool = False
+    curve_output: bool = False
+    curve_control: bool = False
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    input: InputConfig = field(default_factory=InputConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+    queues: QueueConfig = field(default_factory=QueueConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+
+
+def _type_name(t: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(t, str(t))
+
+
+def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
+    """Check one scalar against its declared type (TOML ints are fine where floats are wanted)."""
+    ok = (isinstance(value, kind) and not (kind is int and isinstance(value, bool))) or (
+        kind is float and isinstance(value, int) and not isinstance(value, bool))
+    if not ok:
+        errors.append(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {value!r}")
+        return None
+    return float(value) if kind is float else value
+
+
+def _check_value(value: Any, meta: Any, where: str, errors: list[str]) -> bool:
+    choices, lo, hi = meta.get("choices"), meta.get("lo"), meta.get("hi")
+    if choices is not None and value not in choices:
+        errors.append(f"{where}: must be one of {', '.join(map(str, choices))}; got {value!r}")
+        return False
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
+        errors.append(f"{where}: must be in {rng}; got {value!r}")
+        return False
+    return True
+
+
+def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
+    """Make dataclass `cls` from a TOML table, appending one message per mistake to errors."""
+    if not isinstance(data, dict):
+        errors.append(f"{where}: expected a table, got {type(data).__name__}")
+        return cls()
+    known = {f.name: f for f in fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        here = f"{where}.{key}" if where else key
+        f = known.get(key)
+        if f is None:
+            errors.append(f"{here}: unknown key (known: {', '.join(known)})")
+            continue
+        ftype = hints[key]
+        if dataclasses.is_dataclass(ftype):
+            kwargs[key] = _build(ftype, value, here, errors)
+        elif key == "buckets" and cls is BatchingConfig:
+            kwargs[key] = _build_buckets(value, here, errors)
+        else:
+            v = _coerce(value, ftype, here, errors)
+            if v is not None and _check_value(v, f.metadata, here, errors):
+                kwargs[key] = v
+    return cls(**kwargs)
+
+
+def _build_buckets(value: Any, where: str, errors: list[str]) -> dict[str, BucketBatching]:
+    if not isinstance(value, dict):
+        errors.append(f"{where}: expected a table of bucket sizes, got {type(value).__name__}")
+        return {}
+    out = {}
+    for name, table in value.items():
+        if not str(name).isdigit():
+            errors.append(f"{where}.{name}: bucket names are sample counts such as \"1024\"")
+            continue
+        out[str(int(name))] = _build(BucketBatching, table, f"{where}.{name}", errors)
+    return out
+
+
+def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
+    errors = []
+    for name, ep in (("input.endpoint", cfg.input.endpoint), ("output.endpoint", cfg.output.endpoint),
+                     ("control.endpoint", cfg.control.endpoint)):
+        if ep and "://" not in ep:
+            errors.append(f"{name}: expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555; got {ep!r}")
+    if cfg.metrics.listen:
+        host, _, port = cfg.metrics.listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            errors.append(f"metrics.listen: expected HOST:PORT such as 127.0.0.1:9108; got {cfg.metrics.listen!r}")
+    if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
+        errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
+                      f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
+    return errors
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> DaemonConfig:
+    """Validate a parsed TOML document; ConfigError lists every mistake, one per line."""
+    errors: list[str] = []
+    cfg = _build(DaemonConfig, data, "", errors)
+    if not errors:
+        errors = _endpoint_errors(cfg)
+    if errors:
+        raise ConfigError(f"{source}: " + f"\n{source}: ".join(errors))
+    return cfg
+
+
+def load_config(path: str | os.PathLike[str] | None) -> DaemonConfig:
+    """Read and validate a TOML file; None gives the defaults."""
+    if path is None:
+        return DaemonConfig()
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return config_from_dict(data, str(path))
+
+
+def apply_overrides(cfg: DaemonConfig, overrides: dict[str, Any]) -> DaemonConfig:
+    """Apply 'section.key' -> value overrides (None values are skipped), validating them like the file."""
+    nested: dict[str, dict[str, Any]] = {}
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        section, key = dotted.split(".", 1)
+        nested.setdefault(section, {})[key] = value
+    if not nested:
+        return cfg
+    checked = config_from_dict(nested, "command line")
+    changes = {}
+    for section, values in nested.items():
+        sub = getattr(checked, section)
+        changes[section] = replace(getattr(cfg, section), **{k: getattr(sub, k) for k in values})
+    return replace(cfg, **changes)
+
+
+# What SIGHUP may change without re-creating sockets or the backend.
+RELOADABLE: tuple[str, ...] = (
+    "logging.level", "batching.max_batch", "batching.max_wait_ms", "batching.buckets",
+    "queues.overload", "model.unknown_threshold", "health.heartbeat_stale_s",
+    "health.drop_window_s",
+)
+
+
+def diff_configs(old: DaemonConfig, new: DaemonConfig) -> list[str]:
+    """Dotted names of the keys whose values differ."""
+    changed = []
+    for sec in fields(DaemonConfig):
+        a, b = getattr(old, sec.name), getattr(new, sec.name)
+        for f in fields(a):
+            if getattr(a, f.name) != getattr(b, f.name):
+                changed.append(f"{sec.name}.{f.name}")
+    return changed
+
+
+def reloadable_changes(old: DaemonConfig, new: DaemonConfig) -> tuple[list[str], list[str]]:
+    """Split the changed keys into (applied on reload, needing a restart)."""
+    changed = diff_configs(old, new)
+    return [k for k in changed if k in RELOADABLE], [k for k in changed if k not in RELOADABLE]

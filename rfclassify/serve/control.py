@@ -1,0 +1,205 @@
+"""The control socket: a REP server in the daemon and the REQ client `rfclassify status` uses.
+
+Only zmq, json and the standard library are imported here, so `rfclassify status` starts in
+milliseconds (no numpy, no inference runtime).
+
+Requests are JSON objects `{"command": "status"}` (or "ping"); replies are JSON objects, with
+`"error"` set for a request the daemon does not understand. The default endpoint is
+`ipc:///run/rfclassify/control` (systemd's RuntimeDirectory=rfclassify); when that directory is
+not writable (not run by systemd) the daemon falls back to `$XDG_RUNTIME_DIR/rfclassify/control`
+or `/tmp/rfclassify-<uid>/control`. The client looks in the same places, in the same order, for
+a socket that exists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from rfclassify._exceptions import ConfigError
+
+log = logging.getLogger(__name__)
+
+SYSTEM_RUNTIME_DIR = Path("/run/rfclassify")
+SOCKET_NAME = "control"
+POLL_MS = 100
+MAX_REQUEST_BYTES = 65536
+
+
+class NoDaemonError(Exception):
+    """No daemon answered on the control endpoint in time."""
+
+
+def candidate_dirs() -> list[Path]:
+    """Where a control socket may live, in the order the daemon prefers them."""
+    dirs = [SYSTEM_RUNTIME_DIR]
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        dirs.append(Path(xdg) / "rfclassify")
+    dirs.append(Path(f"/tmp/rfclassify-{os.getuid()}"))
+    return dirs
+
+
+def _usable_dir(path: Path, private: bool) -> bool:
+    try:
+        path.mkdir(mode=0o700 if private else 0o750, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def server_endpoint(configured: str = "") -> str:
+    """The endpoint the daemon binds: the configured one, else the first usable runtime dir."""
+    if configured:
+        return configured
+    for i, d in enumerate(candidate_dirs()):
+        if _usable_dir(d, private=i > 0):
+            return f"ipc://{d / SOCKET_NAME}"
+    raise ConfigError("no writable runtime directory for the control socket; set control.endpoint")
+
+
+def client_endpoint(configured: str | None = None) -> str:
+    """The endpoint `status` talks to: the given one, else the first default socket that exists."""
+    if configured:
+        return configured
+    paths = [d / SOCKET_NAME for d in candidate_dirs()]
+    for p in paths:
+        if p.exists():
+            return f"ipc://{p}"
+    return f"ipc://{paths[0]}"
+
+
+def ipc_path(endpoint: str) -> Path | None:
+    return Path(endpoint[len("ipc://"):]) if endpoint.startswith("ipc://") else None
+
+
+def _refuse_if_served(endpoint: str) -> None:
+    """Raise ConfigError when another daemon answers on endpoint (its socket file is not stale)."""
+    try:
+        request(endpoint, "ping", timeout_s=0.3)
+    except NoDaemonError:
+        return
+    raise ConfigError(f"another rfclassify daemon already answers on {endpoint}")
+
+
+class ControlServer:
+    """A REP socket served by its own thread; `handler(request) -> reply` builds each answer."""
+
+    def __init__(self, context: zmq.Context, endpoint: str, handler: Callable[[dict[str, Any]], dict[str, Any]],
+                 secure: Callable[[zmq.Socket, str], None] | None = None) -> None:
+        self.context = context
+        self.endpoint = server_endpoint(endpoint)
+        self.handler = handler
+        self._secure = secure
+        self._stop = threading.Event()
+        self._bound = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="control", daemon=True)
+
+    def start(self, timeout_s: float = 5.0) -> None:
+        self._thread.start()
+        self._bound.wait(timeout_s)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def _bind(self) -> zmq.Socket:
+        sock = self.context.socket(zmq.REP)
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+            if self._secure is not None:
+                self._secure(sock, "control")
+            path = ipc_path(self.endpoint)
+            if path is not None and path.exists():
+                _refuse_if_served(self.endpoint)
+                path.unlink()        # a stale socket of a daemon that died; bind would fail
+            old = os.umask(0o117)    # the socket file is created 0660 (group: operators)
+            try:
+                sock.bind(self.endpoint)
+            finally:
+                os.umask(old)
+            if path is not None:
+                # the per-user fallback is private; systemd's runtime dir is shared with the group
+                os.chmod(path, 0o660 if path.parent == SYSTEM_RUNTIME_DIR else 0o600)
+                self.endpoint = f"ipc://{path}"
+            else:
+                self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
+        except zmq.ZMQError as exc:
+            sock.close(linger=0)
+            raise ConfigError(f"control {self.endpoint}: {exc}") from None
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        return sock
+
+    def _run(self) -> None:
+        try:
+            sock = self._bind()
+        except BaseException as exc:  # noqa: BLE001 - handed to start()
+            self._error = exc
+            self._bound.set()
+            return
+        self._bound.set()
+        try:
+            while not self._stop.is_set():
+                if not sock.poll(POLL_MS):
+                    continue
+                raw = sock.recv()
+                sock.send(json.dumps(self._answer(raw), default=str).encode())
+        except zmq.ContextTerminated:
+            pass
+        finally:
+            sock.close(linger=0)
+            path = ipc_path(self.endpoint)
+            if path is not None:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+
+    def _answer(self, raw: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+        except (UnicodeDecodeError, ValueError):
+            request = {"command": raw.decode("utf-8", "replace").strip()}
+        if not isinstance(request, dict):
+            return {"error": "request must be a JSON object such as {\"command\": \"status\"}"}
+        try:
+            return self.handler(request)
+        except Exception as exc:  # noqa: BLE001 - a status bug must not kill the control thread
+            log.exception("control request %r failed", request)
+            return {"error": f"internal error: {exc}"}
+
+
+def request(endpoint: str, command: str = "status", timeout_s: float = 2.0,
+            secure: Callable[[zmq.Socket], None] | None = None) -> dict[str, Any]:
+    """Send one request and return the decoded reply; NoDaemonError when nothing answers in time."""
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    try:
+        sock.setsockopt(zmq.LINGER, 0)
+        if secure is not None:
+            secure(sock)
+        sock.connect(endpoint)
+        sock.send(json.dumps({"command": command}).encode())
+        if not sock.poll(int(timeout_s * 1000)):
+            path = ipc_path(endpoint)
+            hint = f" (no socket at {path})" if path is not None and not path.exists() else ""
+            raise NoDaemonError(f"no rfclassify daemon answered on {endpoint} within {timeout_s:g} s{hint}")
+        reply = json.loads(sock.recv().decode("utf-8"))
+    finally:
+        sock.close(linger=0)
+    if not isinstance(reply, dict):
+        raise NoDaemonError(f"unexpected reply from {endpoint}: {reply!r}")
+    return reply

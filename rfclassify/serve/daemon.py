@@ -1,0 +1,300 @@
+"""The daemon: wires config, engine, pipeline, control socket, metrics and systemd together.
+
+Start-up order: control socket (health `starting`), engine load + warm-up, pipeline threads
+(input and output sockets), then READY=1. SIGTERM/SIGINT: STOPPING=1, stop ingest, drain what
+is queued within shutdown.drain_timeout_s, exit. SIGHUP: reload the config file and apply what
+can change safely (config.RELOADABLE); everything else is logged as needing a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from rfclassify import __version__
+from rfclassify._exceptions import ConfigError
+from rfclassify.serve.config import DaemonConfig, apply_overrides, load_config, reloadable_changes
+from rfclassify.serve.control import ControlServer
+from rfclassify.serve.pipeline import EngineAdapter, Pipeline
+from rfclassify.serve.sdnotify import Notifier
+from rfclassify.serve.stats import DaemonStats
+from rfclassify.serve.tegrastats import TegraStats
+
+log = logging.getLogger(__name__)
+
+STATUS_LINE_EVERY_S = 5.0
+
+
+def load_engine(config: DaemonConfig) -> EngineAdapter:
+    """Load (and warm) the classifier the [model] section asks for."""
+    from rfclassify.engine.classifier import Classifier
+
+    m = config.model
+    max_batch = max([config.batching.max_batch, 16] + [b.max_batch for b in config.batching.buckets.values()])
+    clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision,
+                          max_batch_size=max(max_batch, 1024), warmup=False)
+    if m.warmup:
+        # every bucket at batch 1 and at the batch size the batcher aims for
+        clf.backend_impl.warmup(batch_sizes=tuple(sorted({1, min(max_batch, clf.max_batch_size)})))
+    return EngineAdapter(clf, m.unknown_threshold)
+
+
+def socket_security(config: DaemonConfig) -> Callable[[zmq.Socket, str], None] | None:
+    """A callable applying CURVE to a socket by role, when any socket is configured for it."""
+    s = config.security
+    if not (s.curve_input or s.curve_output or s.curve_control):
+        return None
+    from rfclassify.serve import security
+
+    return security.daemon_socket_security(s)
+
+
+def _gpu_present() -> bool:
+    return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu"))
+
+
+class Daemon:
+    """A running rfclassify service. `start()`, then `stop()`; `serve_forever()` for the CLI."""
+
+    def __init__(self, config: DaemonConfig, *, config_path: str | None = None,
+                 overrides: dict[str, Any] | None = None, engine: EngineAdapter | None = None,
+                 notifier: Notifier | None = None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.overrides = dict(overrides or {})
+        self.stats = DaemonStats()
+        self.notifier = notifier or Notifier()
+        self.context = zmq.Context()
+        self.engine = engine
+        self.pipeline: Pipeline | None = None
+        self.control: ControlServer | None = None
+        self.metrics: Any = None
+        self.tegra = TegraStats()
+        self.state = "starting"
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self._stopped = False
+        self._security = socket_security(config)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.config
+        logging.getLogger().setLevel(cfg.logging.level.upper())
+        self.control = ControlServer(self.context, cfg.control.endpoint, self.handle_request,
+                                     self._security if cfg.security.curve_control else None)
+        self.control.start()
+        log.info("control socket on %s", self.control.endpoint)
+        if cfg.health.tegrastats:
+            self.tegra.start()
+        try:
+            if self.engine is None:
+                self.notifier.status("loading the model")
+                self.engine = load_engine(cfg)
+            e = self.engine
+            log.info("engine: %s %s on %s, model %s", e.backend, e.precision, e.device, e.model_id)
+            self.pipeline = Pipeline(cfg, e, self.stats, self.context, self._security)
+            self.pipeline.start()
+            if cfg.metrics.listen:
+                from rfclassify.serve.metrics import MetricsServer
+
+                self.metrics = MetricsServer(cfg.metrics.listen, self)
+                self.metrics.start()
+        except BaseException:
+            self.state = "failed"
+            self.stop(drain=False)
+            raise
+        self.state = "running"
+        log.info("serving: input %s (%s %s, %s) -> output %s", self.pipeline.input_endpoint,
+                 cfg.input.mode, "bind" if cfg.input.bind else "connect", cfg.input.format,
+                 self.pipeline.output_endpoint)
+        self.notifier.ready(self.status_line())
+        if self.notifier.watchdog_interval_s:
+            threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True).start()
+
+    def stop(self, drain: bool = True) -> bool:
+        """Stop everything; with drain, publish what is in flight first. True if clean."""
+        if self._stopped:
+            return True
+        self._stopped = True
+        self.state = "stopping"
+        self.notifier.stopping("draining" if drain else "stopping")
+        clean = True
+        if self.pipeline is not None:
+            clean = self.pipeline.stop(drain=drain, timeout_s=self.config.shutdown.drain_timeout_s)
+        if self.metrics is not None:
+            self.metrics.stop()
+        if self.control is not None:
+            self.control.stop()
+        self.tegra.stop()
+        if clean:
+            self.context.term()
+        self.notifier.close()
+        self.state = "stopped"
+        self._stop.set()
+        return clean
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        self._reload.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT -> drain and stop, SIGHUP -> reload (main thread only)."""
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
+        signal.signal(signal.SIGINT, lambda *_: self.request_stop())
+        signal.signal(signal.SIGHUP, lambda *_: self.request_reload())
+
+    def serve_forever(self) -> int:
+        """Block until SIGTERM/SIGINT, handling reloads and STATUS= updates; returns the exit code."""
+        last_status = 0.0
+        while not self._stop.wait(0.2):
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+            if self.pipeline is not None and self.pipeline.failed_threads():
+                log.error("pipeline thread(s) failed: %s", ", ".join(self.pipeline.failed_threads()))
+                self.stop(drain=False)
+                return 1
+            now = time.monotonic()
+            if now - last_status >= STATUS_LINE_EVERY_S:
+                last_status = now
+                self.notifier.status(self.status_line())
+        log.info("shutting down: draining for at most %.1f s", self.config.shutdown.drain_timeout_s)
+        return 0 if self.stop(drain=True) else 1
+
+    # -- reload ----------------------------------------------------------------------------
+    def reload(self) -> list[str]:
+        """Re-read the config file; apply the reloadable keys; return the names applied."""
+        if not self.config_path:
+            log.warning("SIGHUP: no config file to reload (started without --config)")
+            return []
+        try:
+            new = apply_overrides(load_config(self.config_path), self.overrides)
+        except ConfigError as exc:
+            log.error("SIGHUP: config not reloaded, it has errors:\n%s", exc)
+            return []
+        applied, restart = reloadable_changes(self.config, new)
+        merged = self.config
+        for key in applied:
+            section, name = key.split(".")
+            merged = replace(merged, **{section: replace(getattr(merged, section), **{name: getattr(getattr(new, section), name)})})
+        self.config = merged
+        logging.getLogger().setLevel(merged.logging.level.upper())
+        if self.pipeline is not None:
+            self.pipeline.reconfigure(merged)
+        if self.engine is not None:
+            self.engine.set_unknown_threshold(merged.model.unknown_threshold)
+        log.warning("SIGHUP: reloaded %s; %s", ", ".join(applied) or "nothing (no reloadable key changed)",
+                    ("NOT reloaded (restart needed): " + ", ".join(restart)) if restart else "no other changes")
+        return applied
+
+    # -- health and status -----------------------------------------------------------------
+    def heartbeat_age_s(self) -> float | None:
+        if self.pipeline is None or self.state != "running":
+            return None
+        return time.monotonic() - self.pipeline.heartbeat_s
+
+    def health(self) -> tuple[str, list[str]]:
+        """(starting | ok | degraded | failed, reasons)."""
+        if self.state in ("starting",):
+            return "starting", ["loading the model"]
+        if self.state in ("failed", "stopped") or self.pipeline is None:
+            return "failed", [f"daemon is {self.state}"]
+        reasons: list[str] = []
+        failed = self.pipeline.failed_threads()
+        if failed:
+            return "failed", [f"thread(s) died: {', '.join(failed)}"]
+        age = self.heartbeat_age_s() or 0.0
+        if age > self.config.health.heartbeat_stale_s:
+            return "failed", [f"inference heartbeat is {age:.1f} s old (hung backend?)"]
+        e = self.engine
+        assert e is not None
+        if self.config.model.precision not in ("auto", e.precision):
+            reasons.append(f"precision fallback: asked {self.config.model.precision}, running {e.precision}")
+        if e.device == "cpu" and _gpu_present():
+            reasons.append(f"backend fallback: running {e.backend} on the CPU although a GPU is present")
+        drops = self.stats.recent_drops(self.config.health.drop_window_s)
+        if drops:
+            reasons.append(f"{drops} drop(s) in the last {self.config.health.drop_window_s:g} s")
+        if self.pipeline.inference_errors:
+            reasons.append(f"{self.pipeline.inference_errors} failed inference batch(es)")
+        if self.state == "stopping":
+            reasons.append("shutting down")
+        return ("degraded" if reasons else "ok"), reasons
+
+    def status(self) -> dict[str, Any]:
+        """The reply to a `status` request (see docs/daemon.md for every field)."""
+        health, reasons = self.health()
+        snap = self.stats.snapshot()
+        e = self.engine
+        clf = e.classifier if e is not None else None
+        engine = None
+        if e is not None:
+            engine = {"backend": e.backend, "precision": e.precision, "device": e.device,
+                      "dla_core": getattr(clf.backend_impl, "dla_core", None),
+                      "model": e.model_id, "unknown_threshold": e.unknown_threshold,
+                      "backend_reason": clf.backend_reason, "precision_reason": clf.precision_reason}
+        cfg = self.config
+        p = self.pipeline
+        return {
+            "health": health,
+            "health_reasons": reasons,
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime_s": round(time.monotonic() - self.stats.started_monotonic, 1),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.stats.started_wall)),
+            "engine": engine,
+            "input": {"endpoint": p.input_endpoint if p else cfg.input.endpoint, "mode": cfg.input.mode,
+                      "bind": cfg.input.bind, "format": cfg.input.format},
+            "output": {"endpoint": p.output_endpoint if p else cfg.output.endpoint},
+            "control": {"endpoint": self.control.endpoint if self.control else cfg.control.endpoint},
+            "overload_policy": cfg.queues.overload,
+            "heartbeat_age_s": None if (a := self.heartbeat_age_s()) is None else round(a, 3),
+            **snap,
+            "queues": p.queue_depths() if p else {},
+            "decoder": p.decoder_stats() if p else {},
+            "jetson": self.tegra.snapshot(),
+        }
+
+    def status_line(self) -> str:
+        """One line for systemd's STATUS=."""
+        health, reasons = self.health()
+        s = self.stats
+        line = (f"{health}: {s.classified} classified, {sum(s.rejected.values())} rejected, "
+                f"{sum(s.dropped.values())} dropped, {s.throughput():.1f} bursts/s")
+        return line + (f" ({reasons[0]})" if reasons and health != "ok" else "")
+
+    def handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        cmd = request.get("command", "status")
+        if cmd == "status":
+            return self.status()
+        if cmd == "ping":
+            return {"pong": True, "pid": os.getpid()}
+        return {"error": f"unknown command {cmd!r}; known: status, ping"}
+
+    # -- systemd watchdog ------------------------------------------------------------------
+    def pipeline_healthy(self) -> bool:
+        """The watchdog condition: threads alive and the inference heartbeat fresh."""
+        if self.pipeline is None or self.pipeline.failed_threads():
+            return False
+        age = self.heartbeat_age_s()
+        return age is not None and age <= self.config.health.heartbeat_stale_s
+
+    def _watchdog_loop(self) -> None:
+        interval = self.notifier.watchdog_interval_s or 1.0
+        while not self._stop.wait(interval):
+            if self.pipeline_healthy():
+                self.notifier.watchdog()
+            else:
+                log.error("watchdog: pipeline unhealthy (heartbeat %s s old); not pinging systemd",
+                          self.heartbeat_age_s())

@@ -1,0 +1,349 @@
+"""The daemon's stages as threads joined by bounded queues.
+
+    input socket -> [ingest] -> ingest queue -> [batcher: windows + per-bucket batches]
+        -> infer queue -> [inference] -> publish queue -> [publisher] -> output socket
+
+* ingest owns the input socket and its decoder; it only decodes and enqueues, so inference
+  never stalls the socket. Decoder rejects go straight to the publish queue.
+* batcher normalizes and windows each burst (rfclassify.dsp.windows, the model's bucket
+  policy; too_short / non_finite / zero_power become rejects) and assembles batches per
+  bucket (max_batch windows or max_wait_ms, whichever first).
+* inference runs the backend on a batch and turns outputs into result records; it stamps
+  the heartbeat every loop, so a hung backend shows as a stale heartbeat (and stops the
+  systemd watchdog pings).
+* publisher owns the output PUB socket; everyone else hands it records through its queue.
+
+Only the ingest queue drops under overload (policy drop_oldest, drop_newest or block); the
+infer queue blocks the batcher, which backs up into the ingest queue. The publish queue
+drops its oldest record if the output cannot keep up. Every drop is counted per stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from rfclassify._exceptions import ConfigError, MessageError
+from rfclassify.dsp.windows import burst_to_windows
+from rfclassify.serve.batching import Batch, BoundedQueue, BucketBatcher, Pending
+from rfclassify.serve.bursts import Burst, Reject
+from rfclassify.serve.config import DaemonConfig
+from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
+from rfclassify.serve.publish import open_output_socket, publish_loop
+from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, reject_record, result_record
+from rfclassify.serve.stats import DaemonStats
+
+log = logging.getLogger(__name__)
+
+_END = object()          # end-of-stream marker passed down the queues on shutdown
+_POLL_S = 0.1            # how often idle threads look at their stop flags
+
+
+class EngineAdapter:
+    """The daemon's view of a loaded Classifier: its bucket policy, identity, and batch calls."""
+
+    def __init__(self, classifier: Any, unknown_threshold: float | None = None) -> None:
+        self.classifier = classifier
+        self.policy = classifier.policy
+        self.backend = classifier.backend
+        self.precision = classifier.precision
+        self.device = classifier.device
+        self.model_id = classifier.model_id
+        self._model_threshold = classifier.meta.unknown_threshold
+        self.set_unknown_threshold(unknown_threshold)
+
+    def set_unknown_threshold(self, threshold: float | None) -> None:
+        """Override the model's open-set threshold (None or < 0: the model's own)."""
+        t = self._model_threshold if threshold is None or threshold < 0 else float(threshold)
+        # results_from_outputs reads meta.unknown_threshold; swapping the frozen meta is atomic
+        self.classifier.meta = self.classifier.meta.with_updates(unknown_threshold=t)
+
+    @property
+    def unknown_threshold(self) -> float:
+        return float(self.classifier.meta.unknown_threshold)
+
+    def classify_batch(self, batch: Batch) -> list[Any]:
+        """One ClassificationResult per burst of the batch, windows run in one backend call."""
+        clf = self.classifier
+        logits, snr_db = clf.infer_windows(batch.bucket_samples, batch.windows())
+        out, offset = [], 0
+        for p, n_w in zip(batch.items, batch.counts(), strict=True):
+            out.append(clf.results_from_outputs(
+                logits[offset:offset + n_w], snr_db[offset:offset + n_w], p.windows.n_samples,
+                batch.bucket_samples, sample_rate=p.burst.sample_rate_hz))
+            offset += n_w
+        return out
+
+
+def make_input_decoder(config: DaemonConfig) -> Decoder:
+    """The ingest engineer's decoder for input.format, configured from [input]."""
+    cfg = config.input
+    return make_decoder(cfg.format, IngestConfig(
+        max_message_bytes=cfg.max_message_bytes,
+        sample_rate_hz=cfg.sample_rate_hz or None,
+        stream=cfg.stream or None,
+        cut_mode=cfg.cut_mode,
+        tag_key=cfg.tag_key,
+        idle_flush_s=cfg.idle_flush_s,
+    ))
+
+
+class Pipeline:
+    """Owns the four stage threads; start(), then stop(drain=True) for a clean shutdown."""
+
+    def __init__(self, config: DaemonConfig, engine: EngineAdapter, stats: DaemonStats,
+                 context: zmq.Context, security: Any = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.stats = stats
+        self.context = context
+        self.security = security          # callable(socket, role) that applies CURVE, or None
+        q = config.queues
+        self.ingest_q = BoundedQueue("ingest", q.ingest_max_bursts, q.ingest_max_bytes,
+                                     q.overload, self._dropped)
+        self.infer_q = BoundedQueue("infer", q.infer_max_batches, 1 << 62, "block", self._dropped)
+        self.publish_q = BoundedQueue("publish", q.publish_max_records, 1 << 62, "drop_oldest",
+                                      self._dropped)
+        self.batcher = BucketBatcher(config.batching)
+        self.heartbeat_s = time.monotonic()
+        self.inference_errors = 0
+        self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
+        self.output_endpoint = ""
+        self._stop_ingest = threading.Event()
+        self._ingest_done = threading.Event()
+        self._abort = threading.Event()
+        self._ready: dict[str, threading.Event] = {"ingest": threading.Event(),
+                                                   "publisher": threading.Event()}
+        self._errors: dict[str, BaseException] = {}
+        self._threads = [
+            threading.Thread(target=self._guard, args=(self._ingest_loop,), name="ingest", daemon=True),
+            threading.Thread(target=self._guard, args=(self._batch_loop,), name="batcher", daemon=True),
+            threading.Thread(target=self._guard, args=(self._infer_loop,), name="inference", daemon=True),
+            threading.Thread(target=self._guard, args=(self._publish_loop,), name="publisher", daemon=True),
+        ]
+        self._decoder_stats: dict[str, int] = {}
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start the threads; raises the socket error if the input or output cannot be set up."""
+        for t in self._threads:
+            t.start()
+        for name, ev in self._ready.items():
+            ev.wait(timeout_s)
+            if name in self._errors:
+                self._abort.set()
+                self._stop_ingest.set()
+                raise self._errors[name]
+
+    def stop(self, drain: bool = True, timeout_s: float = 10.0) -> bool:
+        """Stop ingest, then (if drain) classify and publish what is queued within timeout_s.
+
+        Returns True when every thread finished in time; otherwise the rest is abandoned and
+        counted as dropped at stage 'shutdown'."""
+        deadline = time.monotonic() + timeout_s
+        if not drain:
+            self._abort.set()
+        self._stop_ingest.set()
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        clean = not any(t.is_alive() for t in self._threads)
+        if not clean:
+            self._abort.set()
+            lost = len(self.ingest_q.drain()) + len(self.batcher) + sum(
+                len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch))
+            if lost:
+                self.stats.add_drop("shutdown", lost)
+            for t in self._threads:
+                t.join(0.5)
+            log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned",
+                        timeout_s, lost)
+        return clean
+
+    def alive(self) -> dict[str, bool]:
+        return {t.name: t.is_alive() for t in self._threads}
+
+    def failed_threads(self) -> list[str]:
+        return sorted(self._errors)
+
+    def queue_depths(self) -> dict[str, Any]:
+        return {"ingest": len(self.ingest_q), "ingest_bytes": self.ingest_q.nbytes,
+                "batching": len(self.batcher), "infer_batches": len(self.infer_q),
+                "publish": len(self.publish_q)}
+
+    def decoder_stats(self) -> dict[str, int]:
+        return dict(self._decoder_stats)
+
+    def reconfigure(self, config: DaemonConfig) -> None:
+        """Apply the reloadable settings (SIGHUP): batching limits and the overload policy."""
+        self.batcher.config = config.batching
+        self.ingest_q.policy = config.queues.overload
+        self.config = config
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _guard(self, loop: Any) -> None:
+        name = threading.current_thread().name
+        try:
+            loop()
+        except zmq.ContextTerminated:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported through status, then re-raised in start()
+            log.exception("%s thread failed", name)
+            self._errors[name] = exc
+        finally:
+            if name in self._ready:
+                self._ready[name].set()
+
+    def _dropped(self, stage: str, item: Any) -> None:
+        n = len(item.items) if isinstance(item, Batch) else 1
+        self.stats.add_drop(stage, n)
+
+    def _reject(self, rej: Reject) -> None:
+        self.stats.add_reject(rej.reason)
+        self.publish_q.put((REJECT_TOPIC, reject_record(rej)))
+
+    def _enqueue(self, outputs: list[Burst | Reject]) -> None:
+        for out in outputs:
+            if isinstance(out, Reject):
+                self._reject(out)
+                continue
+            self.stats.add_received()
+            if self.ingest_q.policy == "block":
+                while not self.ingest_q.put(out, out.iq.nbytes, timeout=_POLL_S):
+                    if self._abort.is_set():
+                        return
+            else:
+                self.ingest_q.put(out, out.iq.nbytes)
+
+    # -- stages ----------------------------------------------------------------------------
+    def _input_socket(self) -> zmq.Socket:
+        cfg = self.config.input
+        sock = self.context.socket(zmq.SUB if cfg.mode == "sub" else zmq.PULL)
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVHWM, cfg.rcvhwm)
+            sock.setsockopt(zmq.MAXMSGSIZE, cfg.zmq_max_message_bytes)
+            if self.security is not None and self.config.security.curve_input:
+                self.security(sock, "input")
+            if cfg.mode == "sub":
+                sock.setsockopt(zmq.SUBSCRIBE, cfg.subscribe.encode())
+            if cfg.bind:
+                sock.bind(cfg.endpoint)
+            else:
+                sock.connect(cfg.endpoint)
+        except zmq.ZMQError as exc:
+            sock.close(linger=0)
+            raise ConfigError(f"input {cfg.endpoint}: {exc}") from None
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        self.input_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or cfg.endpoint
+        return sock
+
+    def _ingest_loop(self) -> None:
+        decoder = make_input_decoder(self.config)
+        sock = self._input_socket()
+        self._ready["ingest"].set()
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        idle_s = self.config.input.idle_flush_s
+        last_msg = time.monotonic()
+        try:
+            while not self._stop_ingest.is_set():
+                if not poller.poll(int(_POLL_S * 1000)):
+                    now = time.monotonic()
+                    if now - last_msg >= idle_s:
+                        self._enqueue(decoder.poll_timeout(now))
+                    continue
+                # take what is waiting in one go, but look at the stop flag now and then
+                for _ in range(256):
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    last_msg = time.monotonic()
+                    self.stats.add_message()
+                    self._enqueue(decoder.decode(frames, last_msg))
+            self._enqueue(decoder.flush(time.monotonic()))
+        finally:
+            self._decoder_stats = decoder.stats()
+            sock.close(linger=0)
+            self._ingest_done.set()
+
+    def _batch_loop(self) -> None:
+        policy = self.engine.policy
+        while not self._abort.is_set():
+            # read the flag before the queue: once ingest is done, an empty queue stays empty
+            ingest_finished = self._ingest_done.is_set()
+            wait = self.batcher.next_due_s(time.monotonic())
+            item = self.ingest_q.get(timeout=_POLL_S if wait is None else min(wait, _POLL_S))
+            if item is not None:
+                burst: Burst = item
+                try:
+                    windows = burst_to_windows(burst.iq, policy)
+                except MessageError as exc:
+                    self._reject(Reject(exc.reason, exc.detail, burst.burst_id, burst.stream))
+                else:
+                    full = self.batcher.add(Pending(burst, windows), time.monotonic())
+                    if full is not None:
+                        self._submit(full)
+            if ingest_finished and item is None and len(self.ingest_q) == 0:
+                break
+            for batch in self.batcher.due(time.monotonic()):
+                self._submit(batch)
+        for batch in self.batcher.flush_all():
+            self._submit(batch)
+        self._put_blocking(self.infer_q, _END)
+
+    def _put_blocking(self, q: BoundedQueue, item: Any) -> None:
+        while not q.put(item, 0, timeout=_POLL_S):
+            if self._abort.is_set():
+                return
+
+    def _submit(self, batch: Batch) -> None:
+        self._put_blocking(self.infer_q, batch)
+
+    def _infer_loop(self) -> None:
+        while not self._abort.is_set():
+            self.heartbeat_s = time.monotonic()
+            batch = self.infer_q.get(timeout=_POLL_S)
+            if batch is _END:
+                break
+            if batch is None:
+                continue
+            self._run_batch(batch)
+        self._put_blocking(self.publish_q, _END)
+
+    def _run_batch(self, batch: Batch) -> None:
+        t0 = time.monotonic()
+        try:
+            results = self.engine.classify_batch(batch)
+        except Exception as exc:  # noqa: BLE001 - a backend fault rejects the batch, the daemon lives
+            self.inference_errors += 1
+            log.exception("inference failed on a batch of %d bursts", len(batch.items))
+            for p in batch.items:
+                self._reject(Reject("internal_error", f"inference failed: {exc}",
+                                    p.burst.burst_id, p.burst.stream))
+            return
+        t1 = time.monotonic()
+        infer_s = t1 - t0
+        eng = self.engine
+        for p, res in zip(batch.items, results):
+            b = p.burst
+            queue_s, total_s = t0 - b.received_s, t1 - b.received_s
+            rec = result_record(b, res, backend=eng.backend, precision=eng.precision,
+                                model_id=eng.model_id, queue_ms=queue_s * 1e3,
+                                infer_ms=infer_s * 1e3, total_ms=total_s * 1e3)
+            truth = b.truth
+            self.stats.add_result(res.label, queue_s, infer_s, total_s,
+                                  truth.label if truth else None, truth.snr_db if truth else None)
+            self.publish_q.put((RESULT_TOPIC, rec))
+
+    def _publish_loop(self) -> None:
+        sock = open_output_socket(self.context, self.config, self.security)
+        self.output_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.config.output.endpoint
+        self._ready["publisher"].set()
+        publish_loop(sock, self.publish_q, self.stats, self._abort, _END)

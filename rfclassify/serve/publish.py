@@ -1,0 +1,64 @@
+"""The publisher stage: the only thread that touches the output PUB socket.
+
+Other threads hand it `(topic, record)` pairs through a bounded queue; it serializes them and
+sends `[topic, json]`. PUB never blocks: a subscriber that cannot keep up loses messages at
+ZeroMQ's high-water mark (`output.sndhwm`), which ZeroMQ does not report, so the daemon can
+only count what it handed to the socket (`published`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from rfclassify._exceptions import ConfigError
+from rfclassify.serve.batching import BoundedQueue
+from rfclassify.serve.config import DaemonConfig
+from rfclassify.serve.results import encode
+from rfclassify.serve.stats import DaemonStats
+
+LINGER_MS = 1000         # how long close() may spend delivering what is still queued
+POLL_S = 0.1
+
+
+def open_output_socket(context: zmq.Context, config: DaemonConfig,
+                       secure: Callable[[zmq.Socket, str], None] | None) -> zmq.Socket:
+    """The PUB socket, bound (default) or connected to output.endpoint."""
+    cfg = config.output
+    sock = context.socket(zmq.PUB)
+    try:
+        sock.setsockopt(zmq.LINGER, LINGER_MS)
+        sock.setsockopt(zmq.SNDHWM, cfg.sndhwm)
+        if secure is not None and config.security.curve_output:
+            secure(sock, "output")
+        if cfg.bind:
+            sock.bind(cfg.endpoint)
+        else:
+            sock.connect(cfg.endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise ConfigError(f"output {cfg.endpoint}: {exc}") from None
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock
+
+
+def publish_loop(sock: zmq.Socket, queue: BoundedQueue, stats: DaemonStats,
+                 abort: threading.Event, end: Any) -> None:
+    """Send queued records until `end` arrives (drain) or abort is set; closes the socket."""
+    try:
+        while not abort.is_set():
+            item = queue.get(timeout=POLL_S)
+            if item is end:
+                break
+            if item is None:
+                continue
+            topic, record = item
+            sock.send_multipart(encode(topic, record))
+            stats.add_published()
+    finally:
+        sock.close(linger=0 if abort.is_set() else LINGER_MS)

@@ -1,0 +1,179 @@
+"""Counters, latency histograms and percentiles of a running daemon (thread-safe, stdlib only).
+
+Every stage records into one `DaemonStats`; the control socket and the Prometheus endpoint
+read consistent snapshots of it. Percentiles come from a ring of the most recent latencies
+(so they describe now, not the whole uptime); the Prometheus histograms are cumulative.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import Counter, deque
+from typing import Any
+
+# Upper bounds (seconds) of the cumulative latency histogram buckets, Prometheus style.
+LATENCY_BUCKETS_S: tuple[float, ...] = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+LATENCY_STAGES = ("queue", "infer", "total")
+SNR_BANDS_DB: tuple[tuple[float, float], ...] = (
+    (-100.0, 0.0), (0.0, 10.0), (10.0, 20.0), (20.0, 100.0))
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of an ascending list; None when empty."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(round(q / 100.0 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+class LatencyHistogram:
+    """Cumulative bucket counts plus a ring of recent values for percentiles (not locked)."""
+
+    def __init__(self, ring: int = 4096) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS_S) + 1)   # last slot: +Inf
+        self.total_s = 0.0
+        self.n = 0
+        self.recent: deque[float] = deque(maxlen=ring)
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+        self.total_s += seconds
+        self.n += 1
+        self.recent.append(seconds)
+
+    def percentiles_ms(self) -> dict[str, float | None]:
+        vals = sorted(self.recent)
+        return {f"p{q}": (None if (v := percentile(vals, q)) is None else round(v * 1e3, 3))
+                for q in (50, 90, 99)}
+
+
+def snr_band(snr_db: float) -> str:
+    for lo, hi in SNR_BANDS_DB:
+        if lo <= snr_db < hi:
+            return f"{lo:g}..{hi:g}" if lo > -100 else f"<{hi:g}"
+    return f">={SNR_BANDS_DB[-1][0]:g}"
+
+
+class DaemonStats:
+    """Everything `rfclassify status` and /metrics report about the pipeline."""
+
+    def __init__(self, throughput_window_s: float = 10.0) -> None:
+        self._lock = threading.Lock()
+        self.started_monotonic = time.monotonic()
+        self.started_wall = time.time()
+        self.messages = 0
+        self.received = 0
+        self.classified = 0
+        self.published = 0
+        self.rejected: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self.per_class: Counter[str] = Counter()
+        self.latency = {stage: LatencyHistogram() for stage in LATENCY_STAGES}
+        self._drop_times: deque[float] = deque(maxlen=1024)
+        self._done_times: deque[float] = deque(maxlen=100_000)
+        self._window_s = throughput_window_s
+        # live accuracy against echoed ground truth: (correct, total) per key
+        self.truth_total = 0
+        self.truth_correct = 0
+        self.truth_by_class: dict[str, list[int]] = {}
+        self.truth_by_snr: dict[str, list[int]] = {}
+
+    # -- recording (called from stage threads) --------------------------------------------
+    def add_message(self) -> None:
+        with self._lock:
+            self.messages += 1
+
+    def add_received(self, n: int = 1) -> None:
+        with self._lock:
+            self.received += n
+
+    def add_reject(self, reason: str) -> None:
+        with self._lock:
+            self.rejected[reason] += 1
+
+    def add_drop(self, stage: str, n: int = 1) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.dropped[stage] += n
+            self._drop_times.append(now)
+
+    def add_published(self, n: int = 1) -> None:
+        with self._lock:
+            self.published += n
+
+    def add_result(self, label: str, queue_s: float, infer_s: float, total_s: float,
+                   truth_label: str | None = None, truth_snr_db: float | None = None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.classified += 1
+            self.per_class[label] += 1
+            self.latency["queue"].observe(queue_s)
+            self.latency["infer"].observe(infer_s)
+            self.latency["total"].observe(total_s)
+            self._done_times.append(now)
+            if truth_label is not None:
+                ok = int(label == truth_label)
+                self.truth_total += 1
+                self.truth_correct += ok
+                c = self.truth_by_class.setdefault(truth_label, [0, 0])
+                c[0] += ok
+                c[1] += 1
+                if truth_snr_db is not None:
+                    s = self.truth_by_snr.setdefault(snr_band(truth_snr_db), [0, 0])
+                    s[0] += ok
+                    s[1] += 1
+
+    # -- reading ---------------------------------------------------------------------------
+    def recent_drops(self, window_s: float) -> int:
+        cutoff = time.monotonic() - window_s
+        with self._lock:
+            return sum(1 for t in self._drop_times if t >= cutoff)
+
+    def throughput(self) -> float:
+        """Bursts classified per second over the last few seconds (or since start)."""
+        now = time.monotonic()
+        span = min(self._window_s, max(now - self.started_monotonic, 1e-3))
+        cutoff = now - span
+        with self._lock:
+            idx = bisect.bisect_left(self._done_times, cutoff)
+            n = len(self._done_times) - idx
+        return n / span
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy of the counters, latencies and accuracy."""
+        tput = self.throughput()
+        with self._lock:
+            acc = None
+            if self.truth_total:
+                acc = {
+                    "overall": round(self.truth_correct / self.truth_total, 4),
+                    "n": self.truth_total,
+                    "per_class": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
+                                  for k, v in sorted(self.truth_by_class.items())},
+                    "per_snr_db": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
+                                   for k, v in self.truth_by_snr.items()},
+                }
+            return {
+                "counters": {
+                    "messages": self.messages,
+                    "received": self.received,
+                    "classified": self.classified,
+                    "published": self.published,
+                    "rejected": dict(self.rejected),
+                    "rejected_total": sum(self.rejected.values()),
+                    "dropped": dict(self.dropped),
+                    "dropped_total": sum(self.dropped.values()),
+                },
+                "latency_ms": {s: h.percentiles_ms() for s, h in self.latency.items()},
+                "throughput_bursts_per_s": round(tput, 2),
+                "per_class": dict(self.per_class.most_common()),
+                "accuracy": acc,
+            }
+
+    def histograms(self) -> dict[str, tuple[list[int], float, int]]:
+        """Per stage: (bucket counts incl. +Inf, sum of seconds, count), for /metrics."""
+        with self._lock:
+            return {s: (list(h.counts), h.total_s, h.n) for s, h in self.latency.items()}

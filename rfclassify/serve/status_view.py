@@ -1,0 +1,82 @@
+"""Render a daemon's status reply as a human-readable table (stdlib only, for `rfclassify status`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt_duration(seconds: float) -> str:
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return (f"{d}d " if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _kv(d: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (d or {}).items()) or "none"
+
+
+def render_status(st: dict[str, Any]) -> str:
+    """The table `rfclassify status` prints."""
+    lines: list[str] = []
+    add = lines.append
+    reasons = st.get("health_reasons") or []
+    add(f"health      {st.get('health', '?').upper()}" + (f"  ({'; '.join(reasons)})" if reasons else ""))
+    eng = st.get("engine") or {}
+    if eng:
+        dev = eng.get("device", "?") + (f", DLA core {eng['dla_core']}" if eng.get("dla_core") is not None else "")
+        add(f"engine      {eng.get('backend')} {eng.get('precision')} on {dev}")
+        add(f"model       {eng.get('model')}  (unknown below p={eng.get('unknown_threshold')})")
+    add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
+    inp, out = st.get("input") or {}, st.get("output") or {}
+    add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
+        f" {'bind' if inp.get('bind') else 'connect'})")
+    add(f"output      {out.get('endpoint')}")
+    c = st.get("counters") or {}
+    add(f"bursts      received {c.get('received', 0)}, classified {c.get('classified', 0)}, "
+        f"published {c.get('published', 0)}  ({c.get('messages', 0)} messages)")
+    add(f"rejected    {c.get('rejected_total', 0)}: {_kv(c.get('rejected'))}")
+    add(f"dropped     {c.get('dropped_total', 0)}: {_kv(c.get('dropped'))}  (policy {st.get('overload_policy')})")
+    q = st.get("queues") or {}
+    if q:
+        add(f"queues      ingest {q.get('ingest')} ({q.get('ingest_bytes', 0) / 1e6:.1f} MB), "
+            f"batching {q.get('batching')}, infer {q.get('infer_batches')} batches, publish {q.get('publish')}")
+    add(f"throughput  {st.get('throughput_bursts_per_s', 0):.1f} bursts/s")
+    lat = st.get("latency_ms") or {}
+    if lat:
+        add("latency ms  " + "stage      p50      p90      p99")
+        for stage in ("queue", "infer", "total"):
+            p = lat.get(stage) or {}
+            add(f"            {stage:<7}{_ms(p.get('p50')):>8} {_ms(p.get('p90')):>8} {_ms(p.get('p99')):>8}")
+    per_class = st.get("per_class") or {}
+    if per_class:
+        top = list(per_class.items())[:10]
+        more = len(per_class) - len(top)
+        add("classes     " + ", ".join(f"{k} {v}" for k, v in top) + (f", +{more} more" if more > 0 else ""))
+    acc = st.get("accuracy")
+    if acc:
+        add(f"accuracy    {acc['overall'] * 100:.1f}% of {acc['n']} bursts with ground truth")
+        bands = acc.get("per_snr_db") or {}
+        if bands:
+            add("  by SNR dB " + ", ".join(f"{k}: {v['accuracy'] * 100:.0f}% (n={v['n']})"
+                                         for k, v in bands.items()))
+    hb = st.get("heartbeat_age_s")
+    if hb is not None:
+        add(f"heartbeat   {hb:.2f} s ago")
+    j = st.get("jetson")
+    if j:
+        mode = (j.get("power_mode") or {}).get("name", "?")
+        temps = ", ".join(f"{k} {v:.1f}C" for k, v in (j.get("temps_c") or {}).items())
+        power = ", ".join(f"{k} {v['cur_mw']} mW" for k, v in (j.get("power_mw") or {}).items())
+        add(f"jetson      power mode {mode}, GPU load {j.get('gpu_load_pct', '?')}%, "
+            f"RAM {j.get('ram_used_mb', '?')}/{j.get('ram_total_mb', '?')} MB")
+        if temps:
+            add(f"  temps     {temps}")
+        if power:
+            add(f"  power     {power}")
+    return "\n".join(lines)
