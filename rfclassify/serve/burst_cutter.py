@@ -1,15 +1,41 @@
-"""Cut a continuous complex stream into bursts (energy detector placeholder; full version follows)."""
+"""Cut a continuous complex stream (GNU Radio pub_sink) into bursts: by energy, or at length tags.
+
+Energy detector (EnergyCutter). The stream is split into blocks of `block_samples`, aligned
+to the stream's first sample, and each block's mean power is measured. Blocks are decided an
+epoch (`epoch_blocks` blocks) at a time: the noise floor for an epoch is the
+`floor_percentile` percentile of the powers of the last `history_blocks` blocks including
+that epoch (but at least `floor_min_db`), and a block is "on" when its power exceeds the
+floor by `threshold_db`. A burst opens at its first "on" block and closes once
+`hangover_samples` have passed without one; it spans its on-blocks plus `pad_samples` on
+each side. Bursts whose on-span is shorter than `min_burst_samples` are dropped (counted as
+`cutter_short_dropped`); longer than `max_burst_samples` are split into pieces of that length.
+Because block boundaries and epochs are fixed in stream samples, how the stream was chunked
+into messages never changes the result. The cost is latency: a block is decided only when
+its epoch is complete (epoch_blocks * block_samples samples, 2048 by default) or at flush().
+The floor assumes the channel is idle (noise only) at least floor_percentile % of the time.
+
+Tag cutter (TagCutter). A stream tag whose key is `tag_key` (GNU Radio's `packet_len`) with
+an integer value L at stream offset o makes the burst [o, o + L); samples outside tagged
+packets are ignored.
+
+Both report stream tags inside a burst (`tags`), and the last `rx_time` tag at or before the
+burst's first sample, so the caller can stamp times and ids.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from rfclassify._exceptions import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
 class CutterConfig:
-    """Energy detector and burst-length limits for gr-stream input (see docs/ingest.md)."""
+    """Energy detector and burst-length limits for gr-stream input (see module docstring)."""
 
     block_samples: int = 32
     threshold_db: float = 6.0
@@ -33,3 +59,286 @@ class CutterConfig:
             raise ConfigError("hangover_samples and pad_samples must be >= 0")
         if not 1 <= self.min_burst_samples <= self.max_burst_samples:
             raise ConfigError("need 1 <= min_burst_samples <= max_burst_samples")
+
+
+@dataclass(frozen=True)
+class StreamTag:
+    """A GNU Radio stream tag at an absolute sample offset."""
+
+    offset: int
+    key: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A burst cut from the stream: samples [start_sample, start_sample + len(iq))."""
+
+    start_sample: int
+    iq: np.ndarray
+    tags: tuple[StreamTag, ...] = ()
+    rx_time: StreamTag | None = None
+    truncated: bool = False
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.iq.shape[0])
+
+
+class SampleBuffer:
+    """Samples addressed by absolute stream offset, kept as the chunks they arrived in."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.start = start          # offset of the first sample held
+        self.end = start            # offset after the last sample held
+        self._chunks: deque[np.ndarray] = deque()
+
+    def append(self, x: np.ndarray) -> None:
+        if x.shape[0]:
+            self._chunks.append(x)
+            self.end += x.shape[0]
+
+    def get(self, start: int, end: int) -> np.ndarray:
+        """A new complex64 array of samples [start, end), clipped to what is held."""
+        start, end = max(start, self.start), min(end, self.end)
+        parts, pos = [], self.start
+        for chunk in self._chunks:
+            lo, hi = max(start - pos, 0), min(end - pos, chunk.shape[0])
+            if lo < hi:
+                parts.append(chunk[lo:hi])
+            pos += chunk.shape[0]
+            if pos >= end:
+                break
+        if not parts:
+            return np.zeros(0, np.complex64)
+        return np.concatenate(parts).astype(np.complex64, copy=False)
+
+    def trim(self, keep_from: int) -> None:
+        """Forget samples before keep_from."""
+        keep_from = min(keep_from, self.end)
+        while self._chunks and self.start + self._chunks[0].shape[0] <= keep_from:
+            self.start += self._chunks.popleft().shape[0]
+        if self._chunks and self.start < keep_from:
+            self._chunks[0] = self._chunks[0][keep_from - self.start:]
+            self.start = keep_from
+        if not self._chunks:
+            self.start = self.end = max(self.end, keep_from)
+
+
+class _TagLog:
+    """Recent stream tags, so a burst can report the tags it spans and the last rx_time."""
+
+    def __init__(self) -> None:
+        self.tags: deque[StreamTag] = deque(maxlen=4096)
+        self.rx_time: StreamTag | None = None
+
+    def add(self, tag: StreamTag) -> None:
+        if tag.key == "rx_time":
+            self.rx_time = tag
+        else:
+            self.tags.append(tag)
+
+    def segment(self, start: int, iq: np.ndarray, truncated: bool = False) -> Segment:
+        end = start + iq.shape[0]
+        inside = tuple(t for t in self.tags if start <= t.offset < end)
+        rx = self.rx_time if self.rx_time is not None and self.rx_time.offset < end else None
+        while self.tags and self.tags[0].offset < start:
+            self.tags.popleft()
+        return Segment(start, iq, inside, rx, truncated)
+
+
+@dataclass
+class _BurstState:
+    on_start: int          # first sample of the first on-block
+    emit_start: int        # first sample of the next piece to emit (includes the pre-pad)
+    last_on_end: int       # sample after the last on-block
+    split: bool = False
+
+
+class EnergyCutter:
+    """Energy-detector burst cutter; feed() samples in any chunking, get Segments."""
+
+    def __init__(self, config: CutterConfig = CutterConfig(), start_offset: int = 0) -> None:
+        self.config = config
+        self.dropped_short = 0
+        self._floor_min = 10.0 ** (config.floor_min_db / 10.0)
+        self._threshold = 10.0 ** (config.threshold_db / 10.0)
+        self._history = np.zeros(config.history_blocks, np.float64)
+        self._history_n = 0
+        self._tags = _TagLog()
+        self.reset(start_offset)
+
+    def reset(self, offset: int) -> bool:
+        """Restart at stream offset (after a gap); True if an open burst was lost."""
+        lost = getattr(self, "_burst", None) is not None
+        self._buf = SampleBuffer(offset)
+        self._block_pos = offset      # start of the first block not yet measured
+        self._decided = offset        # start of the first block not yet decided
+        self._powers: list[np.ndarray] = []
+        self._n_powers = 0
+        self._burst: _BurstState | None = None
+        return lost
+
+    @property
+    def offset(self) -> int:
+        """The stream offset of the next sample to be fed."""
+        return self._buf.end
+
+    def add_tag(self, tag: StreamTag) -> None:
+        self._tags.add(tag)
+
+    def feed(self, x: np.ndarray) -> list[Segment]:
+        """Append samples; returns the bursts that closed."""
+        cfg = self.config
+        self._buf.append(x)
+        n_blocks = (self._buf.end - self._block_pos) // cfg.block_samples
+        if n_blocks:
+            end = self._block_pos + n_blocks * cfg.block_samples
+            blocks = self._buf.get(self._block_pos, end).reshape(n_blocks, cfg.block_samples)
+            self._powers.append(np.mean(blocks.real.astype(np.float64) ** 2 + blocks.imag.astype(np.float64) ** 2, axis=1))
+            self._n_powers += n_blocks
+            self._block_pos = end
+        out: list[Segment] = []
+        if self._n_powers >= cfg.epoch_blocks:
+            powers = np.concatenate(self._powers)
+            n_epochs = powers.shape[0] // cfg.epoch_blocks
+            for k in range(n_epochs):
+                out += self._decide(powers[k * cfg.epoch_blocks:(k + 1) * cfg.epoch_blocks], cfg.block_samples)
+            rest = powers[n_epochs * cfg.epoch_blocks:]
+            self._powers, self._n_powers = [rest], rest.shape[0]
+        self._trim()
+        return out
+
+    def flush(self) -> list[Segment]:
+        """Decide everything fed so far (a partial last block counts) and close an open burst."""
+        cfg = self.config
+        out: list[Segment] = []
+        powers = np.concatenate(self._powers) if self._n_powers else np.zeros(0)
+        tail = self._buf.end - self._block_pos
+        if tail:
+            x = self._buf.get(self._block_pos, self._buf.end)
+            powers = np.append(powers, np.mean(np.abs(x.astype(np.complex128)) ** 2))
+        if powers.shape[0]:
+            out += self._decide(powers, cfg.block_samples, last_width=tail or None)
+        if self._burst is not None:
+            out += self._close(self._buf.end)
+        self._powers, self._n_powers = [], 0
+        self._block_pos = self._decided = self._buf.end
+        self._trim()
+        return out
+
+    def _decide(self, powers: np.ndarray, width: int, last_width: int | None = None) -> list[Segment]:
+        """Apply the detector to consecutive blocks starting at self._decided."""
+        cfg = self.config
+        n = powers.shape[0]
+        h = self._history
+        if n >= h.shape[0]:
+            h[:] = powers[-h.shape[0]:]
+        else:
+            h[:-n] = h[n:]
+            h[-n:] = powers
+        self._history_n = min(self._history_n + n, h.shape[0])
+        floor = max(float(np.percentile(h[-self._history_n:], cfg.floor_percentile)), self._floor_min)
+        on = powers > floor * self._threshold
+        starts = self._decided + np.arange(n, dtype=np.int64) * width
+        ends = starts + width
+        if last_width is not None:
+            ends[-1] = starts[-1] + last_width
+        out: list[Segment] = []
+        # walk runs of equal on/off, not single blocks
+        edges = np.flatnonzero(np.diff(on.astype(np.int8))) + 1
+        bounds = np.concatenate(([0], edges, [n]))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if on[a]:
+                if self._burst is None:
+                    s = int(starts[a])
+                    self._burst = _BurstState(s, max(s - cfg.pad_samples, self._buf.start), int(ends[b - 1]))
+                self._burst.last_on_end = int(ends[b - 1])
+                out += self._split_long()
+            elif self._burst is not None:
+                closes_at = self._burst.last_on_end + cfg.hangover_samples
+                if closes_at <= ends[b - 1]:
+                    out += self._close(int(ends[b - 1]))
+        self._decided = int(ends[-1])
+        return out
+
+    def _split_long(self) -> list[Segment]:
+        out = []
+        st, limit = self._burst, self.config.max_burst_samples
+        while st.last_on_end - st.emit_start >= limit:
+            iq = self._buf.get(st.emit_start, st.emit_start + limit)
+            out.append(self._tags.segment(st.emit_start, iq))
+            st.emit_start += limit
+            st.split = True
+        return out
+
+    def _close(self, decided_end: int) -> list[Segment]:
+        st, cfg = self._burst, self.config
+        self._burst = None
+        if not st.split and st.last_on_end - st.on_start < cfg.min_burst_samples:
+            self.dropped_short += 1
+            return []
+        end = min(st.last_on_end + cfg.pad_samples, decided_end)
+        if end <= st.emit_start:
+            return []
+        return [self._tags.segment(st.emit_start, self._buf.get(st.emit_start, end))]
+
+    def _trim(self) -> None:
+        keep = self._burst.emit_start if self._burst is not None else self._decided - self.config.pad_samples
+        self._buf.trim(keep)
+
+
+class TagCutter:
+    """Cuts [offset, offset + value) at each length tag (key config tag_key)."""
+
+    def __init__(self, tag_key: str, max_burst_samples: int, start_offset: int = 0) -> None:
+        self.tag_key = tag_key
+        self.max_burst_samples = max_burst_samples
+        self._tags = _TagLog()
+        self.reset(start_offset)
+
+    def reset(self, offset: int) -> bool:
+        """Restart at stream offset (after a gap); True if a tagged packet was lost."""
+        lost = bool(getattr(self, "_pending", None))
+        self._buf = SampleBuffer(offset)
+        self._pending: list[tuple[int, int]] = []
+        return lost
+
+    @property
+    def offset(self) -> int:
+        return self._buf.end
+
+    def add_tag(self, tag: StreamTag) -> str | None:
+        """Record a tag; a length tag opens a packet. Returns a problem description, or None."""
+        if tag.key != self.tag_key:
+            self._tags.add(tag)
+            return None
+        value = tag.value
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{self.tag_key} tag at {tag.offset} has a non-integer value {value!r}"
+        if not 0 < value <= self.max_burst_samples:
+            return f"{self.tag_key} tag at {tag.offset} has length {value}, outside 1..{self.max_burst_samples}"
+        if tag.offset < self._buf.start:
+            return f"{self.tag_key} tag at {tag.offset} refers to samples already gone"
+        self._pending.append((tag.offset, value))
+        return None
+
+    def feed(self, x: np.ndarray) -> list[Segment]:
+        self._buf.append(x)
+        out, waiting = [], []
+        for start, length in self._pending:
+            if start + length <= self._buf.end:
+                out.append(self._tags.segment(start, self._buf.get(start, start + length)))
+            else:
+                waiting.append((start, length))
+        self._pending = waiting
+        self._buf.trim(min([s for s, _ in waiting], default=self._buf.end))
+        return out
+
+    def flush(self) -> list[Segment]:
+        """Emit packets still waiting for samples, truncated to what arrived."""
+        out = [self._tags.segment(s, self._buf.get(s, s + n), truncated=True)
+               for s, n in self._pending if self._buf.end > s]
+        self._pending = []
+        self._buf.trim(self._buf.end)
+        return out

@@ -1,0 +1,199 @@
+"""GNU Radio sample streams from zeromq.pub_sink / push_sink (gr_complex items), cut into bursts.
+
+Each message is `[data]`, or `[key, data]` when the sink has a key. data is raw native-endian
+complex64 items; with pass_tags=True it starts with a tag header (gr-zeromq tag_headers.cc,
+native endian, packed):
+
+    u16 magic 0x5FF0, u8 version 1, u64 offset (of the frame's first item), u64 ntags,
+    ntags x (u64 offset, PMT key, PMT value, PMT srcid)
+
+Message boundaries follow GNU Radio's scheduler, not bursts, so the stream is reassembled and
+cut by burst_cutter (energy detector, or `packet_len`-style length tags). With a tag header the
+offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
+the open burst is abandoned and a `stream_gap` reject says how many samples were lost.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import MessageError
+from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
+from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
+from rfclassify.serve.gr_pdu import pmt_time, to_jsonable
+from rfclassify.serve.pmt import read_pmt
+
+TAG_MAGIC = 0x5FF0
+TAG_VERSION = 1
+_HEADER = struct.Struct("=HBQQ")   # packed, native endian: 19 bytes
+_OFFSET = struct.Struct("=Q")
+_MIN_TAG_BYTES = _OFFSET.size + 3   # an offset and three one-byte PMTs
+ITEM_BYTES = 8                      # gr_complex
+MAX_TAGS_IN_META = 16
+
+
+def has_tag_header(view: memoryview) -> bool:
+    """True when data starts with gr-zeromq's tag header magic and version."""
+    return view.nbytes >= _HEADER.size and struct.unpack_from("=HB", view, 0) == (TAG_MAGIC, TAG_VERSION)
+
+
+def parse_tag_header(view: memoryview) -> tuple[int, list[StreamTag], int]:
+    """(offset of the first item, tags, bytes the header takes); MessageError('bad_tag_header')."""
+    if view.nbytes < _HEADER.size:
+        raise MessageError("bad_tag_header", f"{view.nbytes} bytes is shorter than a tag header")
+    magic, version, offset, ntags = _HEADER.unpack_from(view, 0)
+    if magic != TAG_MAGIC or version != TAG_VERSION:
+        raise MessageError("bad_tag_header", f"magic 0x{magic:04x} version {version}, expected 0x{TAG_MAGIC:04x} version {TAG_VERSION}")
+    pos = _HEADER.size
+    if ntags > (view.nbytes - pos) // _MIN_TAG_BYTES:
+        raise MessageError("bad_tag_header", f"{ntags} tags announced in {view.nbytes - pos} bytes")
+    tags = []
+    try:
+        for _ in range(ntags):
+            if pos + _OFFSET.size > view.nbytes:
+                raise MessageError("bad_tag_header", "tag header ends inside a tag")
+            (tag_offset,) = _OFFSET.unpack_from(view, pos)
+            key, pos = read_pmt(view, pos + _OFFSET.size)
+            value, pos = read_pmt(view, pos)
+            _srcid, pos = read_pmt(view, pos)
+            tags.append(StreamTag(tag_offset, key if isinstance(key, str) else str(key), value))
+    except MessageError as exc:
+        if exc.reason == "bad_tag_header":
+            raise
+        raise MessageError("bad_tag_header", f"tag PMT: {exc.detail}") from None
+    return offset, tags, pos
+
+
+class GrStreamDecoder(Decoder):
+    """Reassembles a GNU Radio complex stream and cuts it into bursts."""
+
+    input_format = "gr-stream"
+
+    def __init__(self, config: IngestConfig) -> None:
+        super().__init__(config)
+        if config.cut_mode == "tags":
+            self._cutter: EnergyCutter | TagCutter = TagCutter(config.tag_key, config.cutter.max_burst_samples)
+        else:
+            self._cutter = EnergyCutter(config.cutter)
+        self._started = False
+        self._last_rx_s: float | None = None
+        self._idle_flushed = True
+        self._next_id = 0
+
+    def decode(self, frames: Sequence[Any], received_s: float) -> list[Burst | Reject]:
+        self._last_rx_s, self._idle_flushed = received_s, False
+        expected = {None: (1, 2), True: (2,), False: (1,)}[self.config.expect_key]
+        if len(frames) not in expected:
+            return [self._reject("bad_frames", f"expected {' or '.join(map(str, expected))} frames "
+                                 f"([key,] data), got {len(frames)}")]
+        too_large = frames_too_large(frames, self.config.max_message_bytes)
+        if too_large is not None:
+            return [self._reject(too_large.reason, too_large.detail)]
+        data = frame_view(frames[-1])
+        out: list[Burst | Reject] = []
+        tags: list[StreamTag] = []
+        if self.config.pass_tags or (self.config.pass_tags is None and has_tag_header(data)):
+            try:
+                offset, tags, used = parse_tag_header(data)
+            except MessageError as exc:
+                return [self._reject(exc.reason, exc.detail)]
+            data = data[used:]
+            out += self._align(offset)
+        if data.nbytes % ITEM_BYTES:
+            # a partial item cannot be placed in the stream: drop the frame and restart there
+            lost = self._cutter.reset(self._cutter.offset + data.nbytes // ITEM_BYTES)
+            detail = f"{data.nbytes} bytes is not a whole number of {ITEM_BYTES}-byte complex items"
+            return out + [self._reject("bad_payload_size", detail + ("; open burst lost" if lost else ""))]
+        self._started = True
+        for tag in tags:
+            problem = self._cutter.add_tag(tag)
+            if problem:
+                out.append(self._reject("bad_tag", problem))
+        samples = np.frombuffer(data, dtype=np.complex64)
+        return out + self._bursts(self._cutter.feed(samples), received_s)
+
+    def poll_timeout(self, now_s: float) -> list[Burst | Reject]:
+        """After idle_flush_s without input, close an open energy burst (the stream went quiet)."""
+        if (self._idle_flushed or self._last_rx_s is None
+                or now_s - self._last_rx_s < self.config.idle_flush_s
+                or not isinstance(self._cutter, EnergyCutter)):
+            return []
+        self._idle_flushed = True
+        return self._bursts(self._cutter.flush(), now_s)
+
+    def flush(self, received_s: float) -> list[Burst | Reject]:
+        self._idle_flushed = True
+        return self._bursts(self._cutter.flush(), received_s)
+
+    def stats(self) -> dict[str, int]:
+        out = super().stats()
+        if isinstance(self._cutter, EnergyCutter):
+            out["cutter_short_dropped"] = self._cutter.dropped_short
+        return out
+
+    def _reject(self, reason: str, detail: str) -> Reject:
+        return Reject(reason, detail, stream=self.config.stream)
+
+    def _align(self, offset: int) -> list[Reject]:
+        """Follow the publisher's item offset; a jump means samples were lost."""
+        expected = self._cutter.offset
+        if offset == expected:
+            return []
+        lost = self._cutter.reset(offset)
+        if not self._started:
+            return []  # joined a running stream
+        self._count("stream_gaps")
+        what = f"{offset - expected} samples lost" if offset > expected else "offset went back (flowgraph restarted?)"
+        return [self._reject("stream_gap", f"expected offset {expected}, got {offset}: {what}"
+                             + ("; open burst lost" if lost else ""))]
+
+    def _bursts(self, segments: list[Segment], received_s: float) -> list[Burst | Reject]:
+        return [self._burst(seg, received_s) for seg in segments]
+
+    def _burst(self, seg: Segment, received_s: float) -> Burst:
+        cfg = self.config
+        by_key = {t.key: t.value for t in seg.tags}
+        burst_id = by_key.get("burst_id")
+        if isinstance(burst_id, bool) or not isinstance(burst_id, (str, int)):
+            burst_id = self._next_id
+        self._next_id += 1
+        label = by_key.get("label") if isinstance(by_key.get("label"), str) else None
+        snr = by_key.get("snr_db")
+        snr_db = float(snr) if isinstance(snr, (int, float)) and not isinstance(snr, bool) and math.isfinite(snr) else None
+        meta: dict[str, Any] = {"offset_samples": seg.start_sample}
+        if seg.truncated:
+            meta["truncated"] = True
+        if seg.tags:
+            meta["tags"] = [{"offset": t.offset, "key": t.key, "value": to_jsonable(t.value)}
+                            for t in seg.tags[:MAX_TAGS_IN_META]]
+        return Burst(
+            iq=seg.iq,
+            sample_rate_hz=cfg.sample_rate_hz,
+            burst_id=burst_id,
+            stream=cfg.stream,
+            center_freq_hz=cfg.center_freq_hz,
+            time=self._time(seg),
+            meta=meta,
+            truth=Truth(label, snr_db) if label is not None or snr_db is not None else None,
+            received_s=received_s,
+        )
+
+    def _time(self, seg: Segment) -> float | str | None:
+        """The burst's start time from the last rx_time tag (needs the sample rate to extrapolate)."""
+        if seg.rx_time is None:
+            return None
+        t0 = pmt_time(seg.rx_time.value)
+        if not isinstance(t0, (int, float)):
+            return t0
+        if seg.rx_time.offset == seg.start_sample:
+            return float(t0)
+        if self.config.sample_rate_hz:
+            return float(t0) + (seg.start_sample - seg.rx_time.offset) / self.config.sample_rate_hz
+        return None
+
