@@ -1,0 +1,398 @@
+"""The training loop: cross-entropy + SNR regression, AdamW, a time-based warmup/cosine schedule.
+
+Progress is ``max(step / steps, elapsed / time budget)``, so a ``--time-budget-s`` run ends
+with a fully annealed learning rate however fast the machine is. The budget is the wall time
+of the whole call (worker start-up included); the loop stops early enough to validate, fit
+the temperature and write every file before it runs out.
+
+When data workers cannot keep up, the loop reuses recent batches (kept on the device) with a
+fresh random augmentation instead of waiting: a constant carrier-phase rotation and, for half
+of them, complex conjugation (spectral inversion, as an I/Q swap in a receiver makes). Both
+are physical, keep unit power and zero mean, and leave every class and SNR unchanged. No
+circular time shift: its wrap point is a discontinuity no receiver ever sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import queue
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError
+from rfclassify._optional import require
+from rfclassify.labels import LABELS, NOISE_LABEL
+from rfclassify.model import training_data as td
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "checkpoint.pt"
+LOG_FILE = "train_log.json"
+CURVE_FILE = "training_curves.png"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run depends on (recorded in train_log.json and model.json)."""
+
+    out_dir: str
+    device: str = "auto"
+    data: str | None = None           # HDF5 file; None = synthesize on the fly
+    time_budget_s: float | None = None
+    steps: int | None = None
+    batch_size: int = 256
+    lr: float = 3e-3
+    weight_decay: float = 0.02
+    warmup_fraction: float = 0.04
+    final_lr_fraction: float = 0.01
+    label_smoothing: float = 0.05
+    snr_loss_weight: float = 0.05
+    workers: int = 2
+    seed: int = 0
+    buckets_samples: tuple[int, ...] = td.DataRecipe().buckets_samples
+    max_uses: int = 4                 # a generated batch trains at most this many times
+    replay_batches: int = 64          # recent batches kept on the device for reuse
+    val_per_bucket: int = 1024
+    log_every: int = 100
+    checkpoint_every_s: float = 180.0
+    resume: str | None = None
+    arch: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        if self.steps is None and self.time_budget_s is None:
+            raise ConfigError("give --steps or --time-budget-s (or both)")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError(f"--steps must be >= 1, got {self.steps}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise ConfigError(f"--time-budget-s must be > 0, got {self.time_budget_s}")
+        if self.batch_size < 2 or self.workers < 0 or self.max_uses < 1:
+            raise ConfigError("--batch-size must be >= 2, --workers >= 0")
+
+    def finish_reserve_s(self) -> float:
+        """Time kept back from the budget for validation, calibration and saving."""
+        return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
+
+
+def lr_at(progress: float, cfg: TrainConfig) -> float:
+    """Linear warmup to cfg.lr, then cosine down to final_lr_fraction * cfg.lr at progress 1."""
+    p = min(max(progress, 0.0), 1.0)
+    if p < cfg.warmup_fraction:
+        return cfg.lr * max(p / cfg.warmup_fraction, 0.01)
+    q = (p - cfg.warmup_fraction) / max(1e-9, 1.0 - cfg.warmup_fraction)
+    lo = cfg.final_lr_fraction
+    return cfg.lr * (lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * q)))
+
+
+def augment(x: Any, gen: Any) -> Any:
+    """Random carrier-phase rotation and (half the time) conjugation of a (B, 2, 1, L) batch."""
+    torch = require("torch")
+    b = x.shape[0]
+    theta = torch.rand(b, 1, 1, generator=gen, device=x.device) * (2 * math.pi)
+    sign = torch.where(torch.rand(b, 1, 1, generator=gen, device=x.device) < 0.5, -1.0, 1.0)
+    i, q = x[:, 0], x[:, 1] * sign
+    c, s = torch.cos(theta), torch.sin(theta)
+    return torch.stack((i * c - q * s, i * s + q * c), dim=1)
+
+
+def weights_digest(state: dict[str, Any]) -> str:
+    h = hashlib.sha256()
+    for k in sorted(state):
+        h.update(k.encode())
+        h.update(state[k].detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class _Source:
+    """Fresh batches from the chosen source, plus device-side reuse when the source lags.
+
+    With worker processes, a thread receives batches (unpickling releases the GIL while it
+    waits on the pipe) so the training loop only copies ready arrays to the device."""
+
+    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe) -> None:
+        self.pool: td.SynthPool | None = None
+        self.iter = None
+        if cfg.data:
+            self.iter = td.hdf5_batches(cfg.data, recipe, cfg.seed)
+        elif cfg.workers == 0:
+            self.iter = td.inline_batches(recipe, cfg.seed)
+        else:
+            self.pool = td.SynthPool(recipe, cfg.seed, cfg.workers, cfg.val_per_bucket)
+            self.ready: queue.Queue[td.Batch] = queue.Queue(maxsize=8)
+            self.stop = threading.Event()
+            self.thread = threading.Thread(target=self._receive, name="rfc-batch-receiver", daemon=True)
+            self.thread.start()
+        self.ring: list[list[Any]] = []  # [batch tensors, uses]
+        self.cfg = cfg
+        self.waited = 0.0
+        self.error: BaseException | None = None
+
+    def _receive(self) -> None:
+        try:
+            while not self.stop.is_set():
+                batch = self.pool.get(timeout=0.5)
+                while batch is not None and not self.stop.is_set():
+                    try:
+                        self.ready.put(batch, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as exc:  # a dead worker: report it to the training loop
+            self.error = exc
+
+    def _wait(self, timeout_s: float) -> td.Batch:
+        t0 = time.perf_counter()
+        deadline = t0 + timeout_s
+        while time.perf_counter() < deadline:
+            if self.error is not None:
+                raise RuntimeError(f"data pipeline failed: {self.error}")
+            try:
+                batch = self.ready.get(timeout=0.5)
+                self.waited += time.perf_counter() - t0
+                return batch
+            except queue.Empty:
+                continue
+        raise RuntimeError(f"no training batch from the data workers for {timeout_s:.0f} s")
+
+    def next(self, to_device: Any) -> tuple[Any, bool]:
+        """(device batch, fresh?) — reuses a recent batch instead of waiting when possible."""
+        if self.pool is None:
+            return to_device(next(self.iter)), True
+        try:
+            batch = self.ready.get_nowait()
+        except queue.Empty:
+            spare = [r for r in self.ring if r[1] < self.cfg.max_uses]
+            if spare:
+                pick = min(spare, key=lambda r: r[1])
+                pick[1] += 1
+                return pick[0], False
+            batch = self._wait(120.0)
+        dev = to_device(batch)
+        self.ring.append([dev, 1])
+        if len(self.ring) > self.cfg.replay_batches:
+            self.ring.pop(0)
+        return dev, True
+
+    def qsize(self) -> int:
+        return self.pool.qsize() + self.ready.qsize() if self.pool else -1
+
+    def close(self) -> None:
+        if self.pool:
+            self.stop.set()
+            self.thread.join(timeout=5.0)
+            self.pool.close()
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir."""
+    t_start = time.perf_counter()
+    torch = require("torch", "training")
+    from rfclassify.model.network import build_network, count_parameters
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda asked for, but torch sees no CUDA GPU")
+    torch.manual_seed(cfg.seed)
+    torch.backends.cudnn.benchmark = True
+    recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
+    model = build_network(cfg.arch or None).to(device)
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+    step, prior_s, history = 0, 0.0, []
+    if cfg.resume:
+        ck = torch.load(cfg.resume, map_location=device, weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
+    gen = torch.Generator(device=device)
+    gen.manual_seed(cfg.seed + step)
+    noise_idx = LABELS.index(NOISE_LABEL)
+    use_bf16 = device.startswith("cuda")
+    budget = None if cfg.time_budget_s is None else cfg.time_budget_s - cfg.finish_reserve_s()
+
+    def to_device(b: td.Batch) -> tuple[Any, Any, Any]:
+        return tuple(torch.from_numpy(b[k]).to(device, non_blocking=True) for k in ("x", "label", "snr_db"))
+
+    def progress(elapsed: float) -> float:
+        p = 0.0 if cfg.steps is None else step / cfg.steps
+        return max(p, 0.0 if budget is None else elapsed / budget)
+
+    src = _Source(cfg, recipe)
+    sums = torch.zeros(6, device=device)  # loss, ce, snr_loss, correct, examples, steps
+    examples = {"fresh": 0, "reused": 0}
+    t_loop = time.perf_counter()
+    last_log_t, last_ck_t, last_examples = t_loop, t_loop, 0
+    first_step_s = None
+    try:
+        model.train()
+        while True:
+            elapsed = prior_s + time.perf_counter() - t_start
+            if progress(elapsed) >= 1.0:
+                break
+            for g in opt.param_groups:
+                g["lr"] = lr_at(progress(elapsed), cfg)
+            (x, y, s), fresh = src.next(to_device)
+            examples["fresh" if fresh else "reused"] += int(x.shape[0])
+            x = augment(x, gen)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
+                logits, snr_pred = model(x)
+            ce = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=cfg.label_smoothing)
+            # NOISE has only a nominal SNR and NaN means "no noise added": neither trains the SNR head
+            mask = ((y != noise_idx) & torch.isfinite(s)).float()
+            snr_l = torch.nn.functional.smooth_l1_loss(snr_pred.float(), torch.nan_to_num(s), beta=1.0,
+                                                       reduction="none")
+            snr_loss = (snr_l * mask).sum() / mask.sum().clamp(min=1.0)
+            loss = ce + cfg.snr_loss_weight * snr_loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            step += 1
+            with torch.no_grad():
+                sums += torch.stack([loss.detach(), ce.detach(), snr_loss.detach(),
+                                     (logits.argmax(1) == y).sum().float(),
+                                     torch.tensor(float(x.shape[0]), device=device),
+                                     torch.ones((), device=device)])
+            if first_step_s is None:
+                first_step_s = time.perf_counter() - t_start
+            now = time.perf_counter()
+            if step % cfg.log_every == 0:
+                history.append(_log_line(step, prior_s + now - t_start, opt, sums, examples,
+                                         last_examples, now - last_log_t, src))
+                sums.zero_()
+                last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
+            if now - last_ck_t >= cfg.checkpoint_every_s:
+                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, cfg)
+                last_ck_t = now
+        train_s = prior_s + time.perf_counter() - t_start
+        val = src.pool.validation(timeout=120.0) if src.pool else None
+    finally:
+        src.close()
+    if val is None:
+        val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
+    _checkpoint(out, model, opt, step, train_s, history, cfg)
+    return _finish(model, cfg, recipe, val, history, {
+        "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
+        "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
+        "data_wait_s": round(src.waited, 1), "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        "parameters": count_parameters(model), "torch": torch.__version__,
+        "started_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }, t_start)
+
+
+def _predict(model: Any, x: np.ndarray, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """fp32 (logits, snr_db) of model on numpy input, in batches on the model's device."""
+    torch = require("torch")
+    dev = next(model.parameters()).device
+    outs = []
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            lg, sn = model(torch.from_numpy(x[i:i + batch]).to(dev))
+            outs.append((lg.float().cpu().numpy(), sn.float().cpu().numpy()))
+    return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
+
+
+def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, td.Batch],
+            history: list[dict[str, float]], run: dict[str, Any], t_start: float) -> dict[str, Any]:
+    """Validate per bucket, fit the temperature, write model.pt, model.json, the log and the curves."""
+    torch = require("torch")
+    from rfclassify.model.calibration import calibrate
+    from rfclassify.model.evaluate import accuracy_summary
+    from rfclassify.model.flops import flops_per_bucket
+    from rfclassify.model.meta import ModelMeta
+
+    out = Path(cfg.out_dir)
+    model.eval()
+    per_bucket, all_logits, all_labels = {}, [], []
+    for b, batch in sorted(val.items()):
+        logits, snr = _predict(model, batch["x"])
+        per_bucket[str(b)] = accuracy_summary(batch["label"], logits.argmax(1), batch["snr_db"], snr)
+        all_logits.append(logits)
+        all_labels.append(batch["label"])
+    cal = calibrate(np.concatenate(all_logits), np.concatenate(all_labels))
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    model_id = f"rfc-resnet-{datetime.now(timezone.utc):%Y%m%d}-{weights_digest(state)[:8]}"
+    torch.save(state, out / "model.pt")
+    model_cpu = model.to("cpu")
+    flops = flops_per_bucket(model_cpu, recipe.buckets_samples)
+    training = {
+        **run, "command": cfg.command, "seed": cfg.seed, "config": asdict(cfg),
+        "recipe": recipe.to_dict(), "validation": {"per_bucket": per_bucket,
+                                                     "per_bucket_examples": cfg.val_per_bucket},
+        "flops_per_bucket": {str(k): v for k, v in flops.items()},
+        "calibration": cal, "total_s": round(time.perf_counter() - t_start, 1),
+    }
+    meta = ModelMeta(model_id=model_id, buckets_samples=recipe.buckets_samples,
+                     min_samples=recipe.min_samples, temperature=round(cal["temperature"], 5),
+                     unknown_threshold=cal["unknown_threshold"], arch=model_cpu.arch,
+                     extra={"training": {k: training[k] for k in (
+                         "command", "seed", "steps", "train_s", "examples_fresh", "examples_reused",
+                         "device_name", "parameters", "flops_per_bucket", "started_utc")},
+                         "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
+    meta.save(out)
+    write_json(out / LOG_FILE, {"model_id": model_id, "training": training, "history": history})
+    if history:
+        from rfclassify.model.plots import training_curves
+
+        training_curves(history, out / CURVE_FILE)
+    accs = " ".join(f"{b}:{v['accuracy']:.3f}" for b, v in per_bucket.items())
+    print(f"done: {model_id} steps {run['steps']} in {run['train_s']}s; validation accuracy {accs}; "
+          f"T={cal['temperature']:.3f} unknown<{cal['unknown_threshold']}; "
+          f"total {training['total_s']}s", flush=True)
+    return {"model_id": model_id, "out_dir": str(out), **training}
+
+
+def _log_line(step: int, elapsed: float, opt: Any, sums: Any, examples: dict[str, int],
+              last_examples: int, dt: float, src: _Source) -> dict[str, float]:
+    loss, ce, snr_loss, correct, n, k = (float(v) for v in sums.cpu())
+    k = max(k, 1.0)
+    seen = examples["fresh"] + examples["reused"]
+    row = {
+        "step": step, "elapsed_s": round(elapsed, 2), "lr": opt.param_groups[0]["lr"],
+        "loss": loss / k, "ce": ce / k, "snr_loss": snr_loss / k, "train_acc": correct / max(n, 1.0),
+        "examples_per_s": (seen - last_examples) / max(dt, 1e-9),
+        "fresh_fraction": examples["fresh"] / max(seen, 1),
+        "queue": src.qsize(), "data_wait_s": src.waited,
+    }
+    print(f"step {step:6d} {elapsed:7.1f}s lr {row['lr']:.2e} loss {row['loss']:.3f} "
+          f"acc {row['train_acc']:.3f} {row['examples_per_s']:8.0f} ex/s fresh {row['fresh_fraction']:.0%} "
+          f"queue {row['queue']} data-wait {row['data_wait_s']:.1f}s", file=sys.stdout, flush=True)
+    return row
+
+
+def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float,
+                history: list[dict[str, float]], cfg: TrainConfig) -> None:
+    torch = require("torch")
+    tmp = out / (CHECKPOINT_FILE + ".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                "elapsed_s": elapsed_s, "history": history, "config": asdict(cfg)}, tmp)
+    tmp.replace(out / CHECKPOINT_FILE)
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+    tmp.replace(path)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.generic,)):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)

@@ -1,0 +1,255 @@
+"""Training batches: synthesized on the fly by worker processes, or read from an HDF5 dataset.
+
+Every batch holds one length bucket. Model input is made by the shared serving code
+(`rfclassify.dsp.windows.normalize_batch` / `to_model_input`), so training sees exactly what
+serving feeds the network. On-the-fly data uses the full impairment chain
+(`ChannelConfig()`), SNR uniform over the recipe's range, labels uniform, and a share of the
+smallest bucket's batches made of short bursts (64..127 samples) zero-padded as the bucket rule
+pads them.
+
+Workers are spawned (no fork: the parent has torch and maybe CUDA), each with its own
+SeedSequence child, and push ready float32 batches (plain numpy dicts) through a bounded
+queue. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import queue
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
+from rfclassify.labels import LABELS
+
+log = logging.getLogger(__name__)
+
+Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """How on-the-fly training data is drawn (recorded in the training log and model card)."""
+
+    buckets_samples: tuple[int, ...] = BucketPolicy().buckets_samples
+    #: share of training *time* per bucket (batches are drawn with probability share / length)
+    time_share: tuple[float, ...] = (0.08, 0.08, 0.14, 0.40, 0.15, 0.15)
+    snr_range_db: tuple[float, float] = (-20.0, 30.0)
+    batch_size: int = 256
+    #: fraction of the smallest bucket's rows that are short bursts, zero-padded to it
+    short_fraction: float = 0.25
+    min_samples: int = BucketPolicy().min_samples
+    labels: tuple[str, ...] = LABELS
+    channel: str = "full"  # ChannelConfig(): every impairment on
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.time_share) != len(self.buckets_samples):
+            # a bucket list given on the command line: weight 1024 double, the rest equal
+            share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
+            object.__setattr__(self, "time_share", share)
+
+    def bucket_probabilities(self) -> np.ndarray:
+        """Probability that a batch is of each bucket (time share over cost per batch ~ length)."""
+        w = np.asarray(self.time_share, float) / np.asarray(self.buckets_samples, float)
+        return w / w.sum()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bucket_probabilities"] = [round(float(p), 4) for p in self.bucket_probabilities()]
+        return d
+
+
+def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> Batch:
+    """One batch of `n` synthesized, normalized bursts for `bucket` (see module docstring)."""
+    from rfclassify.dsp.synth import ChannelConfig, synthesize  # scipy etc.: only in workers
+
+    label_idx = rng.integers(0, len(recipe.labels), n)
+    labels = [recipe.labels[i] for i in label_idx]
+    snr = rng.uniform(*recipe.snr_range_db, n).astype(np.float32)
+    channel = ChannelConfig()
+    n_short = 0
+    if bucket == min(recipe.buckets_samples) and recipe.min_samples < bucket:
+        n_short = int(round(recipe.short_fraction * n))
+    x = np.zeros((n, 2, 1, bucket), np.float32)
+    y = np.zeros(n, np.int64)
+    s = np.zeros(n, np.float32)
+    parts = [(0, n - n_short, bucket)]
+    if n_short:
+        parts.append((n - n_short, n, int(rng.integers(recipe.min_samples, bucket))))
+    for lo, hi, length in parts:
+        if hi <= lo:
+            continue
+        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=channel)
+        x[lo:hi, :, :, :length] = to_model_input(normalize_batch(sb.iq))
+        y[lo:hi] = sb.label_index
+        s[lo:hi] = sb.snr_db
+    return {"x": x, "label": y, "snr_db": s}
+
+
+def validation_set(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence) -> dict[int, Batch]:
+    """A fixed held-out set: `per_bucket` bursts per bucket, from its own seed stream."""
+    rng = np.random.default_rng(seed_seq)
+    out: dict[int, Batch] = {}
+    for b in recipe.buckets_samples:
+        parts = [make_batch(recipe, b, min(256, per_bucket - i), rng) for i in range(0, per_bucket, 256)]
+        out[int(b)] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return out
+
+
+def seed_streams(seed: int, n_workers: int) -> tuple[np.random.SeedSequence, list[np.random.SeedSequence]]:
+    """(validation stream, one stream per worker): validation does not depend on the worker count."""
+    children = np.random.SeedSequence(seed).spawn(n_workers + 1)
+    return children[0], children[1:]
+
+
+def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
+    rng = np.random.default_rng(seed_seq)
+    probs = recipe.bucket_probabilities()
+    while not stop.is_set():
+        bucket = int(rng.choice(recipe.buckets_samples, p=probs))
+        batch = make_batch(recipe, bucket, recipe.batch_size, rng)
+        while not stop.is_set():
+            try:
+                out_q.put(batch, timeout=0.5)
+                break
+            except queue.Full:
+                continue
+
+
+def _val_main(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence, out_q: Any) -> None:
+    out_q.put(validation_set(recipe, per_bucket, seed_seq))
+
+
+_SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class SynthPool:
+    """N spawned processes that synthesize batches forever (+1 that makes the validation set).
+
+    `get(timeout)` returns the next batch or None; `stats()` counts what was waited for.
+    Use as a context manager so workers are always stopped."""
+
+    def __init__(self, recipe: DataRecipe, seed: int, n_workers: int, val_per_bucket: int = 0,
+                 queue_batches: int | None = None) -> None:
+        if n_workers < 1:
+            raise ValueError("SynthPool needs at least one worker")
+        ctx = mp.get_context("spawn")
+        self._stop = ctx.Event()
+        self._q = ctx.Queue(maxsize=queue_batches or max(4, 3 * n_workers))
+        self._val_q = ctx.Queue(maxsize=1)
+        val_seq, worker_seqs = seed_streams(seed, n_workers)
+        self._procs = [ctx.Process(target=_worker_main, args=(recipe, s, self._q, self._stop),
+                                   daemon=True, name=f"rfc-synth-{i}") for i, s in enumerate(worker_seqs)]
+        if val_per_bucket > 0:
+            self._procs.append(ctx.Process(target=_val_main, args=(recipe, val_per_bucket, val_seq, self._val_q),
+                                           daemon=True, name="rfc-synth-val"))
+        saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
+        os.environ.update({k: "1" for k in _SINGLE_THREAD_ENV})  # children inherit: one core each
+        try:
+            for p in self._procs:
+                p.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.received = 0
+        self.waited_s = 0.0
+
+    def get(self, timeout: float | None = None) -> Batch | None:
+        """The next batch; waits at most `timeout` seconds (None: forever, 0: not at all)."""
+        t0 = time.perf_counter()
+        try:
+            if timeout == 0:
+                batch = self._q.get_nowait()
+            else:
+                batch = self._q.get(timeout=timeout)
+        except queue.Empty:
+            batch = None
+        self.waited_s += time.perf_counter() - t0
+        if batch is not None:
+            self.received += 1
+        elif timeout != 0:
+            self._check_alive()
+        return batch
+
+    def validation(self, timeout: float | None = None) -> dict[int, Batch] | None:
+        try:
+            return self._val_q.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def qsize(self) -> int:
+        try:
+            return self._q.qsize()
+        except NotImplementedError:  # macOS
+            return -1
+
+    def _check_alive(self) -> None:
+        dead = [p.name for p in self._procs if p.exitcode not in (None, 0)]
+        if dead:
+            raise RuntimeError(f"data worker(s) died: {', '.join(dead)}")
+
+    def close(self) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + 5.0
+        for p in self._procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self._procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2.0)
+        for q in (self._q, self._val_q):
+            q.cancel_join_thread()
+            q.close()
+
+    def __enter__(self) -> SynthPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def inline_batches(recipe: DataRecipe, seed: int) -> Iterator[Batch]:
+    """Batches made in this process (--workers 0): slow but bit-reproducible, for tests and debugging."""
+    _, (seq,) = seed_streams(seed, 1)
+    rng = np.random.default_rng(seq)
+    probs = recipe.bucket_probabilities()
+    while True:
+        bucket = int(rng.choice(recipe.buckets_samples, p=probs))
+        yield make_batch(recipe, bucket, recipe.batch_size, rng)
+
+
+def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
+    """Batches drawn from an HDF5 dataset forever: each burst becomes one random window of its bucket.
+
+    Bursts are normalized whole, then cropped (or zero-padded) to their serving bucket by
+    DatasetReader.iter_batches, so every batch has a single bucket length."""
+    from rfclassify.data.reader import DatasetReader
+
+    policy = BucketPolicy(recipe.buckets_samples, recipe.min_samples)
+    rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
+    with DatasetReader(path) as reader:
+        pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
+        present = [b for b in recipe.buckets_samples if pools[b].size]
+        if not present:
+            raise ValueError(f"{path}: no bursts long enough for any bucket")
+        probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
+        iters: dict[int, Iterator[Any]] = {}
+        while True:
+            b = int(rng.choice(present, p=probs / probs.sum()))
+            batch = next(iters.get(b, iter(())), None)
+            if batch is None:  # epoch of this bucket done: reshuffle
+                iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
+                                               indices=pools[b], normalize=True)
+                batch = next(iters[b])
+            yield {"x": to_model_input(batch.iq), "label": batch.label_index.astype(np.int64),
+                   "snr_db": batch.snr_db.astype(np.float32)}  # NaN (no noise): no SNR loss
