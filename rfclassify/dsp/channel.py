@@ -45,7 +45,7 @@ class ChannelConfig:
     max_taps: int = 16
     p_cfo: float = 0.9
     cfo_cyc_per_sample_max: float = 0.02             # uniform +-
-    cfo_drift_cyc_per_sample2_max: float = 2e-6      # uniform +-
+    cfo_drift_cyc_per_sample2_max: float = 1e-7      # uniform +-; LO/Doppler-rate drift
     p_phase: float = 1.0           # uniform phase in [0, 360) deg
     p_phase_noise: float = 0.4
     phase_noise_deg_per_sqrt_sample_range: tuple[float, float] = (0.01, 0.5)  # log-uniform

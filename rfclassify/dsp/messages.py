@@ -23,18 +23,24 @@ def _shaped_noise(gain: np.ndarray, n: int, rng: np.random.Generator) -> np.ndar
     return np.fft.irfft(spec * gain, n=n, axis=1)
 
 
-def _normalize(m: np.ndarray) -> np.ndarray:
+def _normalize(m: np.ndarray, pad: int) -> np.ndarray:
+    # Peak 1 over the part the receiver sees (after `pad` lead-in samples that only feed
+    # multipath echoes), so the recorded modulation index is exact; the lead-in is clipped.
     m = m - m.mean(axis=1, keepdims=True)
-    peak = np.max(np.abs(m), axis=1, keepdims=True)
-    return m / np.where(peak > 0, peak, 1.0)
+    peak = np.max(np.abs(m[:, pad:]), axis=1, keepdims=True)
+    return np.clip(m / np.where(peak > 0, peak, 1.0), -1.0, 1.0)
 
 
 def messages(kind: np.ndarray, bandwidth_cyc_per_sample: np.ndarray, n: int,
-             rng: np.random.Generator) -> np.ndarray:
-    """(B, n) float64 messages; kind (B,) int codes, bandwidth (B,) in cycles/sample."""
+             rng: np.random.Generator, pad: int = 0) -> np.ndarray:
+    """(B, n) float64 messages; kind (B,) int codes, bandwidth (B,) in cycles/sample.
+
+    Peak |m| is 1 over samples pad..n-1. A bandwidth below the FFT resolution 1/n is
+    raised to it, so a short burst still carries a (slow) message instead of none.
+    """
     b = kind.shape[0]
     f = np.fft.rfftfreq(n)[None, :]
-    bw = bandwidth_cyc_per_sample[:, None]
+    bw = np.maximum(bandwidth_cyc_per_sample, 1.0 / n)[:, None]
     out = np.empty((b, n))
 
     rows = kind == MESSAGE_NOISE
@@ -64,7 +70,8 @@ def messages(kind: np.ndarray, bandwidth_cyc_per_sample: np.ndarray, n: int,
         gain = bands.sum(axis=2) * (f > 0)
         carrier = _shaped_noise(gain, n, rng)
         syl = np.exp(rng.uniform(*np.log(SYLLABIC_RATE_CYC_PER_SAMPLE), size=(nr, 1)))
+        syl = np.maximum(syl, 1.0 / n)
         env = np.abs(_shaped_noise(((f > 0) & (f <= syl)).astype(np.float64), n, rng))
         env /= np.max(env, axis=1, keepdims=True) + 1e-30
         out[rows] = carrier * (0.1 + env)
-    return _normalize(out)
+    return _normalize(out, pad)

@@ -105,8 +105,8 @@ def _modulate(label: str, n_gen: int, pad: int, cfg: ChannelConfig, rng: np.rand
         return np.zeros((b, n_gen), np.complex64), {}
     if label in analog.ANALOG_MOD_LABELS:
         kind = rng.integers(0, len(messages.MESSAGE_TYPES), size=b)
-        bw = ch.log_uniform(MESSAGE_BANDWIDTH_RANGE, b, rng)
-        msg = messages.messages(kind, bw, n_gen, rng)
+        bw = np.maximum(ch.log_uniform(MESSAGE_BANDWIDTH_RANGE, b, rng), 1.0 / n_gen)
+        msg = messages.messages(kind, bw, n_gen, rng, pad)
         p = {"message_type": kind, "message_bandwidth_cyc_per_sample": bw}
         if label == "FM":
             wide = rng.random(b) < 0.5
