@@ -8,10 +8,14 @@ from pathlib import Path
 from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True) -> None:
-    """--model-dir, and (unless backend=False) --backend, --precision, --device, --threads."""
+def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True,
+                        suppress_default: bool = False) -> None:
+    """--model-dir, and (unless backend=False) --backend, --precision, --device, --threads.
+
+    suppress_default: leave the option out of the namespace unless given (for a subparser
+    that repeats its parent's options)."""
     g = parser.add_argument_group("model and backend")
-    g.add_argument("--model-dir", type=Path, default=None,
+    g.add_argument("--model-dir", type=Path, default=argparse.SUPPRESS if suppress_default else None,
                    help="model directory (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
     if not backend:
         return

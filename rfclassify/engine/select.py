@@ -94,7 +94,8 @@ def why_unusable(name: str, device: str) -> str | None:
     raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
 
 
-def _candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
+def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
+    """(backend, device) pairs to try, in order, for a requested backend and optional device."""
     if backend == "auto":
         order = [("tensorrt", "cuda:0"), ("torch", "cuda:0"), ("onnxruntime", "cpu"), ("torch", "cpu")]
         if device is not None:
@@ -139,7 +140,7 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
     model_dir = Path(model_dir)
     skipped: list[str] = []
     last_error: str = ""
-    for name, dev in _candidates(backend, device):
+    for name, dev in candidates(backend, device):
         problem = why_unusable(name, dev)
         if problem is None:
             cls = backend_class(name)

@@ -1,0 +1,87 @@
+"""`rfclassify bench [model|daemon]`: benchmarks against a PyTorch eager fp32 baseline.
+
+`rfclassify bench` / `rfclassify bench model`: each backend and precision on one network
+(rfclassify.engine.bench). `rfclassify bench daemon`: the whole daemon, owned by
+rfclassify.serve.bench_daemon (its own options; see `rfclassify bench daemon --help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from rfclassify.engine.options import add_model_arguments, names, positive_ints
+
+DAEMON_MODULE = "rfclassify.serve.bench_daemon"
+_MISSING_DAEMON = f"the daemon benchmark is not available: {DAEMON_MODULE} does not exist in this version"
+
+
+def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    # The same options on `bench` and `bench model`; on the subparser their defaults are
+    # suppressed so they do not overwrite values given before the word `model`.
+    def d(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    add_model_arguments(parser, backend=False, suppress_default=suppress)
+    parser.add_argument("--backends", type=names, default=d(("onnxruntime", "torch")),
+                        help="comma-separated backends (default onnxruntime,torch)")
+    parser.add_argument("--precisions", type=names, default=d(None),
+                        help="comma-separated precisions (default: all each backend can run here)")
+    parser.add_argument("--buckets", type=positive_ints, default=d((1024,)),
+                        help="window lengths in samples (default 1024)")
+    parser.add_argument("--batch-sizes", type=positive_ints, default=d(None),
+                        help="batch sizes (default 1,64 on CPU, 1,64,1024 on GPU)")
+    parser.add_argument("--seconds", type=float, default=d(2.0),
+                        help="seconds per measurement, baseline included (default 2)")
+    parser.add_argument("--device", default=d(None), help="cpu, cuda or cuda:N (default: per backend)")
+    parser.add_argument("--threads", type=int, default=d(None), help="CPU threads (default: all usable)")
+    parser.add_argument("--json", type=Path, default=d(None), metavar="FILE",
+                        help="also write the full report as JSON to FILE ('-' for stdout only)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_model_bench_arguments(parser, suppress=False)
+    modes = parser.add_subparsers(dest="bench_mode", metavar="MODE", parser_class=type(parser))
+    modes.required = False
+    model = modes.add_parser("model", help="backends on one network (the default)")
+    _add_model_bench_arguments(model, suppress=True)
+    daemon = modes.add_parser("daemon", help="the whole daemon (rfclassify.serve.bench_daemon)")
+    if importlib.util.find_spec(DAEMON_MODULE) is not None:
+        importlib.import_module(DAEMON_MODULE).add_arguments(daemon)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify._exceptions import ConfigError
+
+    if getattr(args, "bench_mode", None) == "daemon":
+        if importlib.util.find_spec(DAEMON_MODULE) is None:
+            raise ConfigError(_MISSING_DAEMON)
+        return int(importlib.import_module(DAEMON_MODULE).run(args))
+    from rfclassify.engine.bench import TABLE_HEADER, BenchConfig, format_row, run_bench
+    from rfclassify.model.meta import default_model_dir
+
+    config = BenchConfig(backends=tuple(args.backends), precisions=args.precisions,
+                         buckets_samples=tuple(args.buckets), batch_sizes=args.batch_sizes,
+                         seconds=args.seconds, device=args.device, threads=args.threads)
+    report = run_bench(args.model_dir or default_model_dir(), config)
+    to_stdout_only = args.json is not None and str(args.json) == "-"
+    if to_stdout_only:
+        print(json.dumps(report, indent=2))
+        return 0
+    out = sys.stdout
+    print(f"model {report['model']}; baseline: {report['baseline']}; {report['threads']} CPU threads", file=out)
+    print(TABLE_HEADER, file=out)
+    for row in report["rows"]:
+        print(format_row(row), file=out)
+    for s in report["skipped"]:
+        print(f"skipped {s['backend']} {s['precision']}: {s['reason']}", file=out)
+    print("x_lat = eager median latency / backend median latency; "
+          "x_thr = backend windows/s / eager windows/s", file=out)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0

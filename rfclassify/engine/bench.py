@@ -1,0 +1,209 @@
+"""Model-level benchmark: each backend and precision against plain PyTorch eager fp32.
+
+The baseline is the same network (``load_trained``) run eagerly in fp32 on the same device,
+in the same process, interleaved with the backend under test (alternating short rounds),
+so machine load and clock changes hit both alike. Every call includes what a caller pays:
+numpy in, numpy out (host<->device copies on a GPU). Reported per (backend, precision,
+bucket, batch): latency median/p90/p99 per call and throughput in windows/s, with the
+ratios baseline/backend (>1 means the backend is faster).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError
+from rfclassify._optional import require
+from rfclassify.engine.base import PRECISIONS, device_kind
+from rfclassify.engine.onnxruntime_backend import cpu_threads
+from rfclassify.engine.select import backend_class, candidates, why_unusable
+from rfclassify.model.meta import ModelMeta
+
+log = logging.getLogger(__name__)
+
+ROUNDS = 4  # baseline/backend alternations per measurement
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure. precisions None: every precision each backend can run here."""
+
+    backends: tuple[str, ...] = ("onnxruntime", "torch")
+    precisions: tuple[str, ...] | None = None
+    buckets_samples: tuple[int, ...] = (1024,)
+    batch_sizes: tuple[int, ...] | None = None   # None: 1, 64 (and 1024 on a GPU)
+    seconds: float = 2.0                         # per measurement, baseline included
+    device: str | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.seconds <= 0:
+            raise ConfigError(f"seconds must be > 0, got {self.seconds}")
+        unknown = [p for p in self.precisions or () if p not in PRECISIONS]
+        if unknown:
+            raise ConfigError(f"unknown precisions {unknown}; choose from {', '.join(PRECISIONS)}")
+
+
+def percentiles_ms(call_s: np.ndarray) -> dict[str, float]:
+    ms = np.asarray(call_s) * 1e3
+    return {"median": round(float(np.median(ms)), 4), "p90": round(float(np.percentile(ms, 90)), 4),
+            "p99": round(float(np.percentile(ms, 99)), 4), "mean": round(float(ms.mean()), 4)}
+
+
+def _time_calls(fn: Callable[[], object], seconds: float, out: list[float]) -> None:
+    """Call fn until `seconds` have passed (at least twice), appending each call's duration."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        out.append(t1 - t0)
+        n += 1
+        if t1 >= end and n >= 2:
+            return
+
+
+def measure_pair(baseline: Callable[[], object], candidate: Callable[[], object],
+                 seconds: float, batch: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Interleaved timing of two callables: (baseline stats, candidate stats)."""
+    for fn in (baseline, candidate, baseline, candidate):  # warm up (kernels, CUDA graphs)
+        fn()
+    base_s: list[float] = []
+    cand_s: list[float] = []
+    share = seconds / (2 * ROUNDS)
+    for _ in range(ROUNDS):
+        _time_calls(baseline, share, base_s)
+        _time_calls(candidate, share, cand_s)
+    return _stats(np.array(base_s), batch), _stats(np.array(cand_s), batch)
+
+
+def _stats(call_s: np.ndarray, batch: int) -> dict[str, Any]:
+    return {"calls": int(call_s.size), "latency_ms": percentiles_ms(call_s),
+            "throughput_windows_per_s": round(batch / float(call_s.mean()), 1)}
+
+
+def _eager_fp32(model_dir: Path, device: str, threads: int) -> Callable[[np.ndarray], tuple[Any, Any]]:
+    """Plain PyTorch eager fp32: numpy in, forward under inference_mode, numpy out."""
+    torch = require("torch", "the benchmark baseline")
+    from rfclassify.model.network import load_trained
+
+    torch.set_num_threads(threads)
+    net, _ = load_trained(model_dir)
+    net = net.to(device)
+
+    def run(x: np.ndarray) -> tuple[Any, Any]:
+        with torch.inference_mode():
+            logits, snr = net(torch.from_numpy(x).to(device))
+            return logits.cpu().numpy(), snr.cpu().numpy()
+
+    return run
+
+
+def _device_for(name: str, device: str | None) -> tuple[str | None, str]:
+    """(device, '') for the first device backend `name` can use, or (None, why not)."""
+    reasons = []
+    for backend, dev in candidates(name, device):
+        problem = why_unusable(backend, dev)
+        if problem is None:
+            return dev, ""
+        reasons.append(f"{dev}: {problem}")
+    return None, "; ".join(reasons)
+
+
+def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
+    """Measure every configured combination; returns the JSON-able report."""
+    model_dir = Path(model_dir)
+    meta = ModelMeta.load(model_dir)
+    bad = [b for b in config.buckets_samples if b not in meta.buckets_samples]
+    if bad:
+        raise ConfigError(f"buckets {bad} are not buckets of the model {list(meta.buckets_samples)}")
+    threads = config.threads or cpu_threads()
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    baselines: dict[str, Callable[[np.ndarray], Any]] = {}
+    devices_used: set[str] = set()
+    for name in config.backends:
+        device, why = _device_for(name, config.device)
+        if device is None:
+            skipped.append({"backend": name, "precision": "*", "reason": why})
+            continue
+        cls = backend_class(name)
+        kind = device_kind(device)
+        batches = config.batch_sizes or ((1, 64, 1024) if kind == "cuda" else (1, 64))
+        for precision in config.precisions or cls.precisions_by_device.get(kind, ()):
+            if precision not in cls.precisions_by_device.get(kind, ()):
+                skipped.append({"backend": name, "precision": precision,
+                                "reason": f"not supported by {name} on {kind}"})
+                continue
+            problem = cls.artifact_problem(meta, model_dir, precision)
+            if problem:
+                skipped.append({"backend": name, "precision": precision, "reason": problem})
+                continue
+            if device not in baselines:
+                baselines[device] = _eager_fp32(model_dir, device, threads)
+            base = baselines[device]
+            devices_used.add(device)
+            with cls(meta, model_dir, precision=precision, device=device,
+                     buckets_samples=config.buckets_samples, max_batch_size=max(batches),
+                     threads=threads) as backend:
+                for bucket in config.buckets_samples:
+                    for batch in batches:
+                        x = rng.standard_normal((batch, 2, 1, bucket)).astype(np.float32)
+                        b_stats, c_stats = measure_pair(lambda x=x: base(x), lambda x=x: backend.infer(x),
+                                                        config.seconds, batch)
+                        rows.append(_row(name, precision, device, bucket, batch, b_stats, c_stats))
+                        log.info("%s", format_row(rows[-1]))
+    return {"model": meta.model_id, "model_dir": str(model_dir), "machine": machine_info(devices_used),
+            "baseline": "torch eager fp32, same network, same device, same process, interleaved",
+            "config": {k: v for k, v in asdict(config).items()}, "threads": threads,
+            "rows": rows, "skipped": skipped}
+
+
+def _row(name: str, precision: str, device: str, bucket: int, batch: int,
+         base: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "backend": name, "precision": precision, "device": device, "bucket": bucket, "batch": batch,
+        **cand, "baseline": base,
+        "speedup_latency": round(base["latency_ms"]["median"] / cand["latency_ms"]["median"], 3),
+        "speedup_throughput": round(cand["throughput_windows_per_s"] / base["throughput_windows_per_s"], 3),
+    }
+
+
+TABLE_HEADER = (f"{'backend':<12} {'prec':<5} {'device':<7} {'bucket':>6} {'batch':>5} "
+                f"{'med_ms':>8} {'p90_ms':>8} {'p99_ms':>8} {'win/s':>9} | "
+                f"{'eager_ms':>8} {'eager_w/s':>9} | {'x_lat':>6} {'x_thr':>6}")
+
+
+def format_row(r: dict[str, Any]) -> str:
+    lat, base = r["latency_ms"], r["baseline"]
+    return (f"{r['backend']:<12} {r['precision']:<5} {r['device']:<7} {r['bucket']:>6} {r['batch']:>5} "
+            f"{lat['median']:>8.3f} {lat['p90']:>8.3f} {lat['p99']:>8.3f} "
+            f"{r['throughput_windows_per_s']:>9.0f} | {base['latency_ms']['median']:>8.3f} "
+            f"{base['throughput_windows_per_s']:>9.0f} | {r['speedup_latency']:>6.2f} "
+            f"{r['speedup_throughput']:>6.2f}")
+
+
+def machine_info(devices: set[str]) -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "processor": platform.processor(),
+                            "cpu_count": os.cpu_count(), "cpu_threads_usable": cpu_threads(),
+                            "python": platform.python_version()}
+    for mod in ("numpy", "torch", "onnxruntime"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except ImportError:
+            info[mod] = None
+    if any(device_kind(d) == "cuda" for d in devices):
+        torch = require("torch")
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info

@@ -1,0 +1,50 @@
+"""`rfclassify bench`: runs on a tiny configuration and reports the right keys (no timing asserts)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from rfclassify.cli import main
+
+TINY = ["--seconds", "0.02", "--buckets", "128", "--batch-sizes", "1,2", "--threads", "1"]
+
+
+def test_bench_writes_a_report_with_latency_throughput_and_ratios(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = main(["bench", "--model-dir", str(tiny_model_dir), *TINY, "--json", str(out)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "x_lat" in table and "onnxruntime" in table
+    report = json.loads(out.read_text())
+    assert {"model", "machine", "baseline", "config", "rows", "skipped", "threads"} <= set(report)
+    combos = {(r["backend"], r["precision"], r["device"], r["bucket"], r["batch"]) for r in report["rows"]}
+    assert combos == {(b, "fp32", "cpu", 128, n) for b in ("onnxruntime", "torch") for n in (1, 2)}
+    row = report["rows"][0]
+    assert set(row["latency_ms"]) == {"median", "p90", "p99", "mean"}
+    assert set(row["baseline"]) == {"calls", "latency_ms", "throughput_windows_per_s"}
+    assert row["calls"] >= 2 * 4 and row["speedup_latency"] > 0 and row["speedup_throughput"] > 0
+    assert [s["precision"] for s in report["skipped"] if s["backend"] == "onnxruntime"] == ["int8"]
+
+
+def test_bench_model_word_and_json_to_stdout(tiny_model_dir, capsys):
+    rc = main(["bench", "--model-dir", str(tiny_model_dir), "model", "--backends", "onnxruntime",
+               "--precisions", "fp32", *TINY, "--json", "-"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and {r["backend"] for r in report["rows"]} == {"onnxruntime"}
+    assert report["config"]["buckets_samples"] == [128]
+
+
+def test_bench_bad_options_exit_2(tiny_model_dir, capsys):
+    assert main(["bench", "--model-dir", str(tiny_model_dir), "--buckets", "100"]) == 2
+    assert "not buckets of the model" in capsys.readouterr().err
+    assert main(["bench", "--model-dir", str(tiny_model_dir), "--precisions", "fp8"]) == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rfclassify.serve.bench_daemon") is not None,
+                    reason="the daemon benchmark exists; its own tests cover it")
+def test_bench_daemon_without_its_module_is_a_clear_error(capsys):
+    assert main(["bench", "daemon"]) == 2
+    assert "rfclassify.serve.bench_daemon does not exist" in capsys.readouterr().err
