@@ -102,3 +102,68 @@ def onnx_parity(onnx_path: str | os.PathLike[str], model: Any, x: np.ndarray) ->
         "max_abs_softmax_diff": float(np.max(np.abs(_softmax(got_logits) - _softmax(ref_logits)))),
         "max_abs_snr_db_diff": float(np.max(np.abs(got_snr - ref_snr))),
     }
+
+
+def parity_inputs(length: int, seed: int = 0, n_random: int = 4, n_real: int = 8) -> dict[str, np.ndarray]:
+    """Random Gaussian input and real synthesized, normalized bursts of `length` samples."""
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.dsp.windows import normalize_batch, to_model_input
+    from rfclassify.labels import LABELS
+
+    rng = np.random.default_rng(seed)
+    labels = [LABELS[i] for i in rng.integers(0, len(LABELS), n_real)]
+    real = synthesize(labels, length, rng, snr_db=rng.uniform(0, 30, n_real))
+    return {"random": rng.standard_normal((n_random, 2, 1, length)).astype(np.float32),
+            "synth": to_model_input(normalize_batch(real.iq))}
+
+
+def _worst(reports: list[dict[str, float]]) -> dict[str, float]:
+    return {k: max(r[k] for r in reports) for k in reports[0]} if reports else {}
+
+
+def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None,
+                     opset: int = 17, static_batch: int | None = None,
+                     parity_lengths: tuple[int, ...] = (128, 1000, 4096)) -> dict[str, Any]:
+    """Export a trained model directory: model.onnx, static/model_L<b>.onnx per bucket, a parity
+    and DLA report (export_report.json); model.json in out_dir records the files and results.
+
+    out_dir defaults to model_dir; a different out_dir gets a copy of the weights so it is a
+    complete model directory."""
+    import json
+    import shutil
+
+    from rfclassify.model.dla_check import check_onnx_for_dla
+    from rfclassify.model.network import load_trained
+
+    model, meta = load_trained(model_dir)
+    out = Path(out_dir or model_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() != Path(model_dir).resolve():
+        shutil.copy2(Path(model_dir) / meta.weights_file, out / meta.weights_file)
+    dyn = export_onnx(model, out / meta.onnx_file, opset=opset)
+    report: dict[str, Any] = {"opset": opset, "onnx_file": meta.onnx_file, "static_batch": static_batch,
+                              "dynamic": {}, "static": {}}
+    for length in parity_lengths:
+        inputs = parity_inputs(length)
+        report["dynamic"][str(length)] = {k: onnx_parity(dyn, model, x) for k, x in inputs.items()}
+    for b in meta.buckets_samples:
+        rel = f"static/{static_onnx_name(b, static_batch)}"
+        path = export_onnx(model, out / rel, opset=opset, static_length=b, batch_size=static_batch)
+        inputs = parity_inputs(b)
+        if static_batch:
+            inputs = {k: np.resize(x, (static_batch, *x.shape[1:])) for k, x in inputs.items()}
+        violations = check_onnx_for_dla(path)
+        report["static"][str(b)] = {
+            "file": rel, "parity": {k: onnx_parity(path, model, x) for k, x in inputs.items()},
+            "dla_violations": [str(v) for v in violations]}
+    every = [p for d in report["dynamic"].values() for p in d.values()]
+    every += [p for s in report["static"].values() for p in s["parity"].values()]
+    report["worst"] = _worst(every)
+    report["dla_ok_all_buckets"] = all(not s["dla_violations"] for s in report["static"].values())
+    (out / "export_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    extra = dict(meta.extra)
+    extra["export"] = {"opset": opset, "static_files": {b: s["file"] for b, s in report["static"].items()},
+                       "static_batch": static_batch, "parity_worst": report["worst"],
+                       "dla_ok_all_buckets": report["dla_ok_all_buckets"]}
+    meta.with_updates(extra=extra).save(out)
+    return report
