@@ -135,6 +135,8 @@ class Daemon:
         if self.control is not None:
             self.control.stop()
         self.tegra.stop()
+        if self._security is not None:  # CURVE's ZAP authenticator holds sockets in our context
+            self._security.close()
         if clean:
             self.context.term()
         self.notifier.close()
