@@ -1,0 +1,158 @@
+"""`rfclassify dataset generate|inspect|gnuradio`: make and look at HDF5 datasets."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from rfclassify._exceptions import InputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+
+    g = sub.add_parser("generate", help="generate a balanced synthetic dataset (class x SNR grid)",
+                       description="Generate a balanced class x SNR dataset of variable-length bursts.")
+    g.add_argument("--out", required=True, help="output HDF5 file")
+    g.add_argument("--seed", type=int, default=0, help="random seed (same seed -> same file, any --workers)")
+    g.add_argument("--classes", default="all", help="'all' or comma-separated labels (default all)")
+    _add_snr_args(g, default_min=-20.0, default_max=30.0, default_step=2.0)
+    g.add_argument("--per-cell", type=int, default=100, help="examples per class x SNR cell (default 100)")
+    g.add_argument("--length-min", type=int, default=64, help="shortest burst, samples (default 64)")
+    g.add_argument("--length-max", type=int, default=8192, help="longest burst, samples (default 8192)")
+    g.add_argument("--lengths", default=None,
+                   help="comma-separated burst lengths instead of the log-uniform range, e.g. 128,1024,4096")
+    g.add_argument("--channel", default="full",
+                   help="channel preset(s), comma-separated; examples rotate through them "
+                        "(full, clean, or one impairment family; see docs/datasets.md)")
+    g.add_argument("--chunk", type=int, default=256, help="examples per synthesize call (part of the seed's plan)")
+    g.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    g.add_argument("--compression", choices=("none", "gzip", "lzf"), default="none")
+    g.add_argument("--force", action="store_true", help="overwrite an existing file")
+    g.set_defaults(_action=_generate)
+
+    i = sub.add_parser("inspect", help="print a dataset's coverage; optionally draw a PNG sheet",
+                       description="Print coverage (class x SNR, class x length bucket, parameter ranges).")
+    i.add_argument("file", help="HDF5 dataset")
+    i.add_argument("--png", default=None, help="also draw constellations and spectra per class to this PNG")
+    i.set_defaults(_action=_inspect)
+
+    r = sub.add_parser("gnuradio", help="make an evaluation set with GNU Radio's own modulators and channel",
+                       description="Run a GNU Radio 3.10 flowgraph (system /usr/bin/python3) and convert "
+                                   "its output into an rfclassify HDF5 dataset.")
+    r.add_argument("--out", required=True, help="output HDF5 file")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--classes", default="all",
+                   help="'all' (every label GNU Radio can make) or comma-separated labels")
+    _add_snr_args(r, default_min=-10.0, default_max=30.0, default_step=4.0)
+    r.add_argument("--per-cell", type=int, default=20, help="bursts per class x SNR cell (default 20)")
+    r.add_argument("--length", type=int, default=1024, help="burst length, samples (default 1024)")
+    r.add_argument("--python", default="/usr/bin/python3", help="the Python that has GNU Radio")
+    r.add_argument("--force", action="store_true", help="overwrite an existing file")
+    r.set_defaults(_action=_gnuradio)
+
+
+def _add_snr_args(p: argparse.ArgumentParser, default_min: float, default_max: float, default_step: float) -> None:
+    p.add_argument("--snr-min", type=float, default=default_min, help=f"lowest SNR, dB (default {default_min:g})")
+    p.add_argument("--snr-max", type=float, default=default_max, help=f"highest SNR, dB (default {default_max:g})")
+    p.add_argument("--snr-step", type=float, default=default_step, help=f"SNR step, dB (default {default_step:g})")
+    p.add_argument("--snr", default=None, help="comma-separated SNR list in dB instead of min/max/step; write --snr=-10,0,10 when it starts with a minus")
+
+
+def snr_grid(args: argparse.Namespace) -> tuple[float, ...]:
+    """The SNR grid from --snr LIST or --snr-min/--snr-max/--snr-step (inclusive)."""
+    if args.snr is not None:
+        try:
+            grid = tuple(float(s) for s in args.snr.split(",") if s.strip())
+        except ValueError:
+            raise InputError(f"--snr must be comma-separated numbers, got {args.snr!r}") from None
+        if not grid:
+            raise InputError("--snr is empty")
+        return grid
+    if args.snr_step <= 0:
+        raise InputError(f"--snr-step must be > 0, got {args.snr_step:g}")
+    if args.snr_min > args.snr_max:
+        raise InputError(f"--snr-min {args.snr_min:g} is above --snr-max {args.snr_max:g}: the SNR grid is empty")
+    n = int((args.snr_max - args.snr_min) / args.snr_step + 1e-9) + 1
+    return tuple(round(args.snr_min + k * args.snr_step, 6) for k in range(n))
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"{option} must be comma-separated integers, got {text!r}") from None
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command with every effective option spelled out (defaults included), for the file."""
+    words = ["rfclassify", "dataset", args.action]
+    for key, value in sorted(vars(args).items()):
+        if key.startswith("_") or key in ("action", "command", "verbose", "file") or value is None:
+            continue
+        if key in ("snr_min", "snr_max", "snr_step") and args.snr is not None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif value is not False:
+            words += [flag, str(value)]
+    return shlex.join(words)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from rfclassify._progress import Progress
+    from rfclassify.data.generate import GenerateSpec, check_output, generate_dataset
+
+    lengths = _int_list(args.lengths, "--lengths") if args.lengths is not None else ()
+    if args.lengths is not None and not lengths:
+        raise InputError("--lengths is empty")
+    spec = GenerateSpec(
+        classes=tuple(c.strip() for c in args.classes.split(",")) if args.classes.strip().lower() != "all"
+        else GenerateSpec.__dataclass_fields__["classes"].default,
+        snr_grid_db=snr_grid(args), per_cell=args.per_cell, lengths_samples=lengths,
+        length_min_samples=args.length_min, length_max_samples=args.length_max,
+        channels=tuple(c.strip() for c in args.channel.split(",") if c.strip()),
+        seed=args.seed, chunk_examples=args.chunk)
+    check_output(args.out, args.force)
+    if args.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
+    with Progress(spec.n_examples, desc="generate", unit="bursts") as bar:
+        report = generate_dataset(spec, args.out, workers=args.workers, force=args.force,
+                                  compression=args.compression, command_line=_command_line(args),
+                                  on_progress=bar.update)
+    print(f"wrote {report.path}: {report.n_examples} bursts, {report.n_samples} samples in "
+          f"{report.elapsed_s:.1f} s ({report.bursts_per_s:,.1f} bursts/s, {report.workers} worker(s))")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from rfclassify.data.inspect import coverage_report
+    from rfclassify.data.reader import DatasetReader
+
+    with DatasetReader(args.file) as ds:
+        print(coverage_report(ds))
+        if args.png:
+            from rfclassify.data.sheet import draw_sheet
+
+            print(f"sheet: {draw_sheet(ds, args.png)}")
+    return 0
+
+
+def _gnuradio(args: argparse.Namespace) -> int:
+    from rfclassify.data.gnuradio_source import GnuRadioSpec, generate_gnuradio_dataset
+
+    classes = None if args.classes.strip().lower() == "all" else tuple(
+        c.strip() for c in args.classes.split(",") if c.strip())
+    spec = GnuRadioSpec(classes=classes, snr_grid_db=snr_grid(args), per_cell=args.per_cell,
+                        length_samples=args.length, seed=args.seed)
+    report = generate_gnuradio_dataset(spec, args.out, python=args.python, force=args.force,
+                                       command_line=_command_line(args))
+    print(f"wrote {report.path}: {report.n_examples} bursts of {spec.length_samples} samples from GNU Radio "
+          f"in {report.elapsed_s:.1f} s; labels: {', '.join(report.classes)}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args._action(args) or 0)

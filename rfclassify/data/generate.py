@@ -1,0 +1,261 @@
+"""Synthetic dataset generation: a balanced class x SNR grid of variable-length bursts, written to HDF5.
+
+The work is planned once, from the spec and the seed alone, as a list of chunks; each chunk
+is a group of examples of one length and one channel preset that `synthesize` makes in one
+vectorized call, with its own generator `SeedSequence(seed, spawn_key=(1, chunk_index))`.
+Workers only compute chunks; the parent writes them in chunk order, keeping at most
+2 x workers chunks in flight. So the file is identical for a seed whatever the worker count,
+and memory stays bounded by a few chunks.
+
+Balance: every (class, SNR) cell gets exactly `per_cell` examples. Inside a cell the
+examples rotate through the channel presets and (for an explicit length list) the lengths,
+so every cell covers every preset and length as evenly as per_cell allows. With a length
+range instead, each chunk draws its length log-uniformly from [length_min, length_max].
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify import __version__
+from rfclassify._exceptions import InputError
+from rfclassify.data import schema
+from rfclassify.labels import LABELS, label_index, parse_labels
+
+DEFAULT_CHUNK_EXAMPLES = 256
+_PLAN_KEY = 0
+_CHUNK_KEY = 1
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """What to generate. Validated on construction (bad values raise InputError)."""
+
+    classes: tuple[str, ...] = LABELS
+    snr_grid_db: tuple[float, ...] = tuple(float(s) for s in range(-20, 31, 2))
+    per_cell: int = 100
+    lengths_samples: tuple[int, ...] = ()          # explicit lengths; empty -> the range below
+    length_min_samples: int = 64
+    length_max_samples: int = 8192
+    channels: tuple[str, ...] = ("full",)           # channel presets (see channel_presets())
+    seed: int = 0
+    chunk_examples: int = DEFAULT_CHUNK_EXAMPLES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "classes", parse_labels(list(self.classes)))
+        if len(set(self.classes)) != len(self.classes):
+            raise InputError("duplicate class in --classes")
+        snrs = tuple(float(s) for s in self.snr_grid_db)
+        if not snrs:
+            raise InputError("the SNR grid is empty")
+        if not all(np.isfinite(snrs)):
+            raise InputError("SNR values must be finite numbers")
+        object.__setattr__(self, "snr_grid_db", snrs)
+        if self.per_cell < 1:
+            raise InputError(f"--per-cell must be >= 1, got {self.per_cell}")
+        lo, hi = schema.MIN_BURST_SAMPLES, schema.MAX_BURST_SAMPLES
+        lengths = tuple(int(n) for n in self.lengths_samples)
+        for n in lengths or (self.length_min_samples, self.length_max_samples):
+            if not lo <= n <= hi:
+                raise InputError(f"burst lengths must be {lo}..{hi} samples, got {n}")
+        if not lengths and self.length_min_samples > self.length_max_samples:
+            raise InputError(f"--length-min {self.length_min_samples} is above --length-max {self.length_max_samples}")
+        object.__setattr__(self, "lengths_samples", lengths)
+        if not self.channels:
+            raise InputError("at least one channel preset is needed")
+        known = channel_presets()
+        for name in self.channels:
+            if name not in known:
+                raise InputError(f"unknown channel preset {name!r}; known: {', '.join(known)}")
+        if self.seed < 0:
+            raise InputError(f"--seed must be >= 0, got {self.seed}")
+        if self.chunk_examples < 1:
+            raise InputError(f"chunk size must be >= 1, got {self.chunk_examples}")
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.classes) * len(self.snr_grid_db) * self.per_cell
+
+    def lengths_description(self) -> dict[str, Any]:
+        if self.lengths_samples:
+            return {"rule": "list", "lengths_samples": list(self.lengths_samples)}
+        return {"rule": "log-uniform per chunk", "min_samples": self.length_min_samples,
+                "max_samples": self.length_max_samples, "chunk_examples": self.chunk_examples}
+
+
+def channel_presets() -> dict[str, Any]:
+    """Named channel configurations: 'full' (every impairment), 'clean' (none), one per family."""
+    from rfclassify.dsp.channel import FAMILIES, ChannelConfig
+
+    presets: dict[str, Any] = {"full": ChannelConfig(), "clean": ChannelConfig.clean()}
+    for family in FAMILIES:
+        presets[family] = ChannelConfig.only(family)
+    return presets
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """One vectorized synthesize call: examples of one length and one channel preset."""
+
+    index: int
+    seed: int
+    labels: tuple[str, ...]
+    snr_db: np.ndarray
+    length_samples: int
+    channel_index: int
+    channel_name: str
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    index: int
+    iq: np.ndarray
+    label_index: np.ndarray
+    snr_db: np.ndarray
+    params: np.ndarray
+    channel_index: int
+
+
+@dataclass(frozen=True)
+class GenerateReport:
+    path: Path
+    n_examples: int
+    n_samples: int
+    elapsed_s: float
+    workers: int
+
+    @property
+    def bursts_per_s(self) -> float:
+        return self.n_examples / self.elapsed_s if self.elapsed_s > 0 else float("inf")
+
+
+def plan_chunks(spec: GenerateSpec) -> list[ChunkTask]:
+    """The whole work list, a pure function of the spec (never of the worker count)."""
+    rng = np.random.default_rng(np.random.SeedSequence(spec.seed, spawn_key=(_PLAN_KEY,)))
+    n_ch, n_len = len(spec.channels), max(len(spec.lengths_samples), 1)
+    groups: dict[tuple[int, int], list[tuple[str, float]]] = {}
+    cell = 0
+    for name in spec.classes:
+        for snr in spec.snr_grid_db:
+            for k in range(spec.per_cell):
+                j = k + cell  # rotate so small per_cell still spreads presets/lengths over cells
+                key = (j % n_ch, (j // n_ch) % n_len)
+                groups.setdefault(key, []).append((name, snr))
+            cell += 1
+    tasks: list[ChunkTask] = []
+    log_lo, log_hi = np.log(spec.length_min_samples), np.log(spec.length_max_samples + 1)
+    for (ch, slot) in sorted(groups):
+        members = groups[(ch, slot)]
+        order = rng.permutation(len(members))
+        for start in range(0, len(members), spec.chunk_examples):
+            part = [members[i] for i in order[start:start + spec.chunk_examples]]
+            if spec.lengths_samples:
+                length = spec.lengths_samples[slot]
+            else:
+                length = int(np.clip(np.floor(np.exp(rng.uniform(log_lo, log_hi))),
+                                     spec.length_min_samples, spec.length_max_samples))
+            tasks.append(ChunkTask(
+                index=len(tasks), seed=spec.seed, labels=tuple(p[0] for p in part),
+                snr_db=np.array([p[1] for p in part], dtype=np.float32),
+                length_samples=length, channel_index=ch, channel_name=spec.channels[ch]))
+    return tasks
+
+
+def make_chunk(task: ChunkTask) -> ChunkResult:
+    """Synthesize one chunk (runs in a worker process); deterministic for the task."""
+    from rfclassify.dsp.synth import synthesize
+
+    rng = np.random.default_rng(np.random.SeedSequence(task.seed, spawn_key=(_CHUNK_KEY, task.index)))
+    channel = channel_presets()[task.channel_name]
+    batch = synthesize(task.labels, task.length_samples, rng, snr_db=task.snr_db, channel=channel)
+    expected = np.array([label_index(n) for n in task.labels], dtype=np.int16)
+    if batch.iq.shape != (len(task.labels), task.length_samples) or not np.array_equal(batch.label_index, expected):
+        raise RuntimeError(f"synthesize returned an unexpected batch for chunk {task.index}")
+    return ChunkResult(task.index, np.asarray(batch.iq, dtype=np.complex64), batch.label_index,
+                       batch.snr_db, batch.params, task.channel_index)
+
+
+def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
+    """Chunk results in task order; at most 2 x workers chunks computed ahead of the writer."""
+    if workers <= 1:
+        for t in tasks:
+            yield make_chunk(t)
+        return
+    # spawn: workers start clean (no copied locks or threads from the parent).
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: dict[int, cf.Future[ChunkResult]] = {}
+        next_submit = 0
+        try:
+            for i in range(len(tasks)):
+                while next_submit < len(tasks) and next_submit < i + 2 * workers:
+                    pending[next_submit] = pool.submit(make_chunk, tasks[next_submit])
+                    next_submit += 1
+                yield pending.pop(i).result()
+        finally:
+            for fut in pending.values():
+                fut.cancel()
+
+
+def _jsonable(obj: Any) -> Any:
+    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else repr(obj)
+
+
+def generator_version() -> str:
+    from rfclassify.dsp import synth
+
+    return f"rfclassify {__version__} synth {getattr(synth, 'SYNTH_VERSION', 'unversioned')}"
+
+
+def check_output(out: str | os.PathLike[str], force: bool) -> Path:
+    """The output path, or InputError when it is a folder or exists without force."""
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory")
+    if path.exists() and not force:
+        raise InputError(f"{path} exists; use --force to overwrite it")
+    return path
+
+
+def generate_dataset(spec: GenerateSpec, out: str | os.PathLike[str], workers: int = 1,
+                     force: bool = False, compression: str = "none", command_line: str | None = None,
+                     on_progress: Callable[[int], None] | None = None) -> GenerateReport:
+    """Write the dataset `spec` describes to `out` (via a temporary file, renamed when complete).
+
+    on_progress(n) is called with the number of examples each time a chunk is written."""
+    path = check_output(out, force)
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    from rfclassify.dsp.synth import PARAM_DTYPE
+
+    presets = channel_presets()
+    attrs = schema.DatasetAttrs(
+        source="synth", seed=spec.seed, generator=generator_version(), classes=spec.classes,
+        snr_grid_db=spec.snr_grid_db,
+        channel={name: _jsonable(presets[name]) for name in spec.channels},
+        lengths=spec.lengths_description(),
+        command_line=command_line if command_line is not None else shlex.join(sys.argv),
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        extra={"per_cell": spec.per_cell, "chunk_examples": spec.chunk_examples})
+    tasks = plan_chunks(spec)
+    start = time.perf_counter()
+    with schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer:
+        for res in _results(tasks, workers):
+            writer.append(res.iq, res.label_index, res.snr_db, res.params, res.channel_index)
+            if on_progress is not None:
+                on_progress(len(res.label_index))
+        writer.commit()
+    elapsed = time.perf_counter() - start
+    return GenerateReport(path, writer.n_examples, writer.n_samples, elapsed, workers)

@@ -1,0 +1,220 @@
+"""Reading rfclassify HDF5 datasets (schema in `rfclassify.data.schema`) for training and evaluation.
+
+    with DatasetReader("train.h5") as ds:
+        for batch in ds.iter_batches(256, length_samples=1024, shuffle_rng=rng, normalize=True):
+            x = to_model_input(batch.iq)          # (B, 2, 1, 1024)
+            y = batch.label_index
+
+Per-example arrays (labels, SNR, lengths) are loaded once; samples are read on demand
+(contiguous runs in one slice each), or all at once with `in_memory=True`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from rfclassify._exceptions import InputError, MessageError
+from rfclassify.data import schema
+from rfclassify.dsp.windows import BucketPolicy, normalize_burst
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Equal-length bursts from a dataset, with their truth and their example indices."""
+
+    iq: np.ndarray           # (B, n) complex64
+    label_index: np.ndarray  # (B,) int16, into DatasetReader.labels
+    snr_db: np.ndarray       # (B,) float32 (NaN: no noise)
+    lengths: np.ndarray      # (B,) int32 original burst lengths (before crop/pad)
+    indices: np.ndarray      # (B,) int64 example indices in the file
+
+
+class DatasetReader:
+    """Read-only view of one dataset file; a context manager (closes the HDF5 file)."""
+
+    def __init__(self, path: str | os.PathLike[str], in_memory: bool = False) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"{self.path}: no such dataset file")
+        try:
+            self._f = h5py.File(self.path, "r")
+        except OSError as exc:
+            raise InputError(f"{self.path}: not a readable HDF5 file ({exc})") from None
+        try:
+            self.attrs = schema.DatasetAttrs.from_hdf5(self._f.attrs, str(self.path))
+            missing = [n for n in (schema.IQ, *schema.PER_EXAMPLE) if n not in self._f]
+            if missing:
+                raise InputError(f"{self.path}: corrupt dataset, missing {', '.join(missing)}")
+            self.offsets = self._f[schema.OFFSET][()].astype(np.int64)
+            self.lengths = self._f[schema.LENGTH][()].astype(np.int64)
+            self.label_index = self._f[schema.LABEL_INDEX][()].astype(np.int16)
+            self.snr_db = self._f[schema.SNR_DB][()].astype(np.float32)
+            self.channel_index = self._f[schema.CHANNEL_INDEX][()].astype(np.int8)
+            n = self.offsets.size
+            if not (self.lengths.size == self.label_index.size == self.snr_db.size == n
+                    == self.channel_index.size == self._f[schema.PARAMS].shape[0]):
+                raise InputError(f"{self.path}: corrupt dataset, per-example arrays differ in length")
+            total = self._f[schema.IQ].shape[0]
+            if n and (self.offsets.min() < 0 or int((self.offsets + self.lengths).max()) > total):
+                raise InputError(f"{self.path}: corrupt dataset, bursts point past the end of /iq")
+            if n and (self.label_index.min() < 0 or self.label_index.max() >= len(self.attrs.labels)):
+                raise InputError(f"{self.path}: corrupt dataset, label index out of range")
+            self._iq_mem = self._f[schema.IQ][()] if in_memory else None
+        except (KeyError, OSError) as exc:
+            self._f.close()
+            raise InputError(f"{self.path}: corrupt dataset ({exc})") from None
+        except BaseException:
+            self._f.close()
+            raise
+        self._params: np.ndarray | None = None
+
+    # -- what is in the file -------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.offsets.size)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Label names; `label_index` values index this tuple (== rfclassify.LABELS)."""
+        return self.attrs.labels
+
+    @property
+    def channel_names(self) -> tuple[str, ...]:
+        """Channel preset names; `channel_index` values index this tuple."""
+        return tuple(self.attrs.channel)
+
+    @property
+    def label_names(self) -> np.ndarray:
+        """(N,) array of each example's label name."""
+        return np.asarray(self.labels, dtype=object)[self.label_index]
+
+    @property
+    def params(self) -> np.ndarray:
+        """(N,) structured array of generation parameters (loaded on first use)."""
+        if self._params is None:
+            self._params = self._f[schema.PARAMS][()]
+        return self._params
+
+    def buckets(self, policy: BucketPolicy | None = None) -> np.ndarray:
+        """(N,) the serving length bucket of every example (the rule of rfclassify.dsp.windows)."""
+        policy = policy or BucketPolicy()
+        edges = np.asarray(policy.buckets_samples)
+        pos = np.searchsorted(edges, self.lengths, side="right") - 1
+        return edges[np.maximum(pos, 0)]
+
+    def indices_for_bucket(self, bucket_samples: int, policy: BucketPolicy | None = None) -> np.ndarray:
+        """Example indices whose bursts the serving path would put into `bucket_samples` windows."""
+        policy = policy or BucketPolicy()
+        if bucket_samples not in policy.buckets_samples:
+            raise InputError(f"{bucket_samples} is not a bucket of {list(policy.buckets_samples)}")
+        return np.flatnonzero(self.buckets(policy) == bucket_samples)
+
+    def indices_for_labels(self, names: Sequence[str]) -> np.ndarray:
+        wanted = [self.labels.index(n) for n in names if n in self.labels]
+        return np.flatnonzero(np.isin(self.label_index, wanted))
+
+    # -- samples -------------------------------------------------------------------------
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+        """The bursts at `indices` (in that order), each a 1-D complex64 array."""
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        if idx.size and (idx.min() < -len(self) or idx.max() >= len(self)):
+            raise InputError(f"example index out of range 0..{len(self) - 1}")
+        idx = np.where(idx < 0, idx + len(self), idx)
+        out: list[np.ndarray | None] = [None] * idx.size
+        order = np.argsort(idx, kind="stable")
+        # Bursts are stored back to back: read each run of adjacent examples with one slice.
+        run_start = 0
+        for k in range(1, order.size + 1):
+            if k < order.size and idx[order[k]] - idx[order[k - 1]] in (0, 1):
+                continue
+            first, last = idx[order[run_start]], idx[order[k - 1]]
+            lo = int(self.offsets[first])
+            hi = int(self.offsets[last] + self.lengths[last])
+            block = self._samples(lo, hi)
+            for j in order[run_start:k]:
+                o = int(self.offsets[idx[j]]) - lo
+                out[j] = block[o:o + int(self.lengths[idx[j]])].copy()
+            run_start = k
+        return out  # type: ignore[return-value]
+
+    def _samples(self, lo: int, hi: int) -> np.ndarray:
+        if self._iq_mem is not None:
+            return self._iq_mem[lo:hi]
+        return self._f[schema.IQ][lo:hi]
+
+    def iter_batches(self, batch_size: int, length_samples: int | None = None,
+                     shuffle_rng: np.random.Generator | None = None,
+                     indices: Sequence[int] | np.ndarray | None = None,
+                     normalize: bool = False, drop_last: bool = False) -> Iterator[Batch]:
+        """Yield batches of equal-length bursts.
+
+        length_samples None: bursts keep their length; each batch holds bursts of one length
+        (generated files store equal-length groups, so this costs nothing).
+        length_samples L: every burst becomes one window of L samples, like a model input:
+        a longer burst is cropped (random start with `shuffle_rng`, else its first L
+        samples), a shorter one is zero-padded at the end (as the serving bucket rule does).
+        normalize: remove DC and scale to unit power per whole burst *before* cropping,
+        exactly as serving does (rfclassify.dsp.windows.normalize_burst); a burst that
+        cannot be normalized (all zeros) is left as is.
+        shuffle_rng: shuffle examples (and the order of length groups); None keeps file order.
+        indices: restrict to these examples (e.g. `indices_for_bucket(1024)`).
+        """
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        if length_samples is not None and length_samples < 1:
+            raise InputError(f"length_samples must be >= 1, got {length_samples}")
+        idx = np.arange(len(self)) if indices is None else np.asarray(indices, dtype=np.int64).ravel()
+        if shuffle_rng is not None:
+            idx = idx[shuffle_rng.permutation(idx.size)]
+        if length_samples is None:
+            groups = [idx[self.lengths[idx] == n] for n in np.unique(self.lengths[idx])]
+            chunks = [g[i:i + batch_size] for g in groups for i in range(0, g.size, batch_size)]
+            if shuffle_rng is not None:
+                chunks = [chunks[i] for i in shuffle_rng.permutation(len(chunks))]
+        else:
+            chunks = [idx[i:i + batch_size] for i in range(0, idx.size, batch_size)]
+        for chunk in chunks:
+            if drop_last and chunk.size < batch_size:
+                continue
+            bursts = self.read(chunk)
+            if normalize:
+                bursts = [_normalized(b) for b in bursts]
+            if length_samples is None:
+                iq = np.stack(bursts).astype(np.complex64, copy=False)
+            else:
+                iq = _fit_length(bursts, length_samples, shuffle_rng)
+            yield Batch(iq=iq, label_index=self.label_index[chunk], snr_db=self.snr_db[chunk],
+                        lengths=self.lengths[chunk].astype(np.int32), indices=chunk)
+
+    # -- life cycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> DatasetReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _normalized(burst: np.ndarray) -> np.ndarray:
+    try:
+        return normalize_burst(burst)
+    except MessageError:
+        return burst
+
+
+def _fit_length(bursts: list[np.ndarray], n: int, rng: np.random.Generator | None) -> np.ndarray:
+    out = np.zeros((len(bursts), n), dtype=np.complex64)
+    for i, b in enumerate(bursts):
+        if b.size >= n:
+            start = int(rng.integers(0, b.size - n + 1)) if rng is not None else 0
+            out[i] = b[start:start + n]
+        else:
+            out[i, :b.size] = b
+    return out

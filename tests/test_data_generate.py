@@ -1,0 +1,105 @@
+"""`dataset generate`: balance, lengths, determinism across worker counts, and one-line errors."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from rfclassify.cli import main
+from rfclassify.data import schema
+from rfclassify.data.generate import GenerateSpec, generate_dataset, plan_chunks
+from rfclassify.data.reader import DatasetReader
+from rfclassify.labels import LABELS
+
+TINY = ["--classes", "BPSK,FM,NOISE", "--snr", "0,10", "--per-cell", "6", "--chunk", "4"]
+
+
+def _gen(tmp_path, name, *extra):
+    out = tmp_path / name
+    assert main(["dataset", "generate", "--out", str(out), "--seed", "5", *TINY, *extra]) == 0
+    return out
+
+
+def test_balanced_over_class_and_snr_with_lengths_in_bounds(tmp_path, capsys):
+    out = _gen(tmp_path, "a.h5", "--length-min", "64", "--length-max", "300")
+    assert "bursts/s" in capsys.readouterr().out
+    with DatasetReader(out) as ds:
+        assert len(ds) == 3 * 2 * 6
+        for name in ("BPSK", "FM", "NOISE"):
+            for snr in (0.0, 10.0):
+                sel = (ds.label_names == name) & (ds.snr_db == snr)
+                assert sel.sum() == 6, (name, snr)
+        assert ds.lengths.min() >= 64 and ds.lengths.max() <= 300
+        assert len(np.unique(ds.lengths)) > 1  # lengths vary between chunks
+        assert ds.attrs.seed == 5 and ds.attrs.source == "synth"
+        assert "--per-cell 6" in ds.attrs.command_line
+        for x, n in zip(ds.read(range(len(ds))), ds.lengths):
+            assert x.shape == (n,) and np.isfinite(x).all()
+
+
+def test_length_list_and_channel_presets_rotate_within_each_cell(tmp_path):
+    out = _gen(tmp_path, "b.h5", "--lengths", "128,1024", "--channel", "full,clean")
+    with DatasetReader(out) as ds:
+        assert set(ds.lengths.tolist()) == {128, 1024}
+        assert ds.channel_names == ("full", "clean")
+        for name in ("BPSK", "FM"):
+            for snr in (0.0, 10.0):
+                sel = (ds.label_names == name) & (ds.snr_db == snr)
+                assert set(ds.lengths[sel].tolist()) == {128, 1024}
+                assert set(ds.channel_index[sel].tolist()) == {0, 1}
+        # the clean preset has no carrier offset; the full chain usually has one
+        cfo = ds.params["cfo_cyc_per_sample"]
+        clean = (ds.channel_index == 1) & (ds.label_names != "NOISE")
+        assert np.all(np.nan_to_num(cfo[clean]) == 0)
+        full = (ds.channel_index == 0) & (ds.label_names != "NOISE")
+        assert np.any(np.nan_to_num(cfo[full]) != 0)
+
+
+def test_same_seed_same_file_whatever_the_worker_count(tmp_path):
+    spec = GenerateSpec(classes=("QPSK", "AM-DSB-SC", "GFSK"), snr_grid_db=(-4.0, 12.0), per_cell=5,
+                        length_min_samples=64, length_max_samples=512, seed=11, chunk_examples=4)
+    assert len(plan_chunks(spec)) > 4
+    one = generate_dataset(spec, tmp_path / "w1.h5", workers=1, command_line="x").path
+    two = generate_dataset(spec, tmp_path / "w2.h5", workers=2, command_line="x").path
+    with h5py.File(one, "r") as f1, h5py.File(two, "r") as f2:
+        for name in (schema.IQ, *schema.PER_EXAMPLE):
+            assert f1[name][()].tobytes() == f2[name][()].tobytes(), name
+    other = generate_dataset(GenerateSpec(**{**spec.__dict__, "seed": 12}), tmp_path / "s12.h5").path
+    with h5py.File(one, "r") as f1, h5py.File(other, "r") as f3:
+        assert f1[schema.IQ].shape != f3[schema.IQ].shape or \
+            f1[schema.IQ][()].tobytes() != f3[schema.IQ][()].tobytes()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--classes", "QPSK,NOPE"], "unknown label 'NOPE'"),
+    (["--snr-min", "10", "--snr-max", "0"], "SNR grid is empty"),
+    (["--snr", ","], "--snr is empty"),
+    (["--length-min", "0"], "burst lengths must be"),
+    (["--lengths", "128,-5"], "burst lengths must be"),
+    (["--length-min", "4096", "--length-max", "1024"], "above --length-max"),
+    (["--per-cell", "0"], "--per-cell must be >= 1"),
+    (["--channel", "moon"], "unknown channel preset"),
+    (["--workers", "0"], "--workers must be >= 1"),
+])
+def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, needle):
+    code = main(["dataset", "generate", "--out", str(tmp_path / "x.h5"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_existing_file_needs_force(tmp_path, capsys):
+    out = _gen(tmp_path, "c.h5")
+    capsys.readouterr()
+    code = main(["dataset", "generate", "--out", str(out), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--force" in err
+    assert main(["dataset", "generate", "--out", str(out), "--force", *TINY]) == 0
+
+
+def test_default_spec_covers_every_label():
+    spec = GenerateSpec(per_cell=1)
+    assert spec.classes == LABELS and spec.snr_grid_db[0] == -20 and spec.snr_grid_db[-1] == 30

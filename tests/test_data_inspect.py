@@ -1,0 +1,33 @@
+"""`dataset inspect`: the coverage report counts what is in the file."""
+
+from __future__ import annotations
+
+from rfclassify.cli import main
+
+
+def test_inspect_prints_coverage(tmp_path, capsys):
+    out = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(out), "--classes", "QPSK,AM-DSB-WC", "--snr=-10,20",
+                 "--per-cell", "3", "--lengths", "100,2048"]) == 0
+    capsys.readouterr()
+    assert main(["dataset", "inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "examples: 12" in text
+    lines = text.splitlines()
+    snr_header = next(i for i, ln in enumerate(lines) if ln.startswith("class x SNR"))
+    assert lines[snr_header + 1].split() == ["class", "-10", "20", "total"]
+    assert lines[snr_header + 2].split() == ["QPSK", "3", "3", "6"]
+    assert lines[snr_header + 3].split() == ["AM-DSB-WC", "3", "3", "6"]
+    bucket_header = next(i for i, ln in enumerate(lines) if ln.startswith("class x length bucket"))
+    assert lines[bucket_header + 1].split()[:7] == ["class", "128", "256", "512", "1024", "2048", "4096"]
+    qpsk = lines[bucket_header + 2].split()
+    assert qpsk[0] == "QPSK" and int(qpsk[1]) + int(qpsk[5]) == 6 and int(qpsk[1]) > 0 and int(qpsk[5]) > 0
+    assert "rolloff" in text and "mod_index" in text
+
+
+def test_inspect_of_a_foreign_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"\x00" * 100)
+    assert main(["dataset", "inspect", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -1,0 +1,131 @@
+"""The HDF5 schema: writer -> reader round trip, and clear errors for files that are not ours."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import InputError
+from rfclassify.data import schema
+from rfclassify.data.reader import DatasetReader
+from rfclassify.dsp.synth import PARAM_DTYPE, synthesize
+from rfclassify.dsp.windows import normalize_burst
+
+
+def _attrs(**kw) -> schema.DatasetAttrs:
+    base = dict(source="test", seed=7, generator="unit test", classes=("QPSK", "FM"),
+                snr_grid_db=(0.0, 10.0), channel={"full": {"p_cfo": 0.9}}, lengths={"rule": "list"})
+    base.update(kw)
+    return schema.DatasetAttrs(**base)
+
+
+@pytest.fixture()
+def written(tmp_path):
+    """A file with two synthesized groups of different lengths, and what went into it."""
+    rng = np.random.default_rng(3)
+    a = synthesize(["QPSK", "FM", "NOISE"], 100, rng, snr_db=np.array([0.0, 10.0, 5.0]))
+    b = synthesize(["BPSK", "GMSK"], 300, rng, snr_db=np.array([20.0, -5.0]))
+    path = tmp_path / "rt.h5"
+    with schema.DatasetWriter(path, _attrs(), PARAM_DTYPE) as w:
+        w.append(a.iq, a.label_index, a.snr_db, a.params)
+        w.append(b.iq, b.label_index, b.snr_db, b.params, channel_index=0)
+        assert not path.exists()  # only the .partial file until commit
+        w.commit()
+    return path, a, b
+
+
+def test_round_trip_samples_labels_params(written):
+    path, a, b = written
+    with DatasetReader(path) as ds:
+        assert len(ds) == 5
+        assert ds.lengths.tolist() == [100, 100, 100, 300, 300]
+        got = ds.read([0, 1, 2, 3, 4])
+        for i in range(3):
+            np.testing.assert_array_equal(got[i], a.iq[i])
+        for i in range(2):
+            np.testing.assert_array_equal(got[3 + i], b.iq[i])
+        np.testing.assert_array_equal(ds.label_index, np.concatenate([a.label_index, b.label_index]))
+        np.testing.assert_array_equal(ds.snr_db, np.concatenate([a.snr_db, b.snr_db]))
+        params = ds.params
+        assert params.dtype.names == PARAM_DTYPE.names
+        for name in PARAM_DTYPE.names:
+            np.testing.assert_array_equal(params[name], np.concatenate([a.params[name], b.params[name]]))
+        assert list(ds.label_names) == ["QPSK", "FM", "NOISE", "BPSK", "GMSK"]
+        assert ds.attrs.seed == 7 and ds.attrs.classes == ("QPSK", "FM")
+        assert ds.channel_names == ("full",)
+        # out-of-order, repeated and negative indices come back in the order asked for
+        got = ds.read([4, 1, 1, -1])
+        np.testing.assert_array_equal(got[0], b.iq[1])
+        np.testing.assert_array_equal(got[1], a.iq[1])
+        np.testing.assert_array_equal(got[2], a.iq[1])
+        np.testing.assert_array_equal(got[3], b.iq[1])
+
+
+def test_in_memory_reader_matches(written):
+    path, _, _ = written
+    with DatasetReader(path) as ds, DatasetReader(path, in_memory=True) as mem:
+        for x, y in zip(ds.read(range(5)), mem.read([0, 1, 2, 3, 4])):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_iter_batches_groups_equal_lengths_and_fits_to_length(written):
+    path, a, b = written
+    with DatasetReader(path) as ds:
+        batches = list(ds.iter_batches(2))
+        assert [x.iq.shape for x in batches] == [(2, 100), (1, 100), (2, 300)]
+        seen = np.concatenate([x.indices for x in batches])
+        assert sorted(seen.tolist()) == [0, 1, 2, 3, 4]
+        fixed = list(ds.iter_batches(8, length_samples=128))
+        assert len(fixed) == 1 and fixed[0].iq.shape == (5, 128)
+        np.testing.assert_array_equal(fixed[0].iq[0, :100], a.iq[0])       # short: zero-padded
+        assert not fixed[0].iq[0, 100:].any()
+        np.testing.assert_array_equal(fixed[0].iq[3], b.iq[0, :128])       # long: first window
+        norm = next(ds.iter_batches(8, length_samples=128, normalize=True))
+        np.testing.assert_allclose(norm.iq[3], normalize_burst(b.iq[0])[:128], rtol=1e-5, atol=1e-6)
+        rng_batches = list(ds.iter_batches(2, shuffle_rng=np.random.default_rng(0)))
+        assert sorted(np.concatenate([x.indices for x in rng_batches]).tolist()) == [0, 1, 2, 3, 4]
+        assert all(len(set(ds.lengths[x.indices])) == 1 for x in rng_batches)
+
+
+def test_bucket_selection_follows_the_serving_rule(written):
+    path, _, _ = written
+    with DatasetReader(path) as ds:
+        assert ds.buckets().tolist() == [128, 128, 128, 256, 256]  # 100 < 128 pads into 128
+        assert ds.indices_for_bucket(256).tolist() == [3, 4]
+        with pytest.raises(InputError):
+            ds.indices_for_bucket(300)
+
+
+def test_failed_writer_leaves_no_file(tmp_path):
+    path = tmp_path / "x.h5"
+    with pytest.raises(RuntimeError):
+        with schema.DatasetWriter(path, _attrs(), PARAM_DTYPE) as w:
+            w.append(np.zeros((1, 64), np.complex64), np.zeros(1, np.int16), np.zeros(1), np.zeros(1, PARAM_DTYPE))
+            raise RuntimeError("boom")
+    assert not path.exists() and not (tmp_path / "x.h5.partial").exists()
+
+
+def test_writer_rejects_out_of_range_lengths(tmp_path):
+    with schema.DatasetWriter(tmp_path / "x.h5", _attrs(), PARAM_DTYPE) as w:
+        with pytest.raises(InputError, match="64..8192"):
+            w.append(np.zeros((1, 63), np.complex64), np.zeros(1, np.int16), np.zeros(1), np.zeros(1, PARAM_DTYPE))
+
+
+def test_not_ours_and_corrupt_files_raise_input_error(tmp_path, written):
+    text = tmp_path / "text.h5"
+    text.write_text("hello")
+    with pytest.raises(InputError, match="not a readable HDF5"):
+        DatasetReader(text)
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as f:
+        f["data"] = np.zeros(3)
+    with pytest.raises(InputError, match="not an rfclassify dataset"):
+        DatasetReader(foreign)
+    with pytest.raises(InputError, match="no such"):
+        DatasetReader(tmp_path / "missing.h5")
+    path, _, _ = written
+    with h5py.File(path, "a") as f:
+        del f[schema.LABEL_INDEX]
+    with pytest.raises(InputError, match="missing label_index"):
+        DatasetReader(path)
