@@ -259,19 +259,31 @@ class Pipeline:
                         self._enqueue(decoder.poll_timeout(now))
                     continue
                 # take what is waiting in one go, but look at the stop flag now and then
-                for _ in range(256):
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
+                if self._receive_waiting(sock, decoder, 256):
                     last_msg = time.monotonic()
-                    self.stats.add_message()
-                    self._enqueue(decoder.decode(frames, last_msg))
-            self._enqueue(decoder.flush(time.monotonic()))
+            if not self._abort.is_set():
+                # what already reached our socket is in flight too (PULL: nobody else has it)
+                self._receive_waiting(sock, decoder, self.config.input.rcvhwm)
+                self._enqueue(decoder.flush(time.monotonic()))
         finally:
             self._decoder_stats = decoder.stats()
             sock.close(linger=0)
             self._ingest_done.set()
+
+    def _receive_waiting(self, sock: zmq.Socket, decoder: Decoder, limit: int) -> int:
+        """Decode and enqueue up to `limit` messages already waiting; returns how many."""
+        n = 0
+        while n < limit:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            n += 1
+            self.stats.add_message()
+            self._enqueue(decoder.decode(frames, time.monotonic()))
+        if n:
+            self._decoder_stats = decoder.stats()
+        return n
 
     def _batch_loop(self) -> None:
         policy = self.engine.policy

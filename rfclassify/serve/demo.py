@@ -1,0 +1,221 @@
+"""`rfclassify demo`: the daemon and a simulated SDR in one process, live results, a summary.
+
+The daemon runs exactly as `rfclassify serve` would (same threads, real ZeroMQ sockets on
+127.0.0.1 with free ports, the control socket in a temporary directory) on the default
+backend with the shipped model; the simulator hands bursts over PUSH/PULL (lossless, so the
+accuracy counts every burst) and a subscriber collects the published results.
+The helpers here (`local_config`, `ResultCollector`, `summarize`) are shared with
+`rfclassify bench daemon` and the tests.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from rfclassify.serve.config import (
+    BatchingConfig,
+    ControlConfig,
+    DaemonConfig,
+    InputConfig,
+    LoggingConfig,
+    ModelConfig,
+    OutputConfig,
+    QueueConfig,
+)
+from rfclassify.serve.stats import percentile, snr_band
+
+LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
+
+
+def local_config(control_dir: str | Path, *, model_dir: str = "", backend: str = "auto",
+                 precision: str = "auto", overload: str = "block", mode: str = "pull",
+                 max_batch: int = 64, max_wait_ms: float = 2.0, log_level: str = "warning") -> DaemonConfig:
+    """A daemon on loopback with free ports (input bound, so the sender connects)."""
+    return DaemonConfig(
+        input=InputConfig(endpoint=LOOPBACK_ANY_PORT, mode=mode, bind=True),
+        output=OutputConfig(endpoint=LOOPBACK_ANY_PORT),
+        control=ControlConfig(endpoint=f"ipc://{Path(control_dir) / 'control'}"),
+        model=ModelConfig(dir=model_dir, backend=backend, precision=precision),
+        batching=BatchingConfig(max_batch=max_batch, max_wait_ms=max_wait_ms),
+        queues=replace(QueueConfig(), overload=overload),
+        logging=LoggingConfig(level=log_level),
+    )
+
+
+class ResultCollector:
+    """Subscribes to a daemon's output in a thread and keeps every record it receives."""
+
+    def __init__(self, endpoint: str, context: zmq.Context | None = None) -> None:
+        self.endpoint = endpoint
+        self.context = context or zmq.Context.instance()
+        self.results: list[dict[str, Any]] = []
+        self.rejects: list[dict[str, Any]] = []
+        self.received_at: list[float] = []
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
+
+    def start(self, settle_s: float = 0.3) -> ResultCollector:
+        self._thread.start()
+        self._connected.wait(5)
+        time.sleep(settle_s)          # let the subscription reach the PUB socket (slow joiner)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        import json
+
+        sock = self.context.socket(zmq.SUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        sock.connect(self.endpoint)
+        self._connected.set()
+        try:
+            while not self._stop.is_set():
+                if not sock.poll(50):
+                    continue
+                topic, body = sock.recv_multipart()
+                rec = json.loads(body)
+                with self._cond:
+                    (self.results if topic == b"result" else self.rejects).append(rec)
+                    self.received_at.append(time.monotonic())
+                    self._cond.notify_all()
+        finally:
+            sock.close()
+
+    def wait_for(self, n: int, timeout_s: float) -> bool:
+        """Wait until n records (results + rejects) arrived; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self.results) + len(self.rejects) >= n, timeout_s)
+
+    def results_between(self, start: int, stop: int) -> list[dict[str, Any]]:
+        with self._cond:
+            return self.results[start:stop]
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self.results) + len(self.rejects)
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency percentiles and live accuracy (overall, per class, per SNR band) of result records."""
+    lat = {s: sorted(r["latency_ms"][s] for r in results) for s in ("queue", "infer", "total")}
+    out: dict[str, Any] = {"n": len(results), "latency_ms": {
+        s: {f"p{q}": percentile(v, q) for q in (50, 90, 99)} for s, v in lat.items()}}
+    truth = [r for r in results if r.get("truth") and r["truth"].get("label")]
+    if truth:
+        by_class: dict[str, Counter[str]] = {}
+        by_snr: dict[str, Counter[str]] = {}
+        for r in truth:
+            ok = "ok" if r["label"] == r["truth"]["label"] else "bad"
+            by_class.setdefault(r["truth"]["label"], Counter())[ok] += 1
+            if r["truth"].get("snr_db") is not None:
+                by_snr.setdefault(snr_band(r["truth"]["snr_db"]), Counter())[ok] += 1
+        acc = lambda c: c["ok"] / max(1, c["ok"] + c["bad"])  # noqa: E731
+        out["accuracy"] = sum(r["label"] == r["truth"]["label"] for r in truth) / len(truth)
+        out["accuracy_per_class"] = {k: (acc(c), c["ok"] + c["bad"]) for k, c in sorted(by_class.items())}
+        out["accuracy_per_snr_db"] = {k: (acc(c), c["ok"] + c["bad"]) for k, c in by_snr.items()}
+    return out
+
+
+def _line(r: dict[str, Any]) -> str:
+    t = r.get("truth") or {}
+    mark = "" if not t.get("label") else ("  ok" if t["label"] == r["label"] else f"  (true {t['label']})")
+    return (f"#{r['burst_id']:<5} {r['label']:<10} p={r['confidence']:.2f}  snr {r['snr_db']:5.1f} dB"
+            f" (true {t.get('snr_db', float('nan')):5.1f})  {r['n_samples']:>5} samples  "
+            f"{r['latency_ms']['total']:6.1f} ms{mark}")
+
+
+def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = "", backend: str = "auto",
+             precision: str = "auto", lines: int = 15, seed: int = 0, out: Any = None) -> dict[str, Any]:
+    """Run the demo and print as it goes; returns the summary dict."""
+    import sys
+
+    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.simulate import SimulateOptions, run_simulator
+
+    out = out or sys.stdout
+    say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="rfclassify-demo-") as tmp:
+        daemon = Daemon(local_config(tmp, model_dir=model_dir, backend=backend, precision=precision))
+        t_load = time.monotonic()
+        daemon.start()
+        e = daemon.engine
+        assert e is not None and daemon.pipeline is not None
+        say(f"daemon up in {time.monotonic() - t_load:.1f} s: {e.backend} {e.precision} on {e.device}, "
+            f"model {e.model_id}; input {daemon.pipeline.input_endpoint}, output {daemon.pipeline.output_endpoint}")
+        collector = ResultCollector(daemon.pipeline.output_endpoint).start()
+        if seconds:
+            count = max(1, int(seconds * rate)) if rate > 0 else 0
+        opts = SimulateOptions(endpoint=daemon.pipeline.input_endpoint, bind=False, socket_type="push",
+                               rate_bursts_per_s=rate, count=count, seed=seed,
+                               pool=min(count, 2000))  # synthesized up front: no GIL stalls mid-run
+        stop = threading.Event()
+        sent = [0]
+        sim = threading.Thread(target=lambda: sent.__setitem__(0, run_simulator(opts, stop=stop)),
+                               name="simulator", daemon=True)
+        say(f"simulating {count} bursts at {rate:g}/s (all {len(opts.classes)} classes, SNR "
+            f"{opts.snr_min_db:g}..{opts.snr_max_db:g} dB, {opts.length_min_samples}..{opts.length_max_samples} samples)")
+        t0 = time.monotonic()
+        sim.start()
+        shown, last_roll = 0, t0
+        deadline = t0 + (count / rate if rate > 0 else 60) + 30
+        try:
+            while time.monotonic() < deadline:
+                done = collector.wait_for(count, 0.25)
+                new = collector.results_between(shown, lines) if shown < lines else []
+                for r in new:
+                    say(_line(r))
+                shown += len(new)
+                now = time.monotonic()
+                if done:
+                    break
+                if shown >= lines and now - last_roll >= 1.0:
+                    last_roll = now
+                    s = daemon.status()
+                    acc = s["accuracy"]["overall"] * 100 if s.get("accuracy") else float("nan")
+                    say(f"  ... {s['counters']['classified']} classified, {s['throughput_bursts_per_s']:.0f}/s, "
+                        f"p99 total {s['latency_ms']['total']['p99']} ms, accuracy so far {acc:.1f}%")
+        except KeyboardInterrupt:
+            say("interrupted")
+        finally:
+            stop.set()
+            sim.join(5)
+            elapsed = time.monotonic() - t0
+            status = daemon.status()
+            daemon.stop(drain=True)
+            collector.stop()
+    summary = summarize(collector.results)
+    summary.update(sent=sent[0], elapsed_s=elapsed, status=status, rejects=len(collector.rejects))
+    _print_summary(summary, say)
+    return summary
+
+
+def _print_summary(s: dict[str, Any], say: Any) -> None:
+    st = s["status"]
+    c = st["counters"]
+    say("")
+    say(f"summary: sent {s['sent']}, classified {c['classified']}, rejected {c['rejected_total']} "
+        f"{c['rejected'] or ''}, dropped {c['dropped_total']} {c['dropped'] or ''} in {s['elapsed_s']:.1f} s "
+        f"({c['classified'] / max(s['elapsed_s'], 1e-9):.0f} bursts/s)")
+    for stage, p in s["latency_ms"].items():
+        say(f"latency {stage:<6} p50 {p['p50'] or 0:6.1f} ms  p90 {p['p90'] or 0:6.1f} ms  p99 {p['p99'] or 0:6.1f} ms")
+    if "accuracy" in s:
+        say(f"live accuracy {s['accuracy'] * 100:.1f}% over {s['n']} bursts "
+            f"(engine {st['engine']['backend']} {st['engine']['precision']}, model {st['engine']['model']})")
+        say("  by SNR: " + ", ".join(f"{k} dB {a * 100:.0f}% (n={n})" for k, (a, n) in s["accuracy_per_snr_db"].items()))
+        cls = s["accuracy_per_class"]
+        say("  by class: " + ", ".join(f"{k} {a * 100:.0f}%" for k, (a, n) in cls.items()))

@@ -1,0 +1,221 @@
+"""The daemon end to end, in this process: real ZeroMQ sockets on 127.0.0.1, real ONNX Runtime.
+
+One daemon (module-scoped) serves every test here; each test uses its own burst ids and
+compares counters before and after, so the tests do not depend on each other's order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from rfclassify.dsp.synth import synthesize
+from rfclassify.labels import LABELS
+from rfclassify.serve.control import request
+from rfclassify.serve.daemon import Daemon
+from rfclassify.serve.demo import ResultCollector, local_config
+from rfclassify.serve.native import encode_native
+
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def daemon(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    ctl = tmp_path_factory.mktemp("ctl")
+    d = Daemon(local_config(ctl, model_dir=str(tiny_model_dir), backend="onnxruntime"))
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop(drain=False)
+
+
+@pytest.fixture(scope="module")
+def sender(daemon: Daemon):
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(daemon.pipeline.input_endpoint)
+    yield sock
+    sock.close()
+
+
+@pytest.fixture()
+def collector(daemon: Daemon):
+    c = ResultCollector(daemon.pipeline.output_endpoint).start()
+    yield c
+    c.stop()
+
+
+def _bursts(n: int, seed: int, length: int = 1024):
+    rng = np.random.default_rng(seed)
+    labels = [LABELS[i] for i in rng.integers(0, len(LABELS), n)]
+    snr = rng.uniform(0, 20, n)
+    return synthesize(labels, length, rng, snr_db=snr), labels, snr
+
+
+def _header(burst_id, label=None, snr=None, **kw):
+    h = {"sample_rate": 1e6, "burst_id": burst_id, "stream": "test", "center_freq": 433.92e6,
+         "time": 1234.5, "meta": {"k": [1, "x"]}}
+    if label is not None:
+        h.update(label=label, snr_db=float(snr))
+    h.update(kw)
+    return h
+
+
+def _status(daemon: Daemon) -> dict:
+    return request(daemon.control.endpoint, "status", timeout_s=5)
+
+
+def test_every_burst_answered_with_the_contract_fields(daemon, sender, collector):
+    batch, labels, snr = _bursts(40, seed=1)
+    ids = [f"ok-{i}" for i in range(40)]
+    for i in range(40):
+        sender.send_multipart(encode_native(batch.iq[i], _header(ids[i], labels[i], snr[i])))
+    assert collector.wait_for(40, 30), f"only {collector.count()} of 40 answered"
+    by_id = {r["burst_id"]: r for r in collector.results}
+    assert sorted(by_id) == sorted(ids)
+    r = by_id["ok-3"]
+    assert set(r) == {"burst_id", "stream", "label", "confidence", "top", "snr_db", "n_samples", "bucket",
+                      "windows", "backend", "precision", "model", "latency_ms", "center_freq", "time",
+                      "meta", "truth"}
+    assert r["truth"] == {"label": labels[3], "snr_db": pytest.approx(float(snr[3]))}
+    assert r["stream"] == "test" and r["center_freq"] == 433.92e6 and r["time"] == 1234.5
+    assert r["meta"] == {"k": [1, "x"]}
+    assert r["n_samples"] == 1024 and r["bucket"] == 1024 and r["windows"] == 1
+    assert r["backend"] == "onnxruntime" and r["model"] == "tiny-random" and r["precision"] == "fp32"
+    assert r["label"] in LABELS or r["label"] == "unknown"
+    assert [t["label"] for t in r["top"]][0] == (r["label"] if r["label"] != "unknown" else r["top"][0]["label"])
+    assert r["confidence"] == pytest.approx(r["top"][0]["p"])
+    lat = r["latency_ms"]
+    assert 0 <= lat["queue"] <= lat["total"] and 0 < lat["infer"] <= lat["total"]
+    assert collector.rejects == []
+
+
+def test_lengths_pick_buckets_and_windows(daemon, sender, collector):
+    rng = np.random.default_rng(2)
+    lengths = {"len-100": 100, "len-300": 300, "len-5000": 5000}
+    for bid, n in lengths.items():
+        iq = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+        sender.send_multipart(encode_native(iq, _header(bid)))
+    assert collector.wait_for(3, 20)
+    by_id = {r["burst_id"]: r for r in collector.results}
+    assert (by_id["len-100"]["bucket"], by_id["len-100"]["windows"]) == (128, 1)
+    assert (by_id["len-300"]["bucket"], by_id["len-300"]["windows"]) == (256, 2)
+    assert by_id["len-5000"]["bucket"] == 4096 and by_id["len-5000"]["windows"] == 2
+    assert by_id["len-5000"]["truth"] is None
+
+
+def test_bad_input_is_rejected_counted_and_valid_bursts_still_classified(daemon, sender, collector):
+    before = _status(daemon)["counters"]
+    good = _bursts(6, seed=3)[0].iq
+    ok = lambda i: encode_native(good[i], _header(f"good-{i}"))  # noqa: E731
+    nan_iq = good[0].copy()
+    nan_iq[5] = complex(math.nan, 0)
+    inf_iq = good[1].copy()
+    inf_iq[7] = complex(0, math.inf)
+    hdr = lambda bid, **kw: json.dumps(_header(bid, **kw)).encode()  # noqa: E731
+    bad = {
+        "random bytes": ([np.random.default_rng(0).bytes(300)], "bad_frames"),
+        "truncated frame": ([hdr("trunc"), good[0].tobytes()[:-3]], "bad_payload_size"),
+        "invalid json": ([b"{not json", good[0].tobytes()], "bad_json"),
+        "unknown dtype": ([hdr("dt", dtype="cf64_be"), good[0].tobytes()], "unknown_dtype"),
+        "odd payload": ([hdr("odd", dtype="ci16_le"), b"\x00" * 6], "bad_payload_size"),
+        "nan samples": (encode_native(nan_iq, _header("nan")), "non_finite"),
+        "inf samples": (encode_native(inf_iq, _header("inf")), "non_finite"),
+        "zero samples": (encode_native(np.zeros(512, np.complex64), _header("zero")), "zero_power"),
+        "too short": (encode_native(good[0][:10], _header("short")), "too_short"),
+        "100 MB payload": ([hdr("huge"), bytes(100 * 1024 * 1024)], "too_large"),
+        "four frames": ([b"t", hdr("four"), good[0].tobytes(), b"x"], "bad_frames"),
+        "one frame": ([hdr("one")], "bad_frames"),
+    }
+    for i, (frames, _) in enumerate(bad.values()):
+        sender.send_multipart(ok(i % 6))
+        sender.send_multipart(frames)
+    n_total = len(bad) * 2
+    assert collector.wait_for(n_total, 60), f"{collector.count()} of {n_total} answered"
+    reasons = sorted(r["reason"] for r in collector.rejects)
+    assert reasons == sorted(reason for _, reason in bad.values())
+    assert all(r["detail"] for r in collector.rejects)
+    by_id = {r["burst_id"]: r for r in collector.rejects if r["burst_id"] is not None}
+    assert by_id["nan"]["reason"] == "non_finite" and by_id["zero"]["reason"] == "zero_power"
+    assert len(collector.results) == len(bad)
+    assert {r["burst_id"] for r in collector.results} == {f"good-{i}" for i in range(6)}
+    after = _status(daemon)
+    assert after["health"] in ("ok", "degraded")
+    for reason in set(reasons):
+        got = after["counters"]["rejected"].get(reason, 0) - before["rejected"].get(reason, 0)
+        assert got == reasons.count(reason), reason
+    assert after["counters"]["classified"] - before["classified"] == len(bad)
+
+
+def test_status_reply_has_every_documented_field(daemon):
+    st = _status(daemon)
+    for key in ("health", "health_reasons", "version", "pid", "uptime_s", "engine", "input", "output",
+                "control", "counters", "queues", "latency_ms", "throughput_bursts_per_s", "per_class",
+                "accuracy", "heartbeat_age_s", "jetson", "overload_policy"):
+        assert key in st, key
+    assert st["engine"]["backend"] == "onnxruntime" and st["engine"]["device"] == "cpu"
+    assert set(st["counters"]) >= {"received", "classified", "rejected", "dropped", "published"}
+    assert set(st["latency_ms"]) == {"queue", "infer", "total"}
+    assert set(st["queues"]) >= {"ingest", "batching", "infer_batches", "publish"}
+    assert st["heartbeat_age_s"] is not None and st["heartbeat_age_s"] < 5
+    assert request(daemon.control.endpoint, "nonsense", timeout_s=5)["error"]
+
+
+def test_status_command_prints_table_and_json(daemon, capsys):
+    from rfclassify.cli import main
+
+    assert main(["status", "--control", daemon.control.endpoint, "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["engine"]["model"] == "tiny-random"
+    assert main(["status", "--control", daemon.control.endpoint]) == 0
+    table = capsys.readouterr().out
+    assert "health" in table and "onnxruntime fp32 on cpu" in table and "latency ms" in table
+
+
+def test_status_without_daemon_is_one_line_and_exit_1(tmp_path, capsys):
+    from rfclassify.cli import main
+
+    t0 = time.monotonic()
+    assert main(["status", "--control", f"ipc://{tmp_path}/nothing", "--timeout", "0.3"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no rfclassify daemon answered" in err and len(err.splitlines()) == 1
+    assert time.monotonic() - t0 < 10
+
+
+def test_default_sub_input_from_simulate_pub(tiny_model_dir, tmp_path):
+    """The default wiring: simulator binds PUB, daemon SUB-connects; ground truth flows through."""
+    import socket
+    import threading
+
+    from rfclassify.serve.config import InputConfig
+    from rfclassify.serve.simulate import SimulateOptions, run_simulator
+    from dataclasses import replace
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")
+    cfg = replace(cfg, input=InputConfig(endpoint=f"tcp://127.0.0.1:{port}"))   # sub + connect
+    d = Daemon(cfg)
+    d.start()
+    try:
+        c = ResultCollector(d.pipeline.output_endpoint).start()
+        opts = SimulateOptions(endpoint=f"tcp://127.0.0.1:{port}", rate_bursts_per_s=200, count=30,
+                               warmup_s=1.0, classes=("QPSK", "FM"))
+        sim = threading.Thread(target=run_simulator, args=(opts,))
+        sim.start()
+        sim.join(30)
+        assert c.wait_for(30, 20), f"{c.count()} of 30"
+        assert {r["truth"]["label"] for r in c.results} <= {"QPSK", "FM"}
+        assert sorted(r["burst_id"] for r in c.results) == list(range(30))
+        c.stop()
+    finally:
+        assert d.stop(drain=True)
