@@ -129,7 +129,8 @@ def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Genera
     tau = log_uniform(cfg.delay_spread_samples_range, b, rng)
     fd = log_uniform(cfg.doppler_cyc_per_sample_range, b, rng)
     k_db = rng.uniform(*cfg.k_factor_db_range, size=b)
-    n_taps = np.clip(np.ceil(5 * tau).astype(int) + 1, 1, min(cfg.max_taps, pad + 1))
+    # Taps out to where the profile is e^-5 (-22 dB) below tap 0.
+    n_taps = np.clip(np.floor(5 * tau).astype(int) + 1, 1, min(cfg.max_taps, pad + 1))
     l = np.arange(n_taps.max())[None, :]
     pdp = np.exp(-l / tau[:, None]) * (l < n_taps[:, None])
     pdp /= pdp.sum(axis=1, keepdims=True)
