@@ -176,7 +176,7 @@ def test_multipath_taps_follow_the_recorded_profile() -> None:
     # Nearly static fading, so a least-squares FIR fit recovers the tap delays.
     cfg = dataclasses.replace(ChannelConfig.only("multipath"), doppler_cyc_per_sample_range=(1e-7, 1e-7),
                               delay_spread_samples_range=(0.5, 2.0))
-    clean, imp = _pair(["QPSK"] * 6, cfg, n=2048)
+    clean, imp = _pair(["QPSK"] * 6, cfg, n=1024)
     kinds = set()
     for c, x, p in zip(clean.iq, imp.iq, imp.params, strict=True):
         kinds.add(int(p["fading_type"]))

@@ -16,13 +16,18 @@ def matched_filter(iq: np.ndarray, sps: float, rolloff: float, timing_offset_sam
     with the receiver clock off by sro_ppm; only symbols whose whole pulse lies inside the
     burst (8 symbols margin) are returned. With unit-energy symbols the output is the symbol.
     """
-    n = np.arange(iq.size)
-    t = n * (1 + 1e-6 * sro_ppm)
     margin = 8
-    k = np.arange(margin, int((t[-1] - timing_offset_samples) / sps) - margin)
-    u = (t[None, :] - timing_offset_samples) / sps - symbol_shift - k[:, None]
-    taps = pulses.rrc(np.clip(u, -margin, margin), rolloff) * (np.abs(u) <= margin)
-    return taps @ iq.astype(np.complex128) / sps
+    scale = 1 + 1e-6 * sro_ppm
+    last = (iq.size - 1) * scale
+    k = np.arange(margin, int((last - timing_offset_samples) / sps) - margin)
+    centre = (k + symbol_shift) * sps + timing_offset_samples  # receiver time of each symbol
+    width = int(np.ceil(2 * margin * sps / scale)) + 3
+    idx = np.floor((centre - margin * sps) / scale).astype(np.intp)[:, None] + np.arange(width)
+    valid = (idx >= 0) & (idx < iq.size)
+    u = (idx * scale - timing_offset_samples) / sps - symbol_shift - k[:, None]
+    taps = pulses.rrc(np.clip(u, -margin, margin), rolloff) * ((np.abs(u) <= margin) & valid)
+    x = iq.astype(np.complex128)[np.clip(idx, 0, iq.size - 1)]
+    return np.sum(taps * x, axis=1) / sps
 
 
 def evm_db(received: np.ndarray, alphabet: np.ndarray) -> float:
