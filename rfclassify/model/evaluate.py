@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,109 @@ def confusion(labels: np.ndarray, pred: np.ndarray, n_classes: int = len(LABELS)
     cm = np.zeros((n_classes, n_classes), np.int64)
     np.add.at(cm, (np.asarray(labels), np.asarray(pred)), 1)
     return cm
+
+
+def clean_json(obj: Any) -> Any:
+    """NaN/inf -> None (strict JSON), numpy values -> Python, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return clean_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Strict JSON (see clean_json), written atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(clean_json(data), indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
+    a = reader.attrs
+    return {"file": path.name, "source": a.source, "seed": a.seed, "generator": a.generator,
+            "command_line": a.command_line, "channel": a.channel, "snr_grid_db": list(a.snr_grid_db),
+            "lengths": a.lengths, "n_bursts": len(reader)}
+
+
+def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
+                  out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
+                  plots: bool = True) -> dict[str, Any]:
+    """Classify every burst of an HDF5 dataset through the serving Classifier and measure it.
+
+    Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs) to
+    out_dir when given; returns the same dictionary."""
+    from rfclassify.data.reader import DatasetReader
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.calibration import expected_calibration_error, threshold_table
+
+    path = Path(path)
+    with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend) as clf:
+        info = _dataset_info(reader, path)
+        to_model = np.array([LABELS.index(n) if n in LABELS else -1 for n in reader.labels])
+        y = to_model[reader.label_index]
+        snr = reader.snr_db.astype(np.float64)
+        n = len(reader)
+        pred = np.full(n, -1)
+        conf = np.zeros(n)
+        snr_est = np.full(n, np.nan)
+        bucket = np.zeros(n, np.int64)
+        probs = np.zeros((n, len(LABELS)), np.float32)
+        rejects: dict[str, int] = {}
+        t0 = time.perf_counter()
+        for lo in range(0, n, chunk):
+            idx = np.arange(lo, min(n, lo + chunk))
+            for i, r in zip(idx, clf.classify(reader.read(idx)), strict=True):
+                if not r.ok:
+                    rejects[r.reject_reason] = rejects.get(r.reject_reason, 0) + 1
+                    continue
+                pred[i] = LABELS.index(r.top[0][0])
+                conf[i], snr_est[i], bucket[i] = r.confidence, r.snr_db, r.bucket
+                probs[i] = r.probabilities
+        elapsed = time.perf_counter() - t0
+        run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,
+               "model": clf.model_id, "temperature": clf.meta.temperature,
+               "unknown_threshold": clf.meta.unknown_threshold}
+    ok = (pred >= 0) & (y >= 0)
+    y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
+    high = s_ok >= HIGH_SNR_DB
+    res: dict[str, Any] = {
+        "name": name or f"{info['source']}:{path.stem}", "dataset": info, "run": run,
+        "bursts_per_s": round(n / max(elapsed, 1e-9), 1), "rejected": rejects,
+        "overall": accuracy_summary(y_ok, p_ok, s_ok, snr_est[ok]),
+        "per_bucket": {str(b): accuracy_summary(y_ok[bucket[ok] == b], p_ok[bucket[ok] == b],
+                                                s_ok[bucket[ok] == b], snr_est[ok][bucket[ok] == b])
+                       for b in np.unique(bucket[ok])},
+        "per_class": per_class_accuracy(y_ok, p_ok),
+        "per_class_snr_ge_10db": per_class_accuracy(y_ok, p_ok, mask=high),
+        "open_set": threshold_table(probs[ok], y_ok),
+        "ece": expected_calibration_error(probs[ok], y_ok) if ok.any() else float("nan"),
+        "accepted_at_default_threshold": float((conf[ok] >= run["unknown_threshold"]).mean()) if ok.any() else 0.0,
+    }
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if plots:
+            res["figures"] = _figures(res, y_ok, p_ok, high, out)
+        write_json(out / EVAL_FILE, res)
+    return res
+
+
+def _figures(res: dict[str, Any], y: np.ndarray, p: np.ndarray, high: np.ndarray, out: Path) -> list[str]:
+    from rfclassify.model import plots
+
+    curves = {f"L={b}": (np.array([r["snr_db"] for r in s["per_snr"]]), np.array([r["accuracy"] for r in s["per_snr"]]))
+              for b, s in res["per_bucket"].items()}
+    o = res["overall"]["per_snr"]
+    curves["all"] = (np.array([r["snr_db"] for r in o]), np.array([r["accuracy"] for r in o]))
+    plots.accuracy_vs_snr(curves, out / "accuracy_vs_snr.png", title=res["name"])
+    plots.confusion_matrix(confusion(y, p), LABELS, out / "confusion_all.png", title="all SNR")
+    plots.confusion_matrix(confusion(y[high], p[high]), LABELS, out / "confusion_snr_ge_10db.png",
+                           title="SNR >= 10 dB")
+    return ["accuracy_vs_snr.png", "confusion_all.png", "confusion_snr_ge_10db.png"]

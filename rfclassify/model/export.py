@@ -139,7 +139,9 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     out = Path(out_dir or model_dir)
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() != Path(model_dir).resolve():
-        shutil.copy2(Path(model_dir) / meta.weights_file, out / meta.weights_file)
+        for name in (meta.weights_file, "train_log.json", "training_curves.png"):
+            if (Path(model_dir) / name).is_file():
+                shutil.copy2(Path(model_dir) / name, out / name)
     dyn = export_onnx(model, out / meta.onnx_file, opset=opset)
     report: dict[str, Any] = {"opset": opset, "onnx_file": meta.onnx_file, "static_batch": static_batch,
                               "dynamic": {}, "static": {}}

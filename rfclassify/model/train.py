@@ -15,7 +15,6 @@ circular time shift: its wrap point is a discontinuity no receiver ever sees.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import queue
@@ -196,6 +195,7 @@ class _Source:
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir."""
     t_start = time.perf_counter()
+    started_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch = require("torch", "training")
     from rfclassify.model.network import build_network, count_parameters
 
@@ -211,7 +211,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
+                            fused=device.startswith("cuda"))
     step, prior_s, history = 0, 0.0, []
     if cfg.resume:
         ck = torch.load(cfg.resume, map_location=device, weights_only=False)
@@ -291,7 +292,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "data_wait_s": round(src.waited, 1), "device": device,
         "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "parameters": count_parameters(model), "torch": torch.__version__,
-        "started_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "started_utc": started_utc,
     }, t_start)
 
 
@@ -312,7 +313,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     """Validate per bucket, fit the temperature, write model.pt, model.json, the log and the curves."""
     torch = require("torch")
     from rfclassify.model.calibration import calibrate
-    from rfclassify.model.evaluate import accuracy_summary
+    from rfclassify.model.evaluate import accuracy_summary, write_json
     from rfclassify.model.flops import flops_per_bucket
     from rfclassify.model.meta import ModelMeta
 
@@ -340,10 +341,8 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     meta = ModelMeta(model_id=model_id, buckets_samples=recipe.buckets_samples,
                      min_samples=recipe.min_samples, temperature=round(cal["temperature"], 5),
                      unknown_threshold=cal["unknown_threshold"], arch=model_cpu.arch,
-                     extra={"training": {k: training[k] for k in (
-                         "command", "seed", "steps", "train_s", "examples_fresh", "examples_reused",
-                         "device_name", "parameters", "flops_per_bucket", "started_utc")},
-                         "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
+                     extra={"training": {k: v for k, v in training.items() if k != "config"},
+                            "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
     meta.save(out)
     write_json(out / LOG_FILE, {"model_id": model_id, "training": training, "history": history})
     if history:
@@ -382,17 +381,3 @@ def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float,
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "config": asdict(cfg)}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
-
-
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
-    tmp.replace(path)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.generic,)):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)

@@ -1,0 +1,55 @@
+"""`rfclassify evaluate`: accuracy tables and figures on an HDF5 dataset, optionally the model card."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", metavar="FILE.h5", help="HDF5 dataset (rfclassify dataset generate/gnuradio)")
+    parser.add_argument("--model-dir", default=None, help="model directory (default: shipped models/)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
+                        help="inference backend, through the serving Classifier (default auto)")
+    parser.add_argument("--out", default=None,
+                        help="where evaluation.json and the PNGs go (default: <model-dir>/eval/<file stem>)")
+    parser.add_argument("--name", default=None, help="name of this evaluation in the card (default source:stem)")
+    parser.add_argument("--extra-eval", nargs="*", default=[], metavar="FILE.h5",
+                        help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
+    parser.add_argument("--card", action="store_true",
+                        help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
+    parser.add_argument("--card-dir", default=None, help="where the card goes (default: the model directory)")
+
+
+def _print(res: dict) -> None:
+    print(f"{res['name']}: {res['dataset']['n_bursts']} bursts via {res['run']['backend']} "
+          f"{res['run']['precision']} at {res['bursts_per_s']} bursts/s; rejected {res['rejected'] or 'none'}")
+    print(f"{'bucket':>7} {'n':>6} {'acc':>7} {'meanSNR':>8} {'>=10dB':>7} {'SNR MAE':>8}")
+    for b, s in [*res["per_bucket"].items(), ("all", res["overall"])]:
+        print(f"{b:>7} {s['n']:>6} {s['accuracy']:7.3f} {s['mean_accuracy_over_snr']:8.3f} "
+              f"{s['accuracy_snr_ge_10db']:7.3f} {s.get('snr_mae_db_0_20', float('nan')):8.2f}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.model.evaluate import evaluate_file
+    from rfclassify.model.meta import default_model_dir
+
+    model_dir = Path(args.model_dir) if args.model_dir else default_model_dir()
+    card_dir = Path(args.card_dir) if args.card_dir else model_dir
+    results = []
+    for i, path in enumerate([args.dataset, *args.extra_eval]):
+        out = Path(args.out) if (args.out and i == 0) else None
+        out = out or model_dir / "eval" / Path(path).stem
+        res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
+                            name=args.name if i == 0 else None)
+        res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
+        _print(res)
+        print(f"wrote {out}/evaluation.json and figures")
+        results.append(res)
+    if args.card:
+        from rfclassify.model.card import CARD_JSON, CARD_MD, build_card
+
+        build_card(model_dir, results, card_dir)
+        print(f"wrote {card_dir}/{CARD_MD} and {card_dir}/{CARD_JSON}")
+    return 0
