@@ -31,3 +31,17 @@ def test_inspect_of_a_foreign_file_is_one_line(tmp_path, capsys):
     assert main(["dataset", "inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_inspect_draws_a_png_sheet(tmp_path, capsys):
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(out), "--classes", "QPSK,FM", "--snr", "30",
+                 "--per-cell", "2", "--lengths", "256", "--channel", "clean"]) == 0
+    png = tmp_path / "sheet.png"
+    assert main(["dataset", "inspect", str(out), "--png", str(png)]) == 0
+    assert f"sheet: {png}" in capsys.readouterr().out
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

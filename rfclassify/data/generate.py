@@ -75,6 +75,8 @@ class GenerateSpec:
         object.__setattr__(self, "lengths_samples", lengths)
         if not self.channels:
             raise InputError("at least one channel preset is needed")
+        if len(set(self.channels)) != len(self.channels):
+            raise InputError("duplicate channel preset in --channel")
         known = channel_presets()
         for name in self.channels:
             if name not in known:
@@ -193,8 +195,9 @@ def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
         for t in tasks:
             yield make_chunk(t)
         return
-    # spawn: workers start clean (no copied locks or threads from the parent).
-    ctx = multiprocessing.get_context("spawn")
+    # fork (Linux): workers inherit the already imported synthesizer instead of paying ~2 s
+    # of imports each; they touch nothing but their task. Elsewhere spawn, the safe default.
+    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         pending: dict[int, cf.Future[ChunkResult]] = {}
         next_submit = 0
