@@ -43,8 +43,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
     clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision,
                           max_batch_size=max(max_batch, 1024), warmup=False)
     if m.warmup:
-        # every bucket at batch 1 and at the batch size the batcher aims for
-        clf.backend_impl.warmup(batch_sizes=tuple(sorted({1, min(max_batch, clf.max_batch_size)})))
+        # every bucket at batch 1 and a typical batch: first calls pay allocation, not traffic
+        clf.backend_impl.warmup(batch_sizes=tuple(sorted({1, min(max_batch, 64)})))
     return EngineAdapter(clf, m.unknown_threshold)
 
 

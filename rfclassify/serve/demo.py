@@ -72,7 +72,8 @@ class ResultCollector:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(2)
+        if self._thread.is_alive():
+            self._thread.join(2)
 
     def _run(self) -> None:
         import json
