@@ -142,9 +142,9 @@ def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Genera
     frac = pos - i0
     los_angle = rng.uniform(0, 2 * np.pi, size=b)
     los_phase = rng.uniform(0, 2 * np.pi, size=b)
-    y = x[:, pad:].astype(np.complex128)
+    y = x[:, pad:].copy()
     idx = np.flatnonzero(on)
-    faded = np.zeros((idx.size, n), np.complex128)
+    faded = np.zeros((idx.size, n), np.complex64)
     for lag in range(int(n_taps[idx].max()) if idx.size else 0):
         sel = idx[n_taps[idx] > lag]
         rows = np.flatnonzero(n_taps[idx] > lag)
@@ -158,7 +158,7 @@ def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Genera
                 2 * np.pi * fd[sel, None] * np.cos(los_angle[sel])[:, None] * grid
                 + los_phase[sel, None]))
         tap *= np.sqrt(pdp[sel, lag])[:, None]
-        h = tap[:, i0] * (1 - frac) + tap[:, i0 + 1] * frac
+        h = (tap[:, i0] * (1 - frac) + tap[:, i0 + 1] * frac).astype(np.complex64)
         faded[rows] += h * x[sel, pad - lag: pad - lag + n]
     y[idx] = faded
     nan = np.float32(np.nan)
@@ -189,7 +189,9 @@ def carrier(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
     if pn_on.any():
         steps = rng.standard_normal((b, n)) * np.deg2rad(sigma_deg)[:, None]
         phase = phase + np.cumsum(steps, axis=1)
-    return x * np.exp(1j * phase), {
+    # Wrap in float64 (n^2 terms grow), rotate in float32: the burst is complex64 anyway.
+    phase = np.mod(phase, 2 * np.pi).astype(np.float32)
+    return x * (np.cos(phase) + 1j * np.sin(phase)), {
         "cfo_cyc_per_sample": f0.astype(np.float32),
         "cfo_drift_cyc_per_sample2": drift.astype(np.float32),
         "phase_offset_deg": phi0_deg.astype(np.float32),
@@ -204,8 +206,8 @@ def iq_imbalance(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
     on = _on(cfg.p_iq_imbalance, b, rng)
     g_db = np.where(on, rng.uniform(-1, 1, b) * cfg.iq_gain_imbalance_db_max, 0.0)
     phi_deg = np.where(on, rng.uniform(-1, 1, b) * cfg.iq_phase_imbalance_deg_max, 0.0)
-    g = (10 ** (g_db / 20))[:, None]
-    phi = np.deg2rad(phi_deg)[:, None]
+    g = (10 ** (g_db / 20)).astype(np.float32)[:, None]
+    phi = np.deg2rad(phi_deg).astype(np.float32)[:, None]
     q = g * (x.imag * np.cos(phi) - x.real * np.sin(phi))
     return x.real + 1j * q, {"iq_gain_imbalance_db": g_db.astype(np.float32),
                              "iq_phase_imbalance_deg": phi_deg.astype(np.float32)}
@@ -219,10 +221,13 @@ def awgn(x: np.ndarray, snr_db: np.ndarray, rng: np.random.Generator, noise_only
     NOISE label, x == 0) get unit-power noise. Returns (y, signal power, noise power).
     """
     b, n = x.shape
-    p_sig = np.mean(np.abs(x) ** 2, axis=1)
-    w = rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))
+    p_sig = np.mean(np.abs(x) ** 2, axis=1, dtype=np.float64)
+    w = np.empty((b, n), np.complex64)
+    w.real = rng.standard_normal((b, n), dtype=np.float32)
+    w.imag = rng.standard_normal((b, n), dtype=np.float32)
     p_target = np.where(noise_only, 1.0, p_sig * 10 ** (-np.asarray(snr_db, np.float64) / 10))
-    w *= np.sqrt(p_target / np.mean(np.abs(w) ** 2, axis=1))[:, None]
+    p_w = np.mean(w.real.astype(np.float64) ** 2 + w.imag.astype(np.float64) ** 2, axis=1)
+    w *= np.sqrt(p_target / p_w).astype(np.float32)[:, None]
     return x + w, p_sig, p_target
 
 
@@ -236,7 +241,7 @@ def dc_offset(x: np.ndarray, ref_power: np.ndarray, cfg: ChannelConfig, rng: np.
     amp = np.where(on, np.sqrt(ref_power * 10 ** (level_db / 10)), 0.0)
     dc = amp * np.exp(1j * np.deg2rad(angle_deg))
     nan = np.float32(np.nan)
-    return x + dc[:, None], {"dc_offset_db": np.where(on, level_db, nan).astype(np.float32),
+    return x + dc.astype(np.complex64)[:, None], {"dc_offset_db": np.where(on, level_db, nan).astype(np.float32),
                              "dc_offset_deg": np.where(on, angle_deg, nan).astype(np.float32)}
 
 
@@ -255,10 +260,10 @@ def receiver(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
     q_on = _on(cfg.p_quantization, b, rng)
     code = np.where(q_on, np.where(_on(cfg.p_ci8, b, rng), QUANT_CI8, QUANT_CI16), QUANT_NONE)
     rms_dbfs = rng.uniform(*cfg.quant_rms_dbfs_range, size=b)
-    p = np.mean(np.abs(x) ** 2, axis=1)
+    p = np.mean(np.abs(x) ** 2, axis=1, dtype=np.float64)
     agc_db = rms_dbfs - 10 * np.log10(np.where(p > 0, p, 1.0))
     gain_db = np.where(q_on, agc_db, gain_db)
-    y = x * (10 ** (gain_db / 20))[:, None]
+    y = x * (10 ** (gain_db / 20)).astype(np.float32)[:, None]
     clipped = np.full(b, np.nan)
     for c, full in QUANT_FULL_SCALE.items():
         rows = code == c

@@ -65,11 +65,12 @@ def modulate_linear(label: str, sample_times: np.ndarray, sps: np.ndarray, rollo
                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """RRC-shaped random symbols at the given sample times; returns (iq (B, N), params).
 
-    Average power is ~1 (unit-energy alphabet, unit-energy pulse). OQPSK delays the Q rail
+    Average power is ~1 (unit-energy alphabet, unit-energy pulse). Roll-offs are used
+    rounded to pulses.ROLLOFF_STEP. OQPSK delays the Q rail
     by half a symbol relative to I.
     """
     span = RRC_SPAN_SYMBOLS
-    table = pulses.polyphase_table(pulses.rrc, rolloff, span)
+    table = pulses.rrc_table(rolloff, span)
     u = symbol_times(sample_times, sps, timing_offset_samples)
     if label == "OQPSK":
         u_q = u - 0.5

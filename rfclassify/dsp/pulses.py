@@ -11,6 +11,7 @@ Nearest-phase quantization at 128 phases is a timing error below 1/256 symbol (E
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -65,6 +66,20 @@ def polyphase_table(pulse: PulseFn, param: np.ndarray, span: int) -> np.ndarray:
     u = phase[:, None] + (span - 1 - j)[None, :]  # (P+1, 2L)
     param = np.asarray(param, dtype=np.float64).reshape(-1, 1, 1)
     return pulse(u[None, :, :], param).astype(np.float32)
+
+
+ROLLOFF_STEP = 1e-3  # roll-offs are drawn on this grid so their tables can be cached
+
+
+@lru_cache(maxsize=1024)
+def _rrc_row(rolloff_steps: int, span: int) -> np.ndarray:
+    return polyphase_table(rrc, np.array([rolloff_steps * ROLLOFF_STEP]), span)[0]
+
+
+def rrc_table(rolloff: np.ndarray, span: int) -> np.ndarray:
+    """polyphase_table(rrc, rolloff, span) for roll-offs on the ROLLOFF_STEP grid, cached."""
+    steps = np.rint(np.asarray(rolloff) / ROLLOFF_STEP).astype(int)
+    return np.stack([_rrc_row(int(k), span) for k in steps])
 
 
 def shape(symbols: np.ndarray, u: np.ndarray, table: np.ndarray, span: int,

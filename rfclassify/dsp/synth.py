@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.dsp import analog, channel as ch, cpm, linear, messages
+from rfclassify.dsp import analog, channel as ch, cpm, linear, messages, pulses
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.labels import LABELS, NOISE_LABEL, label_index
 
@@ -134,7 +134,8 @@ def _modulate(label: str, n_gen: int, pad: int, cfg: ChannelConfig, rng: np.rand
               "CPFSK": lambda: np.full(b, np.nan)}[label]()
         iq = cpm.modulate_cpm(label, t, sps, h, bt, timing, sro, rng)
         return iq, p | {"mod_index_h": h, "bt": bt, "peak_deviation_cyc_per_sample": h / (2 * sps)}
-    rolloff = rng.uniform(*ROLLOFF_RANGE, size=b)
+    # On the table-cache grid, so the recorded value is the one applied.
+    rolloff = np.round(rng.uniform(*ROLLOFF_RANGE, size=b) / pulses.ROLLOFF_STEP) * pulses.ROLLOFF_STEP
     iq, extra = linear.modulate_linear(label, t, sps, rolloff, timing, rng)
     return iq, p | extra | {"rolloff": rolloff}
 
@@ -180,7 +181,7 @@ def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: Chan
     y, p_iq = ch.iq_imbalance(y, cfg, rng_chan)
     noise_only = idx == LABELS.index(NOISE_LABEL)
     noisy = noise_only if snr is None else np.ones(b, bool)
-    p_sig = np.mean(np.abs(y) ** 2, axis=1)
+    p_sig = np.mean(np.abs(y) ** 2, axis=1, dtype=np.float64)
     p_noise = np.zeros(b)
     if noisy.any():
         y[noisy], p_sig[noisy], p_noise[noisy] = ch.awgn(
