@@ -275,3 +275,13 @@ def test_clean_channel_records_neutral_impairments() -> None:
 
 def test_benchmark_runs() -> None:
     assert benchmark(n_bursts=20, n_samples=128) > 0
+
+
+def test_every_label_survives_the_shared_normalization() -> None:
+    from rfclassify.dsp.windows import normalize_batch
+
+    for snr in (None, 0.0):
+        batch = synthesize(list(LABELS) * 2, 128, np.random.default_rng(12), snr_db=snr)
+        x = normalize_batch(batch.iq)
+        assert np.all(np.isfinite(x))
+        assert np.allclose(np.mean(np.abs(x) ** 2, axis=1), 1.0, rtol=1e-3)
