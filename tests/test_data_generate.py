@@ -38,16 +38,15 @@ def test_balanced_over_class_and_snr_with_lengths_in_bounds(tmp_path, capsys):
             assert x.shape == (n,) and np.isfinite(x).all()
 
 
-def test_length_list_and_channel_presets_rotate_within_each_cell(tmp_path):
-    out = _gen(tmp_path, "b.h5", "--lengths", "128,1024", "--channel", "full,clean")
+def test_length_list_and_channel_presets_are_balanced_per_class(tmp_path):
+    out = _gen(tmp_path, "b.h5", "--lengths", "128,1024,300", "--channel", "full,clean")
     with DatasetReader(out) as ds:
-        assert set(ds.lengths.tolist()) == {128, 1024}
+        assert set(ds.lengths.tolist()) == {128, 300, 1024}
         assert ds.channel_names == ("full", "clean")
-        for name in ("BPSK", "FM"):
-            for snr in (0.0, 10.0):
-                sel = (ds.label_names == name) & (ds.snr_db == snr)
-                assert set(ds.lengths[sel].tolist()) == {128, 1024}
-                assert set(ds.channel_index[sel].tolist()) == {0, 1}
+        for name in ("BPSK", "FM", "NOISE"):
+            sel = ds.label_names == name  # 12 examples: 4 per length, 6 per preset
+            assert sorted(np.unique(ds.lengths[sel], return_counts=True)[1].tolist()) == [4, 4, 4]
+            assert np.bincount(ds.channel_index[sel], minlength=2).tolist() == [6, 6]
         # the clean preset has no carrier offset; the full chain usually has one
         cfo = ds.params["cfo_cyc_per_sample"]
         clean = (ds.channel_index == 1) & (ds.label_names != "NOISE")

@@ -7,10 +7,11 @@ Workers only compute chunks; the parent writes them in chunk order, keeping at m
 2 x workers chunks in flight. So the file is identical for a seed whatever the worker count,
 and memory stays bounded by a few chunks.
 
-Balance: every (class, SNR) cell gets exactly `per_cell` examples. Inside a cell the
-examples rotate through the channel presets and (for an explicit length list) the lengths,
-so every cell covers every preset and length as evenly as per_cell allows. With a length
-range instead, each chunk draws its length log-uniformly from [length_min, length_max].
+Balance: every (class, SNR) cell gets exactly `per_cell` examples. Every class gets each
+channel preset and (for an explicit length list) each length equally often, up to one,
+assigned in a shuffled order independent of the SNR. With a length range instead, each chunk
+draws its length log-uniformly from [length_min, length_max] (chunks mix classes and SNRs,
+so class x length stays balanced on average).
 """
 
 from __future__ import annotations
@@ -148,14 +149,15 @@ def plan_chunks(spec: GenerateSpec) -> list[ChunkTask]:
     rng = np.random.default_rng(np.random.SeedSequence(spec.seed, spawn_key=(_PLAN_KEY,)))
     n_ch, n_len = len(spec.channels), max(len(spec.lengths_samples), 1)
     groups: dict[tuple[int, int], list[tuple[str, float]]] = {}
-    cell = 0
+    m = len(spec.snr_grid_db) * spec.per_cell
     for name in spec.classes:
-        for snr in spec.snr_grid_db:
-            for k in range(spec.per_cell):
-                j = k + cell  # rotate so small per_cell still spreads presets/lengths over cells
-                key = (j % n_ch, (j // n_ch) % n_len)
-                groups.setdefault(key, []).append((name, snr))
-            cell += 1
+        # Each class gets every preset and every listed length equally often (+-1), in an
+        # order shuffled independently of each other and of the SNR.
+        ch = rng.permutation((np.arange(m) + rng.integers(n_ch)) % n_ch)  # random offset: the
+        slot = rng.permutation((np.arange(m) + rng.integers(n_len)) % n_len)  # +1s vary by class
+        for e in range(m):
+            snr = spec.snr_grid_db[e // spec.per_cell]
+            groups.setdefault((int(ch[e]), int(slot[e])), []).append((name, snr))
     tasks: list[ChunkTask] = []
     log_lo, log_hi = np.log(spec.length_min_samples), np.log(spec.length_max_samples + 1)
     for (ch, slot) in sorted(groups):
