@@ -53,14 +53,15 @@ def test_noise_label_without_snr_is_unit_noise_and_nan_snr() -> None:
 
 @pytest.mark.parametrize("snr_db", [-10.0, 0.0, 12.5, 30.0])
 def test_realized_snr_is_exact_with_the_full_channel(snr_db: float) -> None:
-    # Full chain except the two receiver stages that act on signal + noise together (DC
-    # offset is not signal, quantization is not additive); the noise is then noisy - clean.
-    cfg = ChannelConfig().without("dc_offset", "quantization")
+    # Full chain except quantization (not additive): noise = noisy - (same burst, no noise),
+    # signal = the same burst without the receiver's DC offset (not part of the signal).
+    cfg = ChannelConfig().without("quantization")
     labels = SIGNAL_LABELS
     clean = synthesize(labels, 1024, np.random.default_rng(7), channel=cfg)
+    signal = synthesize(labels, 1024, np.random.default_rng(7), channel=cfg.without("dc_offset"))
     noisy = synthesize(labels, 1024, np.random.default_rng(7), snr_db=snr_db, channel=cfg)
     noise = noisy.iq.astype(np.complex128) - clean.iq
-    measured = 10 * np.log10(np.mean(np.abs(clean.iq) ** 2, axis=1) / np.mean(np.abs(noise) ** 2, axis=1))
+    measured = 10 * np.log10(np.mean(np.abs(signal.iq) ** 2, axis=1) / np.mean(np.abs(noise) ** 2, axis=1))
     assert np.max(np.abs(measured - snr_db)) < 0.25
     assert np.all(noisy.snr_db == np.float32(snr_db))
     # Noise is white and circular: I and Q equal power, uncorrelated.
@@ -68,6 +69,7 @@ def test_realized_snr_is_exact_with_the_full_channel(snr_db: float) -> None:
     assert np.mean(ratio) == pytest.approx(1.0, abs=0.05)
     # The channel really acted on these bursts.
     assert np.mean(clean.params["fading_type"] > 0) > 0.3
+    assert np.mean(np.isfinite(clean.params["dc_offset_db"])) > 0.2
 
 
 def test_noise_label_gets_requested_nominal_snr_and_only_noise() -> None:

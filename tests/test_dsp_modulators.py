@@ -64,7 +64,6 @@ def test_constellations_have_unit_energy_and_right_size() -> None:
 
 
 def test_oqpsk_q_rail_is_half_a_symbol_after_i() -> None:
-    sps, beta = 8.0, 0.35
     batch = synthesize(["OQPSK"], 2048, np.random.default_rng(2), channel=CLEAN)
     iq = batch.iq[0]
     sps, beta = float(batch.params["samples_per_symbol"][0]), float(batch.params["rolloff"][0])
@@ -90,7 +89,7 @@ def test_fsk_deviation_matches_h_and_phase_is_continuous(label: str) -> None:
         # Phase continuity: no step larger than the deviation allows; runs reach it.
         assert np.max(np.abs(f)) <= dev * 1.01
         assert np.max(np.abs(f)) >= dev * 0.97
-        # Over one symbol the phase moves by at most h*pi (rect) / on average ~h*pi.
+        # Rectangular pulse: the frequency sits at +-h/(2T) almost everywhere.
         if label == "CPFSK":
             assert np.mean(np.abs(np.abs(f) - dev) < 0.02 * dev) > 0.8
     if label == "GMSK":

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from rfclassify.dsp import pulses
-from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
+from rfclassify.dsp.constellations import (APSK16_RATIOS, APSK32_RATIOS, APSK64, APSK128, apsk,
+                                          constellation)
 
 RRC_SPAN_SYMBOLS = 8  # taps on each side; truncation costs < -40 dB at roll-off 0.15
 LINEAR_LABELS = ("OOK", "4ASK", "8ASK", "PAM4", "BPSK", "QPSK", "OQPSK", "8PSK", "16PSK",
@@ -53,7 +54,6 @@ def _draw_symbols(label: str, shape: tuple[int, int], rng: np.random.Generator
         return out, ratio2, ratio3
     alphabet = constellation(label)
     if label in ("64APSK", "128APSK"):
-        from rfclassify.dsp.constellations import APSK64, APSK128
         radii = (APSK64 if label == "64APSK" else APSK128)[1]
         ratio2[:] = radii[1]
         ratio3[:] = radii[2]
