@@ -150,7 +150,8 @@ def _gnuradio(args: argparse.Namespace) -> int:
     report = generate_gnuradio_dataset(spec, args.out, python=args.python, force=args.force,
                                        command_line=_command_line(args))
     print(f"wrote {report.path}: {report.n_examples} bursts of {spec.length_samples} samples from GNU Radio "
-          f"in {report.elapsed_s:.1f} s; labels: {', '.join(report.classes)}")
+          f"{report.gr_version} in {report.elapsed_s:.1f} s ({report.n_examples / report.elapsed_s:,.1f} bursts/s); "
+          f"labels: {', '.join(report.classes)}")
     return 0
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError, InternalError, MissingDependencyError
+from rfclassify._progress import Progress
 from rfclassify.data import schema
 from rfclassify.data.generate import check_output
 from rfclassify.labels import label_index, parse_labels
@@ -126,11 +127,20 @@ def run_flowgraph(spec: GnuRadioSpec, workdir: Path, python: str = SYSTEM_PYTHON
     spec_path.write_text(json.dumps({
         "labels": list(spec.classes), "snr_grid_db": list(spec.snr_grid_db),
         "per_cell": spec.per_cell, "length": spec.length_samples, "seed": spec.seed}))
-    proc = subprocess.run([python, "-I", str(FLOWGRAPH), str(spec_path), str(out_path)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 or not out_path.exists():
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise InternalError(f"the GNU Radio flowgraph failed (exit {proc.returncode}): {tail}")
+    per_label = len(spec.snr_grid_db) * spec.per_cell
+    lines: list[str] = []
+    with Progress(per_label * len(spec.classes), desc="gnuradio", unit="bursts") as bar, \
+            subprocess.Popen([python, "-I", str(FLOWGRAPH), str(spec_path), str(out_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the script reports "<label>: done" per label
+            lines.append(line.rstrip())
+            if line.rstrip().endswith(": done"):
+                bar.update(per_label)
+        code = proc.wait()
+    if code != 0 or not out_path.exists():
+        tail = " | ".join(lines[-3:])
+        raise InternalError(f"the GNU Radio flowgraph failed (exit {code}): {tail}")
     with np.load(out_path, allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
 
