@@ -262,6 +262,9 @@ def test_channel_config_validation_and_family_selection() -> None:
         ChannelConfig.only("cfo", "lightning")
     with pytest.raises(ConfigError, match="max_taps"):
         ChannelConfig(max_taps=0)
+    with pytest.raises(ConfigError, match="max_taps"):
+        ChannelConfig(max_taps=2.5)
+    assert ChannelConfig(p_cfo=np.float32(0.5)).p_cfo == 0.5
     only = ChannelConfig.only("multipath", "quantization")
     assert only.p_multipath == 1.0 and only.p_quantization == 1.0 and only.p_cfo == 0.0
     assert all(getattr(CLEAN, f"p_{f}") == 0.0 for f in FAMILIES)

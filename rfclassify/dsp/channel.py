@@ -63,8 +63,10 @@ class ChannelConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name.startswith("p_") and not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ConfigError(f"ChannelConfig.{f.name} must be a probability in [0, 1], got {v!r}")
+            if f.name.startswith("p_"):
+                if not (isinstance(v, (int, float, np.integer, np.floating)) and 0.0 <= v <= 1.0):
+                    raise ConfigError(f"ChannelConfig.{f.name} must be a probability in [0, 1], got {v!r}")
+                object.__setattr__(self, f.name, float(v))
             if f.name.endswith("_range"):
                 if len(v) != 2 or not all(np.isfinite(v)) or v[0] > v[1]:
                     raise ConfigError(f"ChannelConfig.{f.name} must be (low, high) with low <= high, got {v!r}")
@@ -77,7 +79,7 @@ class ChannelConfig:
                 raise ConfigError(f"ChannelConfig.{name} is log-uniform and must be > 0")
         if self.quant_rms_dbfs_range[1] > 0:
             raise ConfigError("ChannelConfig.quant_rms_dbfs_range must be <= 0 dBFS")
-        if not 1 <= int(self.max_taps) <= 64:
+        if not (isinstance(self.max_taps, (int, np.integer)) and 1 <= self.max_taps <= 64):
             raise ConfigError(f"ChannelConfig.max_taps must be in 1..64, got {self.max_taps}")
         if self.cfo_cyc_per_sample_max >= 0.5:
             raise ConfigError("ChannelConfig.cfo_cyc_per_sample_max must be < 0.5 (Nyquist)")
