@@ -1,0 +1,314 @@
+"""Ingest against REAL GNU Radio 3.10 flowgraphs (tests/gr/burst_source.py, run by /usr/bin/python3).
+
+Unit level: a SUB socket here receives the bytes GNU Radio's zeromq sinks publish and feeds
+them to our decoders. End to end: `rfclassify serve` as a subprocess consumes the flowgraph
+and we count its published results. Each flowgraph binds a fresh loopback port (port 0) and
+every subprocess is killed when its test ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.decoders import IngestConfig, make_decoder
+from rfclassify.serve.gr_pdu import to_jsonable
+
+GR_PYTHON = "/usr/bin/python3"
+SCRIPT = Path(__file__).parent / "gr" / "burst_source.py"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _gnuradio_missing() -> str:
+    try:
+        proc = subprocess.run([GR_PYTHON, "-c", "import gnuradio, pmt"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{GR_PYTHON} cannot run: {exc}"
+    return "" if proc.returncode == 0 else f"{GR_PYTHON} -c 'import gnuradio' failed (apt-get install gnuradio)"
+
+
+_MISSING = _gnuradio_missing()
+pytestmark = [pytest.mark.gnuradio, pytest.mark.skipif(bool(_MISSING), reason=_MISSING or "GNU Radio present")]
+
+PAD, BLOCK = 32, 32  # CutterConfig defaults
+
+
+class Flowgraph:
+    """tests/gr/burst_source.py as a subprocess: bound endpoint first, samples after go()."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([GR_PYTHON, str(SCRIPT), *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ENDPOINT "):
+            self.kill()
+            raise RuntimeError(f"flowgraph did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
+        self.endpoint = line.split()[1]
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def truth(self, timeout_s: float = 20.0) -> list[dict]:
+        out, err = self.proc.communicate(timeout=timeout_s)
+        assert self.proc.returncode == 0, err[-2000:]
+        line = [ln for ln in out.splitlines() if ln.startswith("TRUTH ")][-1]
+        return json.loads(line[len("TRUTH "):])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(5)
+
+
+@pytest.fixture()
+def flowgraph():
+    started: list[Flowgraph] = []
+
+    def start(*args: str) -> Flowgraph:
+        fg = Flowgraph(*args)
+        started.append(fg)
+        return fg
+
+    yield start
+    for fg in started:
+        fg.kill()
+
+
+def receive_all(fg: Flowgraph, settle_s: float = 0.3) -> list[list[bytes]]:
+    """Subscribe, start the flowgraph, and collect messages until it has exited and gone quiet."""
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.RCVHWM, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(fg.endpoint)
+    try:
+        time.sleep(settle_s)  # the subscription must reach the PUB socket before data flows
+        fg.go()
+        msgs, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if sub.poll(500):
+                msgs.append(sub.recv_multipart())
+            elif fg.proc.poll() is not None:
+                break
+        return msgs
+    finally:
+        sub.close()
+
+
+def _decode(fmt: str, cfg: IngestConfig, msgs: list[list[bytes]]) -> list[Burst | Reject]:
+    dec = make_decoder(fmt, cfg)
+    out = [o for m in msgs for o in dec.decode(m, time.monotonic())]
+    return out + dec.flush(time.monotonic())
+
+
+def _bursts(out: list) -> list[Burst]:
+    rejects = [o for o in out if isinstance(o, Reject)]
+    assert not rejects, rejects
+    return out
+
+
+@pytest.mark.parametrize("mod,extra", [
+    ("qpsk", []),                                  # plain stream, no key
+    ("gmsk", ["--pass-tags", "--key", "sdr1"]),    # tag headers and a key frame
+    ("fm", ["--key", "fm"]),
+])
+def test_energy_cutter_finds_each_burst_of_a_real_stream(flowgraph, mod, extra) -> None:
+    fg = flowgraph("--sink", "stream", "--mod", mod, "--noise", "0.05", "--seed", "3", *extra)
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    assert len(msgs) > 1 and all(len(m) == (2 if "--key" in extra else 1) for m in msgs)
+    bursts = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6), msgs))
+    assert len(bursts) == len(truth)
+    for b, t in zip(bursts, truth):
+        start = b.meta["offset_samples"]
+        # the cut covers the sent burst plus its padding, give or take a block (and the
+        # few samples channel_model's resampler delays the signal by)
+        assert start <= t["offset"] and start + b.n_samples >= t["offset"] + t["length"]
+        assert b.n_samples <= t["length"] + 2 * PAD + 2 * BLOCK + 16
+        assert b.sample_rate_hz == 1e6
+    if "--pass-tags" in extra:  # the flowgraph's burst_id tags reach the bursts
+        assert [b.burst_id for b in bursts] == [t["burst_id"] for t in truth]
+
+
+def test_length_tags_cut_exactly(flowgraph) -> None:
+    fg = flowgraph("--sink", "stream", "--mod", "bpsk", "--pass-tags", "--noise", "0.1", "--seed", "4")
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    bursts = _bursts(_decode("gr-stream", IngestConfig(cut_mode="tags", pass_tags=True), msgs))
+    assert [(b.meta["offset_samples"], b.n_samples, b.burst_id) for b in bursts] == [
+        (t["offset"], t["length"], t["burst_id"]) for t in truth]
+    for b in bursts:  # signal (unit power) inside, not noise (0.01)
+        assert np.mean(np.abs(b.iq[16:]) ** 2) > 0.5
+
+
+def test_pdus_decode_to_exactly_the_samples_sent(flowgraph, tmp_path) -> None:
+    dump = tmp_path / "sent.c64"
+    fg = flowgraph("--sink", "pdu", "--mod", "qpsk", "--noise", "0.05", "--seed", "5", "--dump", str(dump))
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    bursts = _bursts(_decode("gr-pdu", IngestConfig(sample_rate_hz=2e6, stream="gr"), msgs))
+    assert [(b.burst_id, b.n_samples) for b in bursts] == [(t["burst_id"], t["length"]) for t in truth]
+    sent = np.fromfile(dump, dtype=np.complex64)
+    np.testing.assert_array_equal(np.concatenate([b.iq for b in bursts]), sent)
+    assert all(b.truth == Truth("QPSK", None) and b.sample_rate_hz == 2e6 and b.stream == "gr" for b in bursts)
+
+
+GR_PDUS = r"""
+import json, sys, numpy as np, pmt
+rng = np.random.default_rng(int(sys.argv[1]))
+out = []
+for i in range(20):
+    iq = (rng.standard_normal(int(rng.integers(1, 300))) + 1j * rng.standard_normal(1)).astype(np.complex64)
+    meta = pmt.make_dict()
+    expect = {}
+    for k in range(int(rng.integers(0, 6))):
+        kind = int(rng.integers(0, 7))
+        key = "k%d_%d" % (k, kind)
+        if kind == 0:
+            v = int(rng.integers(-2**40, 2**40)); p = pmt.from_long(v)
+        elif kind == 1:
+            v = float(rng.standard_normal()); p = pmt.from_double(v)
+        elif kind == 2:
+            v = "sym%d" % rng.integers(1000); p = pmt.intern(v)
+        elif kind == 3:
+            v = int(rng.integers(0, 2**63)); p = pmt.from_uint64(v)
+        elif kind == 4:
+            v = bool(rng.integers(0, 2)); p = pmt.from_bool(v)
+        elif kind == 5:
+            c = complex(rng.standard_normal(), rng.standard_normal()); v = [c.real, c.imag]; p = pmt.from_complex(c)
+        else:
+            f = rng.standard_normal(3).astype(np.float32); v = [float(x) for x in f]; p = pmt.init_f32vector(3, f.tolist())
+        meta = pmt.dict_add(meta, pmt.intern(key), p)
+        expect[key] = v
+    meta = pmt.dict_add(meta, pmt.intern("burst_id"), pmt.from_long(i))
+    meta = pmt.dict_add(meta, pmt.intern("rx_time"), pmt.make_tuple(pmt.from_uint64(1000 + i), pmt.from_double(0.25)))
+    data = pmt.serialize_str(pmt.cons(meta, pmt.init_c32vector(len(iq), iq.tolist())))
+    out.append({"hex": data.hex(), "iq": iq.view(np.float32).tolist(), "meta": expect, "id": i})
+print(json.dumps(out))
+"""
+
+
+def test_pmt_decoder_agrees_with_gnuradio_serializer() -> None:
+    proc = subprocess.run([GR_PYTHON, "-c", GR_PDUS, "7"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dec = make_decoder("gr-pdu")
+    for case in json.loads(proc.stdout):
+        (b,) = dec.decode([bytes.fromhex(case["hex"])], 0.0)
+        assert isinstance(b, Burst), b
+        np.testing.assert_array_equal(b.iq.view(np.float32), np.asarray(case["iq"], np.float32))
+        assert b.burst_id == case["id"] and b.time == 1000 + case["id"] + 0.25
+        assert b.meta == to_jsonable(case["meta"])
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: `rfclassify serve` consuming a GNU Radio flowgraph
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shipped_model() -> bool:
+    return (REPO / "models" / "model.json").exists() and (REPO / "models" / "model.onnx").exists()
+
+
+@pytest.fixture()
+def serve(tmp_path, tiny_model_dir):
+    """Start `rfclassify serve` against an input endpoint; yields (output endpoint, control endpoint)."""
+    procs: list[subprocess.Popen] = []
+
+    def start(input_endpoint: str, input_format: str) -> tuple[str, str]:
+        pytest.importorskip("onnxruntime")
+        from rfclassify.serve.control import NoDaemonError, request
+
+        output = f"tcp://127.0.0.1:{_free_port()}"
+        control = f"ipc://{tmp_path / 'control'}"
+        model = [] if _shipped_model() else ["--model-dir", str(tiny_model_dir)]
+        cmd = [sys.executable, "-m", "rfclassify", "serve", "--input", input_endpoint,
+               "--input-format", input_format, "--sample-rate", "1e6", "--output", output,
+               "--control", control, "--backend", "onnxruntime", "--precision", "fp32", *model]
+        log = tmp_path / "serve.log"
+        with open(log, "w") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        procs.append(proc)
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"rfclassify serve exited: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"rfclassify serve did not come up: {log.read_text()[-3000:]}"
+            try:
+                health = request(control, "status", timeout_s=0.5)["health"]
+            except NoDaemonError:
+                continue
+            assert health != "failed", log.read_text()[-3000:]
+            if health != "starting":  # the model is loaded and the pipeline runs
+                return output, control
+            time.sleep(0.1)
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _collect(output: str, fg: Flowgraph, expected: int) -> tuple[list[dict], list[dict]]:
+    from rfclassify.serve.demo import ResultCollector
+
+    col = ResultCollector(output).start()
+    try:
+        time.sleep(0.7)  # the daemon's SUB subscription must reach the flowgraph's PUB
+        fg.go()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(col.results) + len(col.rejects) < expected:
+            time.sleep(0.1)
+        time.sleep(1.0 if len(col.results) >= expected else 0.0)  # nothing extra should follow
+        return list(col.results), list(col.rejects)
+    finally:
+        col.stop()
+
+
+RESULT_FIELDS = {"burst_id", "stream", "label", "confidence", "top", "snr_db", "n_samples", "bucket",
+                 "windows", "backend", "precision", "model", "latency_ms"}
+
+
+@pytest.mark.parametrize("input_format", ["gr-stream", "gr-pdu"])
+def test_daemon_classifies_every_burst_of_a_gnuradio_flowgraph(flowgraph, serve, input_format) -> None:
+    sink = "stream" if input_format == "gr-stream" else "pdu"
+    fg = flowgraph("--sink", sink, "--mod", "qpsk", "--noise", "0.03", "--seed", "11", "--bursts", "10")
+    output, control = serve(fg.endpoint, input_format)
+    results, rejects = _collect(output, fg, expected=10)
+    truth = fg.truth()
+    assert rejects == []
+    assert len(results) == len(truth) == 10
+    by_id = {r["burst_id"]: r for r in results}
+    assert sorted(by_id) == [t["burst_id"] for t in truth]
+    for t in truth:
+        r = by_id[t["burst_id"]]
+        assert RESULT_FIELDS <= set(r), RESULT_FIELDS - set(r)
+        if input_format == "gr-pdu":
+            assert r["n_samples"] == t["length"] and r["truth"]["label"] == "QPSK"
+        else:
+            assert t["length"] <= r["n_samples"] <= t["length"] + 2 * PAD + 2 * BLOCK + 16
+    if _shipped_model():
+        # a clean, high-SNR QPSK flowgraph: most bursts should be called QPSK by a trained model
+        qpsk = sum(r["label"] == "QPSK" or r["top"][0]["label"] == "QPSK" for r in results)
+        assert qpsk >= 6, [r["label"] for r in results]
