@@ -74,7 +74,8 @@ MESSAGE_BANDWIDTH_RANGE = (0.005, 0.1)  # cycles/sample, log-uniform
 AM_INDEX_RANGE = (0.3, 1.0)
 FM_BETA_NARROW, FM_BETA_WIDE = (0.1, 1.0), (1.0, 8.0)
 FM_MAX_CARSON_HALF = 0.4                # deviation + bandwidth <= 0.4 cycles/sample
-CHUNK_BURSTS = 256                      # bounds peak memory for any batch size
+CHUNK_SAMPLES = 1 << 18                 # bursts x samples per chunk: bounds peak memory (~100 MB)
+CHUNK_BURSTS_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,9 @@ def synthesize(labels: Sequence[str], n_samples: int, rng: np.random.Generator,
     n = int(n_samples)
     iq = np.empty((idx.size, n), np.complex64)
     params = np.empty(idx.size, PARAM_DTYPE)
-    for start in range(0, idx.size, CHUNK_BURSTS):
-        sl = slice(start, start + CHUNK_BURSTS)
+    chunk = max(1, min(CHUNK_BURSTS_MAX, CHUNK_SAMPLES // n))
+    for start in range(0, idx.size, chunk):
+        sl = slice(start, start + chunk)
         iq[sl], params[sl] = _synthesize_chunk(idx[sl], n, None if snr is None else snr[sl],
                                                channel, rng)
     out_snr = np.full(idx.size, np.nan, np.float32) if snr is None else snr.astype(np.float32)
