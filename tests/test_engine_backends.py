@@ -103,19 +103,20 @@ def test_warmup_rejects_a_length_that_is_not_a_bucket(ort):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_cuda_graphs_match_eager_cpu(meta, tiny_model_dir, precision):
+@pytest.mark.parametrize(("precision", "graphs"), [("fp32", True), ("fp16", True), ("fp16", False)])
+def test_cuda_graphs_match_eager_cpu(meta, tiny_model_dir, precision, graphs):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     x = _x(37, 1024, seed=3)  # not a graph batch size: padded up to 64
     with TorchBackend(meta, tiny_model_dir, device="cpu") as cpu:
         ref_logits, ref_snr = cpu.infer(x)
-    with TorchBackend(meta, tiny_model_dir, device="cuda:0", precision=precision) as gpu:
+    with TorchBackend(meta, tiny_model_dir, device="cuda:0", precision=precision,
+                      cuda_graphs=graphs) as gpu:
         gpu.warmup(buckets_samples=(1024,), batch_sizes=(1, 64))
         logits, snr = gpu.infer(x)
         one, _ = gpu.infer(np.ascontiguousarray(x[:1]))
-        assert (1024, 64) in gpu._graphs and (1024, 1) in gpu._graphs
+        assert ((1024, 64) in gpu._graphs and (1024, 1) in gpu._graphs) == graphs
     tol = 5e-2 if precision == "fp16" else 2e-3
     np.testing.assert_allclose(logits, ref_logits, atol=tol, rtol=tol)
     np.testing.assert_allclose(snr, ref_snr, atol=tol * 10, rtol=tol)

@@ -9,7 +9,7 @@ import pytest
 
 from rfclassify.cli import main
 
-TINY = ["--seconds", "0.02", "--buckets", "128", "--batch-sizes", "1,2", "--threads", "1"]
+TINY = ["--device", "cpu", "--seconds", "0.02", "--buckets", "128", "--batch-sizes", "1,2", "--threads", "1"]
 
 
 def test_bench_writes_a_report_with_latency_throughput_and_ratios(tiny_model_dir, tmp_path, capsys):

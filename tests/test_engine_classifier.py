@@ -17,7 +17,7 @@ from rfclassify.model.meta import ModelMeta
 
 @pytest.fixture(scope="module")
 def clf(tiny_model_dir):
-    with Classifier.load(tiny_model_dir, threads=1) as c:
+    with Classifier.load(tiny_model_dir, device="cpu", threads=1) as c:  # the same on GPU boxes
         yield c
 
 
@@ -26,16 +26,35 @@ def _burst(n: int, seed: int = 0) -> np.ndarray:
     return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
 
 
-def test_auto_selection_on_a_cpu_box_picks_onnxruntime_and_says_why(clf):
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.skipif(_has_gpu(), reason="auto picks torch on CUDA where there is a GPU")
+def test_auto_selection_on_a_cpu_box_picks_onnxruntime_and_says_why(tiny_model_dir):
+    with Classifier.load(tiny_model_dir) as clf:
+        _check_cpu_choice(clf)
+        assert "tensorrt on cuda:0 skipped" in clf.backend_reason
+        assert "torch on cuda:0 skipped (torch sees no CUDA GPU)" in clf.backend_reason
+
+
+def test_device_cpu_picks_onnxruntime_and_says_why(clf):
+    _check_cpu_choice(clf)
+
+
+def _check_cpu_choice(clf):
     assert clf.backend == "onnxruntime" and clf.device == "cpu" and clf.precision == "fp32"
     assert "onnxruntime on cpu chosen" in clf.backend_reason
-    assert "tensorrt on cuda:0 skipped" in clf.backend_reason
     assert "not calibrated" in clf.precision_reason
     assert clf.describe()["backend"] == "onnxruntime"
 
 
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
-    with Classifier.load(tiny_model_dir, precision="int8") as c:
+    with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"
         assert c.precision_reason.startswith("fell back from int8 to fp32")
 
@@ -116,7 +135,7 @@ def test_results_do_not_depend_on_the_other_bursts_in_the_call(clf):
 
 
 def test_infer_windows_splits_batches_above_max_batch_size(tiny_model_dir):
-    with Classifier.load(tiny_model_dir, max_batch_size=2) as small:
+    with Classifier.load(tiny_model_dir, device="cpu", max_batch_size=2) as small:
         z = _burst(2000, seed=7)
         w = burst_to_windows(z, small.policy)
         assert w.n_windows > 2
@@ -136,7 +155,7 @@ def _model_copy(src, dst, **meta_changes):
 def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_dir, tmp_path, clf):
     z = _burst(1024, seed=8)
     (plain,) = clf.classify([z])
-    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "m", unknown_threshold=0.999)) as strict:
+    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "m", unknown_threshold=0.999), device="cpu") as strict:
         (r,) = strict.classify([z])
     assert r.ok and r.label == UNKNOWN_LABEL
     assert r.best_guess == plain.label and r.top[0][0] == plain.label
@@ -146,7 +165,7 @@ def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_
 def test_temperature_flattens_the_probabilities(tiny_model_dir, tmp_path, clf):
     z = _burst(1024, seed=9)
     (plain,) = clf.classify([z])
-    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "t", temperature=4.0)) as hot:
+    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "t", temperature=4.0), device="cpu") as hot:
         (r,) = hot.classify([z])
     assert r.top[0][0] == plain.top[0][0]
     assert r.confidence < plain.confidence
@@ -167,7 +186,21 @@ def test_a_single_array_instead_of_a_list_is_a_clear_error(clf):
 
 def test_torch_cpu_backend_gives_the_same_results(tiny_model_dir, clf):
     bursts = [_burst(n, seed=n) for n in (100, 4096)]
-    with Classifier.load(tiny_model_dir, backend="torch") as t:
+    with Classifier.load(tiny_model_dir, backend="torch", device="cpu") as t:
         assert t.backend == "torch" and t.device == "cpu"
         for a, b in zip(t.classify(bursts), clf.classify(bursts), strict=True):
             np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_auto_on_a_gpu_picks_torch_cuda_fp16_and_agrees_with_the_cpu(tiny_model_dir, clf):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    bursts = [_burst(n, seed=n) for n in (64, 1000, 5000, 100000)]
+    with Classifier.load(tiny_model_dir, warmup=True, max_batch_size=64) as gpu:
+        assert (gpu.backend, gpu.device, gpu.precision) == ("torch", "cuda:0", "fp16")
+        assert "torch on cuda:0 chosen" in gpu.backend_reason
+        for a, b in zip(gpu.classify(bursts), clf.classify(bursts), strict=True):
+            np.testing.assert_allclose(a.probabilities, b.probabilities, atol=2e-2)
+            assert a.snr_db == pytest.approx(b.snr_db, abs=0.2)

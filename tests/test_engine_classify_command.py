@@ -51,7 +51,7 @@ def test_classify_sigmf_prints_a_table_and_accuracy(tiny_model_dir, tmp_path, ca
            {"core:sample_start": 1024, "core:sample_count": 10}]
     base = _write_sigmf(tmp_path / "a", _iq(2048, 2), "cf32_le", ann)
     whole = _write_sigmf(tmp_path / "b", _iq(700, 3), "ci16_le")
-    rc = main(["classify", str(base), str(whole) + ".sigmf-meta", "--model-dir", str(tiny_model_dir)])
+    rc = main(["classify", str(base), str(whole) + ".sigmf-meta", "--model-dir", str(tiny_model_dir), "--device", "cpu"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "[too_short]" in out and "BPSK" in out
@@ -61,7 +61,7 @@ def test_classify_sigmf_prints_a_table_and_accuracy(tiny_model_dir, tmp_path, ca
 
 def test_classify_json_lines(tiny_model_dir, tmp_path, capsys):
     base = _write_sigmf(tmp_path / "c", _iq(5000, 4), "cf32_le")
-    rc = main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--json", "--top", "2"])
+    rc = main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--device", "cpu", "--json", "--top", "2"])
     captured = capsys.readouterr()
     (line,) = captured.out.strip().splitlines()
     rec = json.loads(line)
@@ -81,7 +81,7 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
         w.append([_iq(n, n) for n in (64, 300, 2048)], np.array([4, 26, 4]),
                  np.array([10.0, 10.0, np.nan]), np.zeros(3, params_dtype))
         w.commit()
-    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--json"])
+    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--device", "cpu", "--json"])
     captured = capsys.readouterr()
     recs = [json.loads(x) for x in captured.out.strip().splitlines()]
     assert rc == 0 and len(recs) == 3
@@ -102,7 +102,7 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
 )
 def test_bad_files_are_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys, setup, match):
     path = setup(tmp_path / "bad")
-    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir)])
+    rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--device", "cpu"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and match in err
 
