@@ -70,6 +70,9 @@ class Flowgraph:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(5)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
 
 
 @pytest.fixture()

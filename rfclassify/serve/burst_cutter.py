@@ -238,7 +238,9 @@ class EnergyCutter:
             h[:-n] = h[n:]
             h[-n:] = powers
         self._history_n = min(self._history_n + n, h.shape[0])
-        floor = max(float(np.percentile(h[-self._history_n:], cfg.floor_percentile)), self._floor_min)
+        recent = h[-self._history_n:]
+        k = int(cfg.floor_percentile / 100.0 * (recent.shape[0] - 1))  # nearest-rank percentile:
+        floor = max(float(np.partition(recent, k)[k]), self._floor_min)  # np.percentile costs 3x
         on = powers > floor * self._threshold
         starts = self._decided + np.arange(n, dtype=np.int64) * width
         ends = starts + width
