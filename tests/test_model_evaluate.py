@@ -1,0 +1,75 @@
+"""Evaluation through the serving Classifier, the measurements, and the model card files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("matplotlib")
+
+from rfclassify.cli import main  # noqa: E402
+from rfclassify.labels import LABELS  # noqa: E402
+from rfclassify.model.evaluate import accuracy_summary, confusion, per_class_accuracy  # noqa: E402
+
+
+def test_accuracy_summary_by_hand():
+    labels = np.array([0, 0, 1, 1, LABELS.index("NOISE"), 2])
+    pred = np.array([0, 1, 1, 1, LABELS.index("NOISE"), 0])
+    snr = np.array([-10.0, -10.0, 10.0, 10.0, 20.0, 20.0])
+    est = np.array([-8.0, 0.0, 11.0, 13.0, 99.0, 20.5])
+    s = accuracy_summary(labels, pred, snr, est)
+    assert s["accuracy"] == pytest.approx(4 / 6)
+    assert [r["accuracy"] for r in s["per_snr"]] == [0.5, 1.0, 0.5]
+    assert s["mean_accuracy_over_snr"] == pytest.approx(2 / 3)
+    assert s["accuracy_snr_ge_10db"] == pytest.approx(3 / 4)
+    # NOISE (nominal SNR) and out-of-range SNRs are not in the MAE: (1 + 3 + 0.5) / 3
+    assert s["snr_mae_db_0_20"] == pytest.approx(1.5) and s["snr_mae_n"] == 3
+    assert per_class_accuracy(labels, pred)[LABELS[0]] == 0.5
+    assert confusion(labels, pred)[0, 1] == 1
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ds") / "tiny.h5"
+    assert main(["dataset", "generate", "--out", str(path), "--snr=-10,20", "--per-cell", "1",
+                 "--classes", "BPSK,QPSK,FM,NOISE", "--lengths", "100,256,1500", "--seed", "1"]) == 0
+    return path
+
+
+def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    card_dir = tmp_path / "card"
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(model_dir), "--backend", "onnxruntime",
+                 "--out", str(tmp_path / "ev"), "--card", "--card-dir", str(card_dir)]) == 0
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert ev["overall"]["n"] == 8 and ev["run"]["backend"] == "onnxruntime"
+    assert sorted(ev["per_bucket"]) == ["1024", "128", "256"]
+    assert {r["snr_db"] for r in ev["overall"]["per_snr"]} == {-10.0, 20.0}
+    assert set(ev["per_class"]) == {"BPSK", "QPSK", "FM", "NOISE"}
+    for fig in ("accuracy_vs_snr.png", "confusion_all.png", "confusion_snr_ge_10db.png"):
+        assert (tmp_path / "ev" / fig).stat().st_size > 1000
+    card = json.loads((card_dir / "model_card.json").read_text())
+    assert card["model_id"] == "tiny-random" and card["parameters"] <= 1_000_000
+    assert set(card["flops_per_bucket"]) == {"128", "256", "512", "1024", "2048", "4096"}
+    md = (card_dir / "MODEL_CARD.md").read_text()
+    assert "## Evaluation: synth:tiny" in md and "| 1024 |" in md and "Open set" in md
+    assert "bursts via onnxruntime" in capsys.readouterr().out
+    # a second evaluation (e.g. the GNU Radio set) merges into the card
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(model_dir), "--backend", "torch",
+                 "--name", "second", "--out", str(tmp_path / "ev2"), "--card", "--card-dir", str(card_dir)]) == 0
+    card = json.loads((card_dir / "model_card.json").read_text())
+    assert set(card["evaluations"]) == {"synth:tiny", "second"}
+    # the two backends run the same network: same predictions
+    a, b = card["evaluations"]["synth:tiny"]["overall"], card["evaluations"]["second"]["overall"]
+    assert a["accuracy"] == b["accuracy"]
+
+
+def test_evaluate_missing_model_is_a_user_error(tiny_dataset, tmp_path, capsys):
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(tmp_path / "none")]) == 2
+    assert "model.json" in capsys.readouterr().err

@@ -1,0 +1,97 @@
+"""The network's contract: shapes for every bucket, size, DLA-friendly global pooling, FLOPs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rfclassify.dsp.windows import DEFAULT_BUCKETS_SAMPLES  # noqa: E402
+from rfclassify.labels import LABELS  # noqa: E402
+from rfclassify.model.flops import conv_macs, flops_per_bucket  # noqa: E402
+from rfclassify.model.network import (  # noqa: E402
+    DEFAULT_ARCH,
+    build_network,
+    count_parameters,
+    downsample_factor,
+    pool_chain,
+)
+
+
+def _randomized(net):
+    """Give BatchNorms non-trivial statistics so outputs depend on the input."""
+    g = torch.Generator().manual_seed(0)
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+    return net.eval()
+
+
+@pytest.mark.parametrize("length", DEFAULT_BUCKETS_SAMPLES)
+def test_every_bucket_gives_both_outputs(length):
+    net = build_network().eval()
+    with torch.no_grad():
+        logits, snr = net(torch.randn(3, 2, 1, length))
+    assert logits.shape == (3, len(LABELS))
+    assert snr.shape == (3,)
+    assert torch.isfinite(logits).all() and torch.isfinite(snr).all()
+
+
+def test_parameter_budget_and_arch_record():
+    net = build_network()
+    assert count_parameters(net) <= 1_000_000
+    assert net.arch["n_classes"] == len(LABELS)
+    # the arch dict round-trips: a network built from it has the same parameter shapes
+    again = build_network(net.arch)
+    assert [p.shape for p in again.parameters()] == [p.shape for p in net.parameters()]
+
+
+def test_smaller_arch_is_honoured():
+    small = build_network({"stem_channels": 8, "stages": [{"channels": 8, "kernel": 3, "dilations": [1]}] * 2})
+    assert count_parameters(small) < count_parameters(build_network()) / 10
+
+
+@pytest.mark.parametrize("length", [4, 8, 16, 32, 64, 128, 96, 7 * 8])
+def test_pool_chain_is_a_product_of_dla_windows(length):
+    chain = pool_chain(length)
+    assert math.prod(chain) == length
+    assert all(1 <= w <= 8 for w in chain)
+
+
+def test_pool_chain_rejects_large_prime_factor():
+    with pytest.raises(ValueError):
+        pool_chain(11 * 4)
+
+
+@pytest.mark.parametrize("length", [128, 1024, 4096])
+def test_static_pool_chain_equals_global_mean(length):
+    net = _randomized(build_network())
+    x = torch.randn(2, 2, 1, length)
+    with torch.no_grad():
+        dyn_logits, dyn_snr = net(x)
+        net.static_length = length
+        net.squeeze_outputs = False
+        st_logits, st_snr = net(x)
+    assert st_logits.shape == (2, len(LABELS), 1, 1)
+    assert torch.allclose(st_logits.flatten(1), dyn_logits, atol=1e-5)
+    assert torch.allclose(st_snr.flatten(), dyn_snr, atol=1e-4)
+
+
+def test_every_bucket_is_a_multiple_of_the_downsampling():
+    ds = downsample_factor(DEFAULT_ARCH)
+    for b in DEFAULT_BUCKETS_SAMPLES:
+        assert b % ds == 0
+        pool_chain(b // ds)
+
+
+def test_flop_counter_matches_hand_count():
+    conv = torch.nn.Conv2d(2, 4, (1, 5), padding=(0, 2), bias=False)
+    assert conv_macs(conv, 100) == 100 * 4 * 2 * 5
+    flops = flops_per_bucket(build_network(), [128, 1024])
+    # convolutions dominate and scale with length; heads are constant, so slightly sub-linear
+    assert 7.5 < flops[1024] / flops[128] <= 8.0

@@ -1,0 +1,112 @@
+"""Training: data recipe, augmentation, schedule, the worker pool and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rfclassify.cli import main  # noqa: E402
+from rfclassify.labels import LABELS  # noqa: E402
+from rfclassify.model import training_data as td  # noqa: E402
+from rfclassify.model.meta import ModelMeta  # noqa: E402
+from rfclassify.model.network import load_trained  # noqa: E402
+from rfclassify.model.train import TrainConfig, augment, lr_at  # noqa: E402
+
+
+def test_make_batch_is_normalized_and_pads_short_bursts():
+    recipe = td.DataRecipe(buckets_samples=(128, 256), batch_size=16, short_fraction=0.5)
+    b = td.make_batch(recipe, 128, 16, np.random.default_rng(0))
+    assert b["x"].shape == (16, 2, 1, 128) and b["x"].dtype == np.float32
+    assert b["label"].min() >= 0 and b["label"].max() < len(LABELS)
+    power = (b["x"][:, :, 0, :] ** 2).sum(axis=1)  # (16, 128)
+    full, short = power[:8], power[8:]
+    np.testing.assert_allclose(full.mean(axis=1), 1.0, rtol=1e-3)
+    n = int((short[0] > 0).sum())  # one short length per batch
+    assert 64 <= n < 128 and np.all(short[:, n:] == 0)
+    np.testing.assert_allclose(short[:, :n].mean(axis=1), 1.0, rtol=1e-3)
+
+
+def test_bucket_probabilities_favour_1024_time():
+    recipe = td.DataRecipe()
+    p = recipe.bucket_probabilities()
+    time_share = p * np.array(recipe.buckets_samples)
+    time_share /= time_share.sum()
+    assert time_share.argmax() == recipe.buckets_samples.index(1024)
+    assert (p > 0).all() and math.isclose(p.sum(), 1.0)
+
+
+def test_augment_is_a_unitary_phase_rotation_or_conjugation():
+    x = torch.randn(64, 2, 1, 32)
+    y = augment(x, torch.Generator().manual_seed(0))
+    mag = lambda t: t[:, 0] ** 2 + t[:, 1] ** 2  # noqa: E731
+    assert torch.allclose(mag(x), mag(y), atol=1e-5)
+    assert not torch.allclose(x, y)
+
+
+def test_lr_schedule_warms_up_and_anneals():
+    cfg = TrainConfig(out_dir="x", steps=100, lr=1e-3)
+    assert lr_at(0.0, cfg) < 1e-4
+    assert lr_at(cfg.warmup_fraction, cfg) == pytest.approx(1e-3)
+    assert lr_at(1.0, cfg) == pytest.approx(cfg.final_lr_fraction * 1e-3)
+    assert lr_at(0.5, cfg) > lr_at(0.9, cfg)
+
+
+def test_train_needs_steps_or_budget():
+    from rfclassify._exceptions import ConfigError
+
+    with pytest.raises(ConfigError):
+        TrainConfig(out_dir="x")
+
+
+def test_worker_pool_delivers_batches_and_validation():
+    recipe = td.DataRecipe(buckets_samples=(128, 256), batch_size=4)
+    with td.SynthPool(recipe, seed=3, n_workers=1, val_per_bucket=4) as pool:
+        batch = pool.get(timeout=60)
+        val = pool.validation(timeout=60)
+    assert batch is not None and batch["x"].shape[0] == 4 and batch["x"].shape[3] in (128, 256)
+    assert sorted(val) == [128, 256] and val[256]["x"].shape == (4, 2, 1, 256)
+    # validation comes from its own seed stream: the same whatever the worker count
+    again = td.validation_set(recipe, 4, td.seed_streams(3, 5)[0])
+    np.testing.assert_array_equal(again[128]["x"], val[128]["x"])
+
+
+def test_tiny_training_run_writes_a_loadable_model(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["train", "--out", str(out), "--steps", "4", "--workers", "0", "--batch-size", "8",
+               "--buckets", "128", "256", "--val-per-bucket", "8", "--log-every", "2", "--device", "cpu"])
+    assert rc == 0
+    for name in ("model.pt", "model.json", "train_log.json", "training_curves.png", "checkpoint.pt"):
+        assert (out / name).is_file(), name
+    meta = ModelMeta.load(out)
+    assert re.fullmatch(r"rfc-resnet-\d{8}-[0-9a-f]{8}", meta.model_id)
+    assert meta.temperature > 0 and 0 <= meta.unknown_threshold < 1
+    assert meta.buckets_samples == (128, 256)
+    assert meta.extra["training"]["steps"] == 4
+    log = json.loads((out / "train_log.json").read_text())
+    assert len(log["history"]) == 2 and all(math.isfinite(h["loss"]) for h in log["history"])
+    model, _ = load_trained(out)
+    with torch.no_grad():
+        logits, snr = model(torch.zeros(1, 2, 1, 128))
+    assert logits.shape == (1, len(LABELS))
+    assert "step      4" in capsys.readouterr().out
+    # resume continues the step count
+    rc = main(["train", "--out", str(out), "--steps", "6", "--workers", "0", "--batch-size", "8",
+               "--buckets", "128", "256", "--val-per-bucket", "8", "--log-every", "2", "--device", "cpu",
+               "--resume", str(out / "checkpoint.pt")])
+    assert rc == 0 and ModelMeta.load(out).extra["training"]["steps"] == 6
+
+
+def test_same_command_reproduces_the_weights(tmp_path):
+    args = ["--steps", "2", "--workers", "0", "--batch-size", "4", "--buckets", "128",
+            "--val-per-bucket", "4", "--device", "cpu", "--seed", "7"]
+    ids = []
+    for run in ("a", "b"):
+        assert main(["train", "--out", str(tmp_path / run), *args]) == 0
+        ids.append(ModelMeta.load(tmp_path / run).model_id)
+    assert ids[0] == ids[1]
