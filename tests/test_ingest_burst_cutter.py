@@ -81,6 +81,13 @@ def test_long_bursts_are_split_at_max_length() -> None:
     assert sum(s.n_samples for s in segs) == pytest.approx(10000 + 64, abs=64)
 
 
+def test_short_tail_of_a_split_burst_is_dropped() -> None:
+    x, _ = _stream(np.random.default_rng(10), [8110], [3000])  # pieces from 2944: tail 11136..11168
+    cutter = EnergyCutter(CutterConfig(max_burst_samples=4096))
+    segs = _feed(cutter, x)
+    assert [s.n_samples for s in segs] == [4096, 4096] and cutter.dropped_short == 1
+
+
 def test_burst_open_at_end_is_closed_by_flush() -> None:
     x, _ = _stream(np.random.default_rng(6), [3000], [4000])
     x = x[:4000 + 1500]  # stream stops mid-burst

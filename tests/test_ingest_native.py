@@ -94,6 +94,8 @@ PAYLOAD = np.zeros(16, np.complex64).tobytes()
     ([json.dumps({"sample_rate": 1, "meta": [1]}).encode(), PAYLOAD], "bad_header", "meta"),
     ([json.dumps({"sample_rate": 1, "burst_id": True}).encode(), PAYLOAD], "bad_header", "burst_id"),
     ([json.dumps({"sample_rate": 1, "center_freq": "x"}).encode(), PAYLOAD], "bad_header", "center_freq"),
+    ([b'{"sample_rate": 1, "time": Infinity}', PAYLOAD], "bad_header", "time"),
+    ([json.dumps({"sample_rate": 1, "time": [1]}).encode(), PAYLOAD], "bad_header", "time"),
     ([json.dumps({"sample_rate": 1, "dtype": "cf64_le"}).encode(), PAYLOAD], "unknown_dtype", "cf64_le"),
     ([json.dumps({"sample_rate": 1, "dtype": 7}).encode(), PAYLOAD], "bad_header", "dtype"),
     ([GOOD, PAYLOAD[:-3]], "bad_payload_size", "multiple of 8"),

@@ -8,7 +8,8 @@ that epoch (but at least `floor_min_db`), and a block is "on" when its power exc
 floor by `threshold_db`. A burst opens at its first "on" block and closes once
 `hangover_samples` have passed without one; it spans its on-blocks plus `pad_samples` on
 each side. Bursts whose on-span is shorter than `min_burst_samples` are dropped (counted as
-`cutter_short_dropped`); longer than `max_burst_samples` are split into pieces of that length.
+`cutter_short_dropped`); longer than `max_burst_samples` are split into pieces of that length
+(a last piece shorter than `min_burst_samples` is dropped too).
 Because block boundaries and epochs are fixed in stream samples, how the stream was chunked
 into messages never changes the result. The cost is latency: a block is decided only when
 its epoch is complete (epoch_blocks * block_samples samples, 2048 by default) or at flush().
@@ -277,11 +278,11 @@ class EnergyCutter:
     def _close(self, decided_end: int) -> list[Segment]:
         st, cfg = self._burst, self.config
         self._burst = None
-        if not st.split and st.last_on_end - st.on_start < cfg.min_burst_samples:
-            self.dropped_short += 1
-            return []
         end = min(st.last_on_end + cfg.pad_samples, decided_end)
-        if end <= st.emit_start:
+        # a blip, or the short tail left after splitting a long burst
+        on_samples = end - st.emit_start if st.split else st.last_on_end - st.on_start
+        if on_samples < cfg.min_burst_samples:
+            self.dropped_short += 1
             return []
         return [self._tags.segment(st.emit_start, self._buf.get(st.emit_start, end))]
 

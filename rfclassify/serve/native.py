@@ -80,7 +80,7 @@ def parse_header(raw: memoryview) -> dict[str, Any]:
         "burst_id": _typed(header, "burst_id", (str, int), "a string or an integer"),
         "stream": _typed(header, "stream", (str,), "a string"),
         "center_freq_hz": _number(header, "center_freq"),
-        "time": _typed(header, "time", (str, int, float), "a number or a string"),
+        "time": header.get("time") if isinstance(header.get("time"), str) else _number(header, "time"),
         "meta": meta or {},
         "truth": Truth(label, snr_db) if label is not None or snr_db is not None else None,
     }
