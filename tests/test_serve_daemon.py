@@ -219,3 +219,25 @@ def test_default_sub_input_from_simulate_pub(tiny_model_dir, tmp_path):
         c.stop()
     finally:
         assert d.stop(drain=True)
+
+
+def test_prometheus_endpoint_serves_the_live_counters(daemon):
+    import urllib.request
+
+    from rfclassify.serve.metrics import CONTENT_TYPE, MetricsServer
+
+    m = MetricsServer("127.0.0.1:0", daemon)
+    m.start()
+    try:
+        with urllib.request.urlopen(f"http://{m.address}/metrics", timeout=10) as resp:
+            assert resp.headers["Content-Type"] == CONTENT_TYPE
+            text = resp.read().decode()
+        classified = _status(daemon)["counters"]["classified"]
+        line = next(ln for ln in text.splitlines() if ln.startswith("rfclassify_bursts_classified_total "))
+        assert float(line.split()[1]) == classified
+        assert 'rfclassify_info{version="0.1.0",backend="onnxruntime"' in text
+        assert 'rfclassify_queue_depth{queue="ingest"}' in text
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://{m.address}/other", timeout=10)
+    finally:
+        m.stop()

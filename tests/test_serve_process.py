@@ -132,6 +132,15 @@ def test_notify_ready_watchdog_and_sigterm_drains_in_flight_bursts(tiny_model_di
             time.sleep(0.05)
         st = srv.status()
         assert st["counters"]["received"] == 50 and st["counters"]["classified"] == 0
+        # SIGHUP: the drop policy reloads, the input high-water mark needs a restart
+        (tmp_path / "rfclassify.toml").write_text(
+            config + '[queues]\noverload = "drop_newest"\n[input]\nrcvhwm = 7\n')
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while srv.status()["overload_policy"] != "drop_newest" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.status()["overload_policy"] == "drop_newest"
+        assert "NOT reloaded (restart needed): input.rcvhwm" in srv.output_text()
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         rc = srv.proc.wait(DRAIN_BOUND_S + 5)

@@ -21,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refresh every SECONDS (default 2) until interrupted")
     parser.add_argument("--timeout", type=float, default=2.0, metavar="SECONDS",
                         help="how long to wait for the daemon (default 2)")
+    parser.add_argument("--server-key", metavar="FILE",
+                        help="the daemon's CURVE public key (.key) when its control socket uses CURVE")
+    parser.add_argument("--key", metavar="FILE",
+                        help="our CURVE key pair (.key_secret), when the daemon admits only known clients")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,9 +35,14 @@ def run(args: argparse.Namespace) -> int:
         print("rfclassify status: error: --watch needs a positive number of seconds", file=sys.stderr)
         return 2
     endpoint = client_endpoint(args.control)
+    secure = None
+    if args.server_key:
+        from rfclassify.serve.security import client_security
+
+        secure = client_security(args.server_key, args.key)
     while True:
         try:
-            reply = request(endpoint, "status", timeout_s=args.timeout)
+            reply = request(endpoint, "status", timeout_s=args.timeout, secure=secure)
         except NoDaemonError as exc:
             print(f"rfclassify status: {exc}", file=sys.stderr)
             return 1

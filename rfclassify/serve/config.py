@@ -103,7 +103,7 @@ class ShutdownConfig:
 @dataclass(frozen=True)
 class HealthConfig:
     heartbeat_stale_s: float = field(default=10.0, metadata=_check(lo=0.5, hi=3600.0))
-    drop_window_s: float = field(default=60.0, metadata=_check(lo=1.0, hi=86400.0))
+    drop_window_s: float = field(default=60.0, metadata=_check(lo=1.0, hi=3600.0))
     tegrastats: bool = True
 
 
@@ -215,7 +215,7 @@ def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
             errors.append(f"{name}: expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555; got {ep!r}")
     if cfg.metrics.listen:
         host, _, port = cfg.metrics.listen.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             errors.append(f"metrics.listen: expected HOST:PORT such as 127.0.0.1:9108; got {cfg.metrics.listen!r}")
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "

@@ -8,6 +8,7 @@ read consistent snapshots of it. Percentiles come from a ring of the most recent
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -25,7 +26,7 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank percentile (q in 0..100) of an ascending list; None when empty."""
     if not sorted_values:
         return None
-    k = max(0, min(len(sorted_values) - 1, int(round(q / 100.0 * len(sorted_values) + 0.5)) - 1))
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100.0 * len(sorted_values)) - 1))
     return sorted_values[k]
 
 
@@ -72,7 +73,7 @@ class DaemonStats:
         self.dropped: Counter[str] = Counter()
         self.per_class: Counter[str] = Counter()
         self.latency = {stage: LatencyHistogram() for stage in LATENCY_STAGES}
-        self._drop_times: deque[float] = deque(maxlen=1024)
+        self._drop_seconds: deque[list[int]] = deque(maxlen=3600)   # [whole second, drops]
         self._done_times: deque[float] = deque(maxlen=100_000)
         self._window_s = throughput_window_s
         # live accuracy against echoed ground truth: (correct, total) per key
@@ -95,10 +96,13 @@ class DaemonStats:
             self.rejected[reason] += 1
 
     def add_drop(self, stage: str, n: int = 1) -> None:
-        now = time.monotonic()
+        sec = int(time.monotonic())
         with self._lock:
             self.dropped[stage] += n
-            self._drop_times.append(now)
+            if self._drop_seconds and self._drop_seconds[-1][0] == sec:
+                self._drop_seconds[-1][1] += n
+            else:
+                self._drop_seconds.append([sec, n])
 
     def add_published(self, n: int = 1) -> None:
         with self._lock:
@@ -126,11 +130,16 @@ class DaemonStats:
                     s[0] += ok
                     s[1] += 1
 
+    def reset_latency(self) -> None:
+        """Forget latencies so far (benchmarks measure a window after warm-up)."""
+        with self._lock:
+            self.latency = {stage: LatencyHistogram() for stage in LATENCY_STAGES}
+
     # -- reading ---------------------------------------------------------------------------
     def recent_drops(self, window_s: float) -> int:
         cutoff = time.monotonic() - window_s
         with self._lock:
-            return sum(1 for t in self._drop_times if t >= cutoff)
+            return sum(n for sec, n in self._drop_seconds if sec + 1 > cutoff)
 
     def throughput(self) -> float:
         """Bursts classified per second over the last few seconds (or since start)."""

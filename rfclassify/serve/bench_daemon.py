@@ -1,0 +1,189 @@
+"""`rfclassify bench daemon`: the whole daemon under load, against the bare backend, in one run.
+
+1. bare: `Classifier.classify` on the same 1,024-sample bursts, in batches of the daemon's
+   max_batch (normalization, windowing, inference, results: the work the daemon does minus the
+   sockets and threads) for --seconds.
+2. max: a load generator (a thread here, PUSH over loopback TCP) sends as fast as the daemon
+   takes them (PULL, overload policy "block": lossless backpressure); sustained throughput is
+   the classified count over the measuring window.
+3. half: the generator at half the measured max rate; latency percentiles (arrival to
+   result, from the daemon's own stats) and drops.
+Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
+Reported as ratios to the bare backend, measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+BURST_SAMPLES = 1024
+POOL = 256
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per phase (default 5)")
+    parser.add_argument("--rate", default="max", metavar="R|max",
+                        help="'max' (default): measure max then half of it; a number: only that rate")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
+    parser.add_argument("--model-dir", default="", metavar="DIR", help="model directory (default: shipped models/)")
+    parser.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), default="auto")
+    parser.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), default="auto")
+    parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
+    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
+
+
+def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.labels import LABELS
+
+    rng = np.random.default_rng(seed)
+    labels = [LABELS[i % len(LABELS)] for i in range(n)]
+    batch = synthesize(labels, BURST_SAMPLES, rng, snr_db=rng.uniform(0, 20, n))
+    return list(batch.iq)
+
+
+def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: float) -> float:
+    """Bursts/s of Classifier.classify on batches of `batch` bursts."""
+    clf.classify(bursts[:batch])
+    n, i, t0 = 0, 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        chunk = bursts[i:i + batch] if i + batch <= len(bursts) else bursts[:batch]
+        clf.classify(chunk)
+        n += len(chunk)
+        i = (i + batch) % len(bursts)
+    return n / (time.perf_counter() - t0)
+
+
+def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: threading.Event) -> None:
+    """Send frames round-robin at `rate` per second (None: as fast as the socket accepts)."""
+    sock = zmq.Context.instance().socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 1000)
+    sock.connect(endpoint)
+    try:
+        i, t0 = 0, time.monotonic()
+        while not stop.is_set():
+            if rate is not None:
+                delay = t0 + i / rate - time.monotonic()
+                if delay > 0 and stop.wait(delay):
+                    break
+            while True:
+                try:
+                    sock.send_multipart(frames[i % len(frames)], zmq.NOBLOCK)
+                    break
+                except zmq.Again:          # backpressure from the daemon
+                    if stop.wait(0.0005):
+                        return
+            i += 1
+    finally:
+        sock.close()
+
+
+def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, seconds: float,
+              max_batch: int, max_wait_ms: float, warmup_s: float = 1.0) -> dict[str, Any]:
+    """One daemon under load; counts only what happens after warmup_s."""
+    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.demo import local_config
+
+    with tempfile.TemporaryDirectory(prefix="rfclassify-bench-") as tmp:
+        cfg = local_config(tmp, overload="block" if rate is None else "drop_oldest",
+                           max_batch=max_batch, max_wait_ms=max_wait_ms)
+        daemon = Daemon(cfg, engine=engine)
+        daemon.start()
+        stop = threading.Event()
+        gen = threading.Thread(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
+                               name="load", daemon=True)
+        try:
+            gen.start()
+            time.sleep(warmup_s)
+            s0, t0 = daemon.stats.snapshot()["counters"], time.monotonic()
+            daemon.stats.reset_latency()          # percentiles of the measuring window only
+            time.sleep(seconds)
+            snap, t1 = daemon.stats.snapshot(), time.monotonic()
+        finally:
+            stop.set()
+            gen.join(5)
+            daemon.stop(drain=False)
+    c = snap["counters"]
+    return {
+        "offered_rate": rate,
+        "throughput_bursts_per_s": (c["classified"] - s0["classified"]) / (t1 - t0),
+        "received": c["received"] - s0["received"],
+        "classified": c["classified"] - s0["classified"],
+        "dropped": c["dropped_total"] - s0["dropped_total"],
+        "latency_ms": snap["latency_ms"],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify._exceptions import InputError
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.serve.native import encode_native
+    from rfclassify.serve.pipeline import EngineAdapter
+
+    if args.rate != "max":
+        try:
+            fixed_rate = float(args.rate)
+        except ValueError:
+            raise InputError(f"--rate must be a number or 'max', got {args.rate!r}") from None
+        if fixed_rate <= 0:
+            raise InputError("--rate must be positive")
+    if args.seconds <= 0 or args.max_batch < 1:
+        raise InputError("--seconds and --max-batch must be positive")
+    clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision)
+    engine = EngineAdapter(clf)
+    bursts = _bursts(POOL)
+    frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
+    report: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {_cpus()} CPUs",
+        "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
+        "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
+        "seconds": args.seconds,
+    }
+    print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}; {BURST_SAMPLES}-sample bursts, "
+          f"batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
+    bare = bare_throughput(clf, bursts, args.max_batch, args.seconds)
+    report["bare_bursts_per_s"] = bare
+    print(f"bare backend (Classifier.classify, batch {args.max_batch}): {bare:8.0f} bursts/s", flush=True)
+    phases: dict[str, dict[str, Any]] = {}
+    if args.rate == "max":
+        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms)
+        _print_phase("daemon, max load", phases["max"], bare)
+        half = phases["max"]["throughput_bursts_per_s"] / 2
+        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms)
+        _print_phase(f"daemon, half load ({half:.0f}/s)", phases["half"], bare)
+    else:
+        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms)
+        _print_phase(f"daemon at {fixed_rate:g}/s", phases["fixed"], bare)
+    report["phases"] = phases
+    if "max" in phases:
+        report["max_vs_bare"] = phases["max"]["throughput_bursts_per_s"] / bare
+        print(f"daemon max / bare = {report['max_vs_bare']:.2f} (goal >= 0.80); half-load p99 total "
+              f"{phases['half']['latency_ms']['total']['p99']} ms (goal <= 20 ms)")
+    clf.close()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
+    lat = p["latency_ms"]["total"]
+    print(f"{name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
+          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms",
+          flush=True)
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

@@ -1,0 +1,358 @@
+"""The daemon's parts on their own: queues, batching, stats, config, notify, tegrastats, metrics, unit file."""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import ConfigError
+from rfclassify.dsp.windows import BucketPolicy, burst_to_windows
+from rfclassify.serve.batching import BoundedQueue, BucketBatcher, Pending
+from rfclassify.serve.bursts import Burst
+from rfclassify.serve.config import (
+    RELOADABLE,
+    BatchingConfig,
+    BucketBatching,
+    DaemonConfig,
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    reloadable_changes,
+)
+from rfclassify.serve.metrics import render_metrics
+from rfclassify.serve.sdnotify import Notifier
+from rfclassify.serve.stats import DaemonStats, percentile
+from rfclassify.serve.status_view import render_status
+from rfclassify.serve.tegrastats import parse_nvpmodel, parse_tegrastats
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- bounded queues ----------------------------------------------------------------------------
+def _q(policy: str, items: int = 3, nbytes: int = 1000):
+    dropped: list[object] = []
+    return BoundedQueue("ingest", items, nbytes, policy, lambda stage, item: dropped.append(item)), dropped
+
+
+def test_drop_oldest_keeps_the_newest_items_and_reports_each_drop():
+    q, dropped = _q("drop_oldest")
+    for i in range(5):
+        assert q.put(i, 10)
+    assert dropped == [0, 1] and [q.get(0) for _ in range(3)] == [2, 3, 4] and q.get(0) is None
+
+
+def test_drop_newest_refuses_when_full():
+    q, dropped = _q("drop_newest")
+    assert [q.put(i, 10) for i in range(5)] == [True, True, True, False, False]
+    assert dropped == [3, 4] and q.get(0) == 0
+
+
+def test_byte_bound_applies_before_the_item_bound():
+    q, dropped = _q("drop_oldest", items=100, nbytes=1000)
+    for i in range(4):
+        q.put(i, 400)
+    assert len(q) == 2 and q.nbytes == 800 and dropped == [0, 1]
+    assert not q.put("huge", 5000) and dropped[-1] == "huge"      # could never fit
+
+
+def test_block_policy_times_out_without_dropping():
+    q, dropped = _q("block", items=1)
+    assert q.put("a", 1)
+    t0 = time.monotonic()
+    assert not q.put("b", 1, timeout=0.05)
+    assert time.monotonic() - t0 >= 0.04 and dropped == [] and len(q) == 1
+
+
+# -- batching --------------------------------------------------------------------------------
+def _pending(n_samples: int) -> Pending:
+    rng = np.random.default_rng(n_samples)
+    iq = (rng.standard_normal(n_samples) + 1j * rng.standard_normal(n_samples)).astype(np.complex64)
+    return Pending(Burst(iq=iq), burst_to_windows(iq, BucketPolicy()))
+
+
+def test_batcher_flushes_a_bucket_when_full_and_keeps_buckets_apart():
+    b = BucketBatcher(BatchingConfig(max_batch=4, max_wait_ms=1000))
+    assert b.add(_pending(1024), 0.0) is None
+    assert b.add(_pending(256), 0.0) is None
+    assert b.add(_pending(1024), 0.0) is None
+    assert b.add(_pending(1024), 0.0) is None
+    batch = b.add(_pending(1024), 0.0)
+    assert batch is not None and batch.bucket_samples == 1024 and len(batch.items) == 4
+    assert batch.windows().shape == (4, 1024) and batch.counts() == [1, 1, 1, 1]
+    assert len(b) == 1                                   # the 256-sample burst still waits
+
+
+def test_batcher_counts_windows_not_bursts():
+    b = BucketBatcher(BatchingConfig(max_batch=4, max_wait_ms=1000))
+    assert b.add(_pending(2047), 0.0) is None            # bucket 1024, 3 windows
+    batch = b.add(_pending(1500), 0.0)                   # +2 windows >= 4
+    assert batch is not None and batch.n_windows == 5 and batch.counts() == [3, 2]
+
+
+def test_batcher_wait_deadline_and_per_bucket_override():
+    cfg = BatchingConfig(max_batch=64, max_wait_ms=10, buckets={"256": BucketBatching(max_batch=64, max_wait_ms=1)})
+    b = BucketBatcher(cfg)
+    b.add(_pending(1024), 100.0)
+    b.add(_pending(300), 100.0)
+    assert b.next_due_s(100.0) == pytest.approx(0.001)
+    assert [x.bucket_samples for x in b.due(100.002)] == [256]
+    assert b.due(100.005) == [] and [x.bucket_samples for x in b.due(100.011)] == [1024]
+    assert b.next_due_s(100.02) is None
+
+
+# -- stats -----------------------------------------------------------------------------------
+def test_percentiles_and_live_accuracy():
+    assert percentile([], 50) is None
+    assert percentile(list(range(1, 101)), 99) == 99 and percentile(list(range(1, 101)), 50) == 50
+    s = DaemonStats()
+    for i in range(10):
+        s.add_result("QPSK" if i < 7 else "FM", 0.001 * i, 0.002, 0.01, truth_label="QPSK", truth_snr_db=5.0)
+    s.add_result("FM", 0.0, 0.0, 0.0)                      # no truth: not in accuracy
+    s.add_drop("ingest", 3)
+    s.add_reject("bad_json")
+    snap = s.snapshot()
+    assert snap["counters"]["classified"] == 11 and snap["counters"]["dropped"] == {"ingest": 3}
+    assert snap["accuracy"]["overall"] == 0.7 and snap["accuracy"]["n"] == 10
+    assert snap["accuracy"]["per_snr_db"]["0..10"] == {"accuracy": 0.7, "n": 10}
+    assert snap["per_class"] == {"QPSK": 7, "FM": 4}
+    assert snap["latency_ms"]["total"]["p50"] == 10.0
+    assert s.recent_drops(60) == 3
+
+
+# -- config ----------------------------------------------------------------------------------
+def test_config_reports_every_mistake_on_its_own_line():
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"input": {"mode": "dealer", "bogus": 1}, "batching": {"max_wait_ms": "fast"},
+                          "queues": {"ingest_max_bursts": 0}, "metrics": {"listen": "nohost"}})
+    lines = str(err.value).splitlines()
+    assert len(lines) == 4, lines
+    assert any("input.mode" in ln and "sub, pull" in ln for ln in lines)
+    assert any("input.bogus: unknown key" in ln for ln in lines)
+    assert any("batching.max_wait_ms: expected a number" in ln for ln in lines)
+    assert any("queues.ingest_max_bursts: must be in 1..10000000" in ln for ln in lines)
+
+
+def test_config_types_are_strict_but_ints_are_fine_for_floats():
+    assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
+    with pytest.raises(ConfigError, match="input.bind: expected a boolean"):
+        config_from_dict({"input": {"bind": 1}})
+    with pytest.raises(ConfigError, match="batching.max_batch: expected an integer"):
+        config_from_dict({"batching": {"max_batch": True}})
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        bad = REPO / "tests" / "_does_not_exist.toml"
+        try:
+            bad.write_text("[input\n")
+            load_config(bad)
+        finally:
+            bad.unlink()
+
+
+def test_command_line_overrides_win_and_are_validated():
+    cfg = config_from_dict({"input": {"endpoint": "tcp://10.0.0.1:1"}, "model": {"backend": "torch"}})
+    merged = apply_overrides(cfg, {"input.endpoint": "tcp://127.0.0.1:9", "model.backend": None})
+    assert merged.input.endpoint == "tcp://127.0.0.1:9" and merged.model.backend == "torch"
+    with pytest.raises(ConfigError, match="command line: batching.max_batch"):
+        apply_overrides(cfg, {"batching.max_batch": 0})
+
+
+def test_example_config_documents_every_key_with_its_default():
+    path = REPO / "systemd" / "rfclassify.toml"
+    assert load_config(path) == DaemonConfig()
+    text = path.read_text()
+    for section in dataclasses.fields(DaemonConfig):
+        assert f"[{section.name}]" in text, section.name
+        for f in dataclasses.fields(getattr(DaemonConfig(), section.name)):
+            if f.name == "buckets":                       # a table of tables, shown commented out
+                assert "# [batching.buckets.4096]" in text
+                continue
+            assert re.search(rf"^#? ?{f.name} = ", text, re.M), f"{section.name}.{f.name} undocumented"
+    for key in RELOADABLE:
+        name = key.split(".")[1]
+        if name == "buckets":
+            assert "# [reload] Per length bucket overrides" in text
+            continue
+        assert re.search(rf"\[reload\][^\n]*\n(#[^\n]*\n)*#? ?{name} = ", text), f"{key} not marked [reload]"
+
+
+def test_reload_splits_reloadable_from_restart_keys():
+    old = DaemonConfig()
+    new = config_from_dict({"batching": {"max_wait_ms": 7.0}, "queues": {"overload": "drop_newest"},
+                            "input": {"endpoint": "tcp://127.0.0.1:1"}, "logging": {"level": "debug"}})
+    applied, restart = reloadable_changes(old, new)
+    assert sorted(applied) == ["batching.max_wait_ms", "logging.level", "queues.overload"]
+    assert restart == ["input.endpoint"]
+
+
+# -- sd_notify -------------------------------------------------------------------------------
+def test_notify_to_an_abstract_socket_and_watchdog_interval():
+    name = f"rfclassify-test-{os.getpid()}"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind("\0" + name)
+    srv.settimeout(2)
+    try:
+        n = Notifier({"NOTIFY_SOCKET": "@" + name, "WATCHDOG_USEC": "3000000"})
+        assert n.enabled and n.watchdog_interval_s == 1.5
+        assert n.ready("warm")
+        assert srv.recv(100) == b"READY=1\nSTATUS=warm"
+        assert n.watchdog() and srv.recv(100) == b"WATCHDOG=1"
+        n.close()
+    finally:
+        srv.close()
+    assert Notifier({}).notify("READY=1") is False
+    other_pid = Notifier({"NOTIFY_SOCKET": "/x", "WATCHDOG_USEC": "1000", "WATCHDOG_PID": "1"})
+    assert other_pid.watchdog_interval_s is None          # the watchdog is meant for another process
+    other_pid.close()
+
+
+# -- tegrastats ------------------------------------------------------------------------------
+ORIN_LINE = ("11-30-2026 10:00:00 RAM 3456/30536MB (lfb 6000x4MB) SWAP 0/15268MB (cached 0MB) "
+             "CPU [2%@729,1%@729,off,off] EMC_FREQ 0%@2133 GR3D_FREQ 37%@[305,305] VIC_FREQ 729 APE 174 "
+             "CV0@-256C CPU@46.5C Tboard@33C SOC2@43.781C tj@46.5C GPU@-256C "
+             "VDD_GPU_SOC 2003mW/1990mW VDD_CPU_CV 400mW/410mW VIN_SYS_5V0 2924mW/2924mW")
+
+
+def test_tegrastats_orin_line():
+    t = parse_tegrastats(ORIN_LINE)
+    assert (t["ram_used_mb"], t["ram_total_mb"]) == (3456, 30536)
+    assert t["gpu_load_pct"] == 37 and t["gpu_freq_mhz"] == [305, 305]
+    assert t["temps_c"] == {"CPU": 46.5, "Tboard": 33.0, "SOC2": 43.781, "tj": 46.5}   # -256C = off
+    assert t["power_mw"]["VDD_GPU_SOC"] == {"cur_mw": 2003, "avg_mw": 1990}
+    assert set(t["power_mw"]) == {"VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"}
+
+
+def test_tegrastats_older_format_and_nvpmodel():
+    t = parse_tegrastats("RAM 1500/3964MB CPU [10%@1479] GR3D_FREQ 0%@76 PLL@33C GPU@31.5C "
+                         "POM_5V_IN 2000/2100 POM_5V_GPU 0/10")
+    assert t["gpu_load_pct"] == 0 and t["gpu_freq_mhz"] == [76]
+    assert t["power_mw"] == {"POM_5V_IN": {"cur_mw": 2000, "avg_mw": 2100}, "POM_5V_GPU": {"cur_mw": 0, "avg_mw": 10}}
+    assert parse_nvpmodel("NV Power Mode: MAXN\n0\n") == {"name": "MAXN", "id": 0}
+    assert parse_nvpmodel("nvpmodel: command not found") is None
+
+
+# -- rendering -------------------------------------------------------------------------------
+def _status_sample() -> dict:
+    s = DaemonStats()
+    s.add_result("QPSK", 0.001, 0.002, 0.003, "QPSK", 12.0)
+    s.add_drop("ingest")
+    s.add_reject("bad_json")
+    snap = s.snapshot()
+    return {"health": "degraded", "health_reasons": ["1 drop(s) in the last 60 s"], "version": "0.1.0",
+            "pid": 1, "uptime_s": 3725.0,
+            "engine": {"backend": "tensorrt", "precision": "int8", "device": "cuda:0", "dla_core": 1,
+                       "model": "m1", "unknown_threshold": 0.5},
+            "input": {"endpoint": "tcp://127.0.0.1:5555", "mode": "sub", "bind": False, "format": "native"},
+            "output": {"endpoint": "tcp://127.0.0.1:5556"}, "overload_policy": "drop_oldest",
+            "heartbeat_age_s": 0.1, "queues": {"ingest": 2, "ingest_bytes": 16384, "batching": 0,
+                                               "infer_batches": 0, "publish": 0},
+            "jetson": {"power_mode": {"name": "MAXN", "id": 0}, **parse_tegrastats(ORIN_LINE)}, **snap}
+
+
+def test_status_table_shows_health_engine_counters_and_jetson():
+    text = render_status(_status_sample())
+    assert "DEGRADED" in text and "1 drop(s)" in text
+    assert "tensorrt int8 on cuda:0, DLA core 1" in text
+    assert "01:02:05" in text
+    assert "bad_json 1" in text and "ingest 1" in text
+    assert "accuracy    100.0% of 1" in text
+    assert "power mode MAXN" in text and "VDD_GPU_SOC 2003 mW" in text and "tj 46.5C" in text
+
+
+def test_prometheus_text_has_counters_histograms_and_gauges():
+    s = DaemonStats()
+    s.add_result("QPSK", 0.0004, 0.003, 0.004)
+    s.add_result("FM", 0.3, 0.003, 0.4)
+    st = _status_sample()
+    st["counters"] = s.snapshot()["counters"]
+    text = render_metrics(st, s.histograms())
+    assert "# TYPE rfclassify_latency_seconds histogram" in text
+    assert 'rfclassify_latency_seconds_bucket{stage="total",le="0.005"} 1' in text
+    assert 'rfclassify_latency_seconds_bucket{stage="total",le="0.5"} 2' in text
+    assert 'rfclassify_latency_seconds_bucket{stage="total",le="+Inf"} 2' in text
+    assert 'rfclassify_latency_seconds_count{stage="queue"} 2' in text
+    assert "rfclassify_bursts_classified_total 2" in text
+    assert 'rfclassify_health{state="degraded"} 1' in text and 'rfclassify_health{state="ok"} 0' in text
+    assert 'rfclassify_jetson_temperature_celsius{zone="tj"} 46.5' in text
+    for line in text.splitlines():                       # every sample line: name{labels} number
+        if not line.startswith("#"):
+            assert re.fullmatch(r'[a-z_]+(\{[^}]*\})? [-0-9.e+]+', line), line
+
+
+# -- the status command stays light ----------------------------------------------------------
+def test_status_imports_no_numpy_or_inference_runtime():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "rfclassify", "status", "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    imported = {ln.split("|")[-1].strip().split(".")[0] for ln in proc.stderr.splitlines() if "|" in ln}
+    for heavy in ("numpy", "torch", "onnxruntime", "onnx", "tensorrt", "scipy", "h5py"):
+        assert heavy not in imported, f"`rfclassify status` imports {heavy}"
+
+
+def test_status_client_modules_import_only_stdlib_and_zmq():
+    code = ("import sys; import rfclassify.commands.status, rfclassify.serve.control, "
+            "rfclassify.serve.status_view; "
+            "print(sorted(m for m in ('numpy','torch','onnxruntime','scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# -- control socket --------------------------------------------------------------------------
+def test_control_socket_file_is_private_in_the_fallback_dir(tmp_path):
+    import zmq
+
+    from rfclassify.serve.control import ControlServer, request
+
+    ctx = zmq.Context()
+    srv = ControlServer(ctx, f"ipc://{tmp_path}/ctl", lambda req: {"echo": req.get("command")})
+    srv.start()
+    try:
+        mode = stat.S_IMODE(os.stat(tmp_path / "ctl").st_mode)
+        assert mode == 0o600, oct(mode)
+        assert request(srv.endpoint, "hello", timeout_s=5) == {"echo": "hello"}
+        with pytest.raises(ConfigError, match="already answers"):
+            ControlServer(ctx, f"ipc://{tmp_path}/ctl", lambda req: {}).start()
+    finally:
+        srv.stop()
+        ctx.term()
+    assert not (tmp_path / "ctl").exists()
+
+
+# -- the systemd unit ------------------------------------------------------------------------
+def test_unit_file_has_the_service_contract():
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str
+    unit.read(REPO / "systemd" / "rfclassify.service")
+    svc = unit["Service"]
+    expected = {"Type": "notify", "NotifyAccess": "main", "Restart": "on-failure", "DynamicUser": "yes",
+                "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "NoNewPrivileges": "yes",
+                "StateDirectory": "rfclassify", "RuntimeDirectory": "rfclassify", "CapabilityBoundingSet": "",
+                "SupplementaryGroups": "video render", "ExecReload": "/bin/kill -HUP $MAINPID"}
+    for key, value in expected.items():
+        assert svc.get(key) == value, key
+    text = (REPO / "systemd" / "rfclassify.service").read_text()   # repeated keys: configparser keeps one
+    assert "rfclassify serve --config ${RFCLASSIFY_CONFIG}" in svc["ExecStart"]
+    assert re.search(r"^Environment=RFCLASSIFY_CONFIG=/etc/rfclassify/rfclassify.toml$", text, re.M)
+    assert int(svc["WatchdogSec"]) > 0 and int(svc["RestartSec"]) > 0
+    drain = DaemonConfig().shutdown.drain_timeout_s
+    assert drain < int(svc["TimeoutStopSec"]) <= drain + 10    # the stop timeout covers the drain bound
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_unit_file_verifies_with_systemd_analyze(tmp_path):
+    exe = shutil.which("rfclassify") or sys.executable
+    text = (REPO / "systemd" / "rfclassify.service").read_text().replace("/usr/local/bin/rfclassify", exe)
+    unit = tmp_path / "rfclassify.service"
+    unit.write_text(text)
+    proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "rfclassify.service" not in proc.stderr, proc.stderr
