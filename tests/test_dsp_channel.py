@@ -290,3 +290,34 @@ def test_every_label_survives_the_shared_normalization() -> None:
         x = normalize_batch(batch.iq)
         assert np.all(np.isfinite(x))
         assert np.allclose(np.mean(np.abs(x) ** 2, axis=1), 1.0, rtol=1e-3)
+
+
+def test_power_amplifier_compresses_as_recorded() -> None:
+    clean, imp = _pair(["16QAM", "64APSK", "AM-DSB-SC"], ChannelConfig.only("pa"), n=4096)
+    for c, x, p in zip(clean.iq, imp.iq, imp.params, strict=True):
+        a_in = np.abs(c).astype(np.float64)
+        a_sat = np.sqrt(np.mean(a_in ** 2)) * 10 ** (p["pa_backoff_db"] / 20)
+        r = a_in / a_sat
+        p2 = 2 * float(p["pa_smoothness"])
+        # AM/AM: Rapp curve, never above saturation; small amplitudes pass unchanged.
+        np.testing.assert_allclose(np.abs(x), a_in * (1 + r ** p2) ** (-1 / p2), rtol=2e-3, atol=1e-5)
+        assert np.max(np.abs(x)) < a_sat
+        # AM/PM: the phase shift grows with amplitude to pa_am_pm_deg at saturation.
+        big = r > 0.5
+        dphi = np.angle(x[big] * np.conj(c[big]), deg=True)
+        np.testing.assert_allclose(dphi, 2 * p["pa_am_pm_deg"] * r[big] ** 2 / (1 + r[big] ** 2), atol=0.05)
+
+
+def test_power_amplifier_near_saturation_regrows_the_spectrum() -> None:
+    cfg = dataclasses.replace(ChannelConfig.only("pa"), pa_backoff_db_range=(1.0, 3.0))
+    clean, imp = _pair(["16QAM"] * 2, cfg, n=8192)
+    for c, x, p in zip(clean.iq, imp.iq, imp.params, strict=True):
+        edge = (1 + p["rolloff"]) / (2 * p["samples_per_symbol"]) + 0.01
+
+        def out_of_band(z: np.ndarray) -> float:
+            f, s = measure.power_spectrum(z)
+            return float(s[np.abs(f) > edge].sum() / s.sum())
+
+        assert out_of_band(x) > 10 * out_of_band(c)  # intermodulation spills past the RRC edge
+        papr = lambda z: np.max(np.abs(z)) ** 2 / np.mean(np.abs(z) ** 2)  # noqa: E731
+        assert papr(x) < papr(c)

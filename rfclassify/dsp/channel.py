@@ -1,7 +1,8 @@
 """The propagation and receiver impairment chain, and its configuration.
 
 Order (see docs/synthesizer.md): the modulators already run on the receiver's sample clock
-(fractional timing offset, sample-rate offset); then multipath fading -> carrier frequency
+(fractional timing offset, sample-rate offset); then the transmitter's power amplifier
+(AM/AM + AM/PM compression) -> multipath fading -> carrier frequency
 offset + drift + phase offset -> phase noise -> IQ imbalance -> [signal power measured here]
 -> AWGN at exact SNR -> DC offset -> receiver gain -> integer quantization (ci16 / ci8).
 Every function draws from the generator it is given and returns what it drew.
@@ -17,7 +18,7 @@ import numpy as np
 from rfclassify._exceptions import ConfigError
 
 #: Impairment families that can be switched on and off independently.
-FAMILIES: tuple[str, ...] = ("timing", "sro", "multipath", "cfo", "phase", "phase_noise",
+FAMILIES: tuple[str, ...] = ("timing", "sro", "pa", "multipath", "cfo", "phase", "phase_noise",
                              "iq_imbalance", "dc_offset", "gain", "quantization")
 FADING_NONE, FADING_RAYLEIGH, FADING_RICIAN = 0, 1, 2
 QUANT_NONE, QUANT_CI16, QUANT_CI8 = 0, 1, 2
@@ -37,6 +38,10 @@ class ChannelConfig:
     p_timing: float = 1.0          # symbol-clock phase uniform in [0, sps) samples
     p_sro: float = 0.8
     sro_ppm_max: float = 100.0     # uniform +-
+    p_pa: float = 0.3              # transmitter power-amplifier compression (Rapp + AM/PM)
+    pa_backoff_db_range: tuple[float, float] = (1.0, 12.0)  # saturation re input rms
+    pa_smoothness_range: tuple[float, float] = (1.0, 3.0)   # Rapp p: ~1 TWTA .. 3 solid state
+    pa_am_pm_deg_range: tuple[float, float] = (0.0, 10.0)   # phase shift at saturation
     p_multipath: float = 0.6
     p_rician: float = 0.5          # given multipath; otherwise Rayleigh
     k_factor_db_range: tuple[float, float] = (0.0, 15.0)
@@ -114,6 +119,33 @@ def _on(p: float, b: int, rng: np.random.Generator) -> np.ndarray:
 def log_uniform(lo_hi: tuple[float, float], b: int, rng: np.random.Generator) -> np.ndarray:
     """b draws whose logarithm is uniform between log(lo) and log(hi)."""
     return np.exp(rng.uniform(np.log(lo_hi[0]), np.log(lo_hi[1]), size=b))
+
+
+def power_amplifier(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Memoryless PA: Rapp AM/AM |y| = A / (1 + (A/A_sat)^2p)^(1/2p) and AM/PM phase
+    2 phi_sat r^2 / (1 + r^2) (r = A/A_sat, phi_sat at saturation); A_sat sits backoff dB above
+    the input rms (measured over the visible burst). Small signals pass with gain 1."""
+    b = x.shape[0]
+    on = _on(cfg.p_pa, b, rng)
+    backoff_db = rng.uniform(*cfg.pa_backoff_db_range, size=b)
+    smooth = rng.uniform(*cfg.pa_smoothness_range, size=b)
+    am_pm_deg = rng.uniform(*cfg.pa_am_pm_deg_range, size=b)
+    y = x.copy()
+    rows = np.flatnonzero(on)
+    if rows.size:
+        xs = x[rows].astype(np.complex128)
+        rms = np.sqrt(np.mean(np.abs(xs[:, pad:]) ** 2, axis=1))
+        a_sat = np.where(rms > 0, rms, 1.0) * 10 ** (backoff_db[rows] / 20)
+        r = np.abs(xs) / a_sat[:, None]
+        p2 = 2 * smooth[rows, None]
+        gain = (1 + r ** p2) ** (-1 / p2)
+        phase = np.deg2rad(2 * am_pm_deg[rows, None]) * r * r / (1 + r * r)
+        y[rows] = (xs * gain * np.exp(1j * phase)).astype(np.complex64)
+    nan = np.float32(np.nan)
+    return y, {"pa_backoff_db": np.where(on, backoff_db, nan).astype(np.float32),
+               "pa_smoothness": np.where(on, smooth, nan).astype(np.float32),
+               "pa_am_pm_deg": np.where(on, am_pm_deg, nan).astype(np.float32)}
 
 
 def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Generator

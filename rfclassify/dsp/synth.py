@@ -63,6 +63,10 @@ PARAM_DTYPE = np.dtype([
     ("quant_dtype_code", "i1"),                # 0 float (none), 1 ci16, 2 ci8
     ("quant_rms_dbfs", "f4"),
     ("clipped_fraction", "f4"),
+    # transmitter power amplifier
+    ("pa_backoff_db", "f4"),                   # saturation amplitude re input rms
+    ("pa_smoothness", "f4"),                   # Rapp p
+    ("pa_am_pm_deg", "f4"),                    # AM/PM phase shift at saturation
 ])
 
 SPS_RANGE = (2.0, 16.0)                 # log-uniform, any real value
@@ -177,6 +181,7 @@ def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: Chan
         x[rows] = iq
         for k, v in p.items():
             params[k][rows] = v
+    x, p_pa = ch.power_amplifier(x, pad, cfg, rng_chan)
     y, p_mp = ch.multipath(x, pad, cfg, rng_chan)
     y, p_lo = ch.carrier(y, cfg, rng_chan)
     y, p_iq = ch.iq_imbalance(y, cfg, rng_chan)
@@ -192,7 +197,7 @@ def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: Chan
     with np.errstate(divide="ignore"):
         params["signal_power_db"] = np.where(noise_only, np.nan, 10 * np.log10(p_sig))
         params["noise_power_db"] = np.where(noisy, 10 * np.log10(np.where(noisy, p_noise, 1.0)), np.nan)
-    for p in (p_mp, p_lo, p_iq, p_dc, p_rx):
+    for p in (p_pa, p_mp, p_lo, p_iq, p_dc, p_rx):
         for k, v in p.items():
             params[k] = v
     return y.astype(np.complex64), params
