@@ -102,3 +102,10 @@ def test_existing_file_needs_force(tmp_path, capsys):
 def test_default_spec_covers_every_label():
     spec = GenerateSpec(per_cell=1)
     assert spec.classes == LABELS and spec.snr_grid_db[0] == -20 and spec.snr_grid_db[-1] == 30
+
+
+def test_all_presets_means_full_clean_and_every_family():
+    from rfclassify.dsp.channel import FAMILIES
+
+    spec = GenerateSpec(per_cell=1, channels=("all",))
+    assert spec.channels == ("full", "clean", *FAMILIES)

@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="comma-separated burst lengths instead of the log-uniform range, e.g. 128,1024,4096")
     g.add_argument("--channel", default="full",
                    help="channel preset(s), comma-separated; examples rotate through them "
-                        "(full, clean, or one impairment family; see docs/datasets.md)")
+                        "(full, clean, one impairment family, or 'all' for full, clean and every "
+                        "family alone; see docs/datasets.md)")
     g.add_argument("--chunk", type=int, default=256, help="examples per synthesize call (part of the seed's plan)")
     g.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     g.add_argument("--compression", choices=("none", "gzip", "lzf"), default="none")

@@ -36,6 +36,7 @@ from rfclassify.data import schema
 from rfclassify.labels import LABELS, label_index, parse_labels
 
 DEFAULT_CHUNK_EXAMPLES = 256
+ALL_PRESETS = "all"
 _PLAN_KEY = 0
 _CHUNK_KEY = 1
 
@@ -50,7 +51,7 @@ class GenerateSpec:
     lengths_samples: tuple[int, ...] = ()          # explicit lengths; empty -> the range below
     length_min_samples: int = 64
     length_max_samples: int = 8192
-    channels: tuple[str, ...] = ("full",)           # channel presets (see channel_presets())
+    channels: tuple[str, ...] = ("full",)           # channel presets (see channel_presets()); "all"
     seed: int = 0
     chunk_examples: int = DEFAULT_CHUNK_EXAMPLES
 
@@ -76,6 +77,10 @@ class GenerateSpec:
         object.__setattr__(self, "lengths_samples", lengths)
         if not self.channels:
             raise InputError("at least one channel preset is needed")
+        if ALL_PRESETS in self.channels:  # 'all': full, clean and every family alone
+            expanded = [p for name in self.channels
+                        for p in (channel_presets() if name == ALL_PRESETS else (name,))]
+            object.__setattr__(self, "channels", tuple(dict.fromkeys(expanded)))
         if len(set(self.channels)) != len(self.channels):
             raise InputError("duplicate channel preset in --channel")
         known = channel_presets()
