@@ -89,13 +89,14 @@ def flowgraph():
         fg.kill()
 
 
-def receive_all(fg: Flowgraph, settle_s: float = 0.3) -> list[list[bytes]]:
-    """Subscribe, start the flowgraph, and collect messages until it has exited and gone quiet."""
+def receive_all(fg: Flowgraph, settle_s: float = 0.3, kind: int = zmq.SUB) -> list[list[bytes]]:
+    """Subscribe (or PULL), start the flowgraph, collect messages until it has exited and gone quiet."""
     ctx = zmq.Context.instance()
-    sub = ctx.socket(zmq.SUB)
+    sub = ctx.socket(kind)
     sub.setsockopt(zmq.LINGER, 0)
     sub.setsockopt(zmq.RCVHWM, 0)
-    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    if kind == zmq.SUB:
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.connect(fg.endpoint)
     try:
         time.sleep(settle_s)  # the subscription must reach the PUB socket before data flows
@@ -127,10 +128,11 @@ def _bursts(out: list) -> list[Burst]:
     ("qpsk", []),                                  # plain stream, no key
     ("gmsk", ["--pass-tags", "--key", "sdr1"]),    # tag headers and a key frame
     ("fm", ["--key", "fm"]),
+    ("bpsk", ["--sink", "push", "--pass-tags"]),   # push_sink -> PULL
 ])
 def test_energy_cutter_finds_each_burst_of_a_real_stream(flowgraph, mod, extra) -> None:
     fg = flowgraph("--sink", "stream", "--mod", mod, "--noise", "0.05", "--seed", "3", *extra)
-    msgs = receive_all(fg)
+    msgs = receive_all(fg, kind=zmq.PULL if "push" in extra else zmq.SUB)
     truth = fg.truth()
     assert len(msgs) > 1 and all(len(m) == (2 if "--key" in extra else 1) for m in msgs)
     bursts = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6), msgs))

@@ -3,7 +3,8 @@
 
     stream: modulator (QPSK/BPSK constellation + RRC, GMSK, or FM) -> vector_sink; gated into
       bursts separated by silence, then vector_source_c (packet_len and burst_id tags at each
-      burst) -> channels.channel_model (noise) -> zeromq.pub_sink (optionally pass_tags, key)
+      burst) -> channels.channel_model (noise) -> zeromq.pub_sink (optionally pass_tags, key),
+      or zeromq.push_sink with --sink push
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
       packet_len / burst_id / label tags -> pdu.tagged_stream_to_pdu -> zeromq.pub_msg_sink,
       the same samples written to --dump (raw complex64) for comparison
@@ -61,7 +62,7 @@ def modulate(name: str, sample_rate_hz: float, n: int, noise: float = 0.0, seed:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sink", choices=("stream", "pdu"), default="stream")
+    ap.add_argument("--sink", choices=("stream", "push", "pdu"), default="stream")
     ap.add_argument("--mod", choices=("qpsk", "bpsk", "gmsk", "fm"), default="qpsk")
     ap.add_argument("--pass-tags", action="store_true")
     ap.add_argument("--key", default="")
@@ -84,7 +85,7 @@ def main() -> int:
         return gr.tag_utils.python_to_tag((offset, pmt.intern(key), value, pmt.intern("burst_source")))
 
     truth, tags, pos = [], [], 0
-    if args.sink == "stream":
+    if args.sink in ("stream", "push"):
         gate = []
         for i, (n, g) in enumerate(zip(lengths, gaps)):
             gate += [0.0] * g
@@ -99,7 +100,10 @@ def main() -> int:
         src = blocks.vector_source_c(samples.tolist(), False, 1, tags)
         channel = channels.channel_model(noise_voltage=args.noise, frequency_offset=0.0, epsilon=1.0,
                                          taps=[1.0 + 0j], noise_seed=args.seed + 1)
-        sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
+        if args.sink == "push":  # lossless hand-off to a PULL socket (push_sink has no key)
+            sink = zeromq.push_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1)
+        else:
+            sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
         tb = gr.top_block()
         tb.connect(src, channel, sink)
     else:
