@@ -6,8 +6,10 @@ which has GNU Radio but not rfclassify; it needs only gnuradio and numpy (1.24 t
 `rfclassify.data.gnuradio_source` writes SPEC.json and converts OUT.npz into our HDF5 schema.
 
 Per burst, two flowgraphs:
- 1. source -> GNU Radio modulator -> phase rotation -> channels.channel_model(noise 0,
-    frequency offset, epsilon = sample-clock ratio, multipath taps) -> vector_sink.
+ 1. source -> GNU Radio modulator -> phase rotation -> [channels.selective_fading_model]
+    -> channels.channel_model(noise 0, frequency offset, epsilon = sample-clock ratio,
+    static multipath taps) -> vector_sink. Multipath: a third of the bursts none, a third
+    static taps, a third Rayleigh/Rician fading (see propagation()).
     The middle `length` samples (away from filter start-up) are the noise-free signal s,
     whose power P_s is measured here, before any noise.
  2. s -> channels.channel_model(noise_voltage = v, no other impairment) -> vector_sink,
@@ -47,7 +49,8 @@ MARGIN_SAMPLES = 512  # dropped at the start: filter and resampler start-up
 # Same names and units as rfclassify.dsp.synth.PARAM_DTYPE (the converter matches by name).
 PARAM_NAMES = ("samples_per_symbol", "rolloff", "bt", "mod_index_h", "peak_deviation_cyc_per_sample",
                "mod_index", "message_type", "message_bandwidth_cyc_per_sample", "ssb_upper",
-               "sro_ppm", "delay_spread_samples", "n_taps", "cfo_cyc_per_sample", "phase_offset_deg",
+               "sro_ppm", "fading_type", "k_factor_db", "delay_spread_samples", "doppler_cyc_per_sample",
+               "n_taps", "cfo_cyc_per_sample", "phase_offset_deg",
                "signal_power_db", "noise_power_db")
 # Parameter ranges follow rfclassify's synthesizer (docs/synthesizer.md) so that the two
 # sources differ in implementation (modulators, filters, channel), not in what they cover.
@@ -62,6 +65,8 @@ AM_INDEX_RANGE = (0.3, 1.0)
 FM_BETA_NARROW, FM_BETA_WIDE = (0.1, 1.0), (1.0, 8.0)
 FM_MAX_CARSON_HALF = 0.4
 CFO_MAX = 0.02                   # cycles/sample, uniform +-
+DOPPLER_RANGE = (1e-6, 5e-4)     # cycles/sample, log-uniform maximum Doppler
+K_FACTOR_DB_RANGE = (0.0, 15.0)
 SRO_PPM_MAX = 100.0
 
 
@@ -195,19 +200,42 @@ def modulated(tb, label, rng, p, n_out):
     return out
 
 
-def multipath_taps(rng, p):
-    """Unit-energy static multipath: one path half the time, else 2-4 exponentially decaying."""
-    n = 1 if rng.random() < 0.5 else int(rng.integers(2, 5))
-    p["n_taps"] = float(n)
-    if n == 1:
-        p["delay_spread_samples"] = 0.0
-        return [complex(1.0)]
+def _exp_profile(rng, n):
+    """Power of n paths at 0..n-1 samples, exponentially decaying, sum 1; and its rms spread."""
     decay = float(rng.uniform(0.5, 3.0))
     power = np.exp(-np.arange(n) / decay)
-    taps = np.sqrt(power / power.sum()) * np.exp(1j * rng.uniform(0, 2 * np.pi, size=n))
-    p["delay_spread_samples"] = float(np.sqrt(np.sum(power * np.arange(n) ** 2) / power.sum()
-                                              - (np.sum(power * np.arange(n)) / power.sum()) ** 2))
-    return [complex(t) for t in taps]
+    power /= power.sum()
+    mean = np.sum(power * np.arange(n))
+    return power, float(np.sqrt(np.sum(power * np.arange(n) ** 2) - mean ** 2))
+
+
+def propagation(tb, rng, p):
+    """The multipath part: a third each no multipath, static taps, or GNU Radio fading.
+
+    Returns (taps for channel_model, fading block or None). Fading is
+    channels.selective_fading_model (sum of sinusoids; Rayleigh, or Rician with a
+    line-of-sight path), Doppler and K in the synthesizer's ranges."""
+    kind = int(rng.integers(0, 3))
+    n = 1 if kind == 0 else int(rng.integers(2, 5))
+    p["n_taps"] = float(n)
+    power, spread = _exp_profile(rng, n)
+    p["delay_spread_samples"] = spread
+    if kind == 0:
+        p["fading_type"] = 0.0
+        return [complex(1.0)], None
+    if kind == 1:  # static: fixed complex taps, no fading (fading_type stays n/a)
+        taps = np.sqrt(power) * np.exp(1j * rng.uniform(0, 2 * np.pi, size=n))
+        return [complex(t) for t in taps], None
+    rician = bool(rng.random() < 0.5)
+    p["fading_type"] = 2.0 if rician else 1.0
+    p["doppler_cyc_per_sample"] = _log_uniform(rng, DOPPLER_RANGE)
+    k_db = float(rng.uniform(*K_FACTOR_DB_RANGE))
+    if rician:
+        p["k_factor_db"] = k_db
+    fading = channels.selective_fading_model(
+        8, p["doppler_cyc_per_sample"], rician, 10 ** (k_db / 10), int(rng.integers(1, 2**31 - 1)),
+        [float(d) for d in range(n)], [float(m) for m in np.sqrt(power)], 8)
+    return [complex(1.0)], fading
 
 
 def clean_burst(label, rng, length, p):
@@ -217,15 +245,18 @@ def clean_burst(label, rng, length, p):
     p["cfo_cyc_per_sample"] = float(rng.uniform(-CFO_MAX, CFO_MAX))
     p["phase_offset_deg"] = float(rng.uniform(0.0, 360.0))
     p["sro_ppm"] = float(rng.uniform(-SRO_PPM_MAX, SRO_PPM_MAX))
-    taps = multipath_taps(rng, p)
+    taps, fading = propagation(tb, rng, p)
     src = modulated(tb, label, rng, p, n_out)
     rot = blocks.multiply_const_cc(complex(np.exp(1j * np.deg2rad(p["phase_offset_deg"]))))
+    if fading is not None:
+        tb.connect(rot, fading)
     ch = channels.channel_model(noise_voltage=0.0, frequency_offset=p["cfo_cyc_per_sample"],
                                 epsilon=1.0 + 1e-6 * p["sro_ppm"], taps=taps,
                                 noise_seed=int(rng.integers(1, 2**31 - 1)), block_tags=False)
     head = blocks.head(gr.sizeof_gr_complex, n_out)
     sink = blocks.vector_sink_c()
-    tb.connect(src, rot, ch, head, sink)
+    tb.connect(src, rot)
+    tb.connect(fading if fading is not None else rot, ch, head, sink)
     tb.run()
     x = np.asarray(sink.data(), dtype=np.complex64)
     if x.size < MARGIN_SAMPLES + length:

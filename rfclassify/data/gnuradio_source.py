@@ -44,7 +44,8 @@ CHANNEL_DESCRIPTION = {
     "phase_offset_deg": [0.0, 360.0],
     "cfo_cyc_per_sample_max": 0.02,
     "sro_ppm_max": 100.0,
-    "multipath": "static taps: 1 path (p=0.5) or 2-4 paths, exponential power profile, random phases",
+    "multipath": "1/3 none, 1/3 static taps (2-4 paths, exponential power profile, random phases), "
+                 "1/3 selective_fading_model (Rayleigh or Rician K 0..15 dB, Doppler 1e-6..5e-4)",
     "noise": "channel_model noise_voltage set from signal power measured before noise",
 }
 
