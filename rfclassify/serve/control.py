@@ -33,6 +33,31 @@ POLL_MS = 100
 MAX_REQUEST_BYTES = 65536
 
 
+def open_socket(context: zmq.Context, kind: int, role: str, endpoint: str, bind: bool,
+                setup: Callable[[zmq.Socket], None] | None = None) -> zmq.Socket:
+    """A socket of `kind`, given its options by setup(sock), then bound or connected.
+
+    Shared by every socket of the daemon and the simulator (it lives here because this
+    module stays light). On failure the socket is closed; a ZMQError becomes a ConfigError
+    naming the role and endpoint, e.g. "input tcp://127.0.0.1:5555: Address already in use".
+    """
+    sock = context.socket(kind)
+    try:
+        if setup is not None:
+            setup(sock)
+        if bind:
+            sock.bind(endpoint)
+        else:
+            sock.connect(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(linger=0)
+        raise ConfigError(f"{role} {endpoint}: {exc}") from None
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock
+
+
 class NoDaemonError(Exception):
     """No daemon answered on the control endpoint in time."""
 
@@ -114,33 +139,27 @@ class ControlServer:
         self._thread.join(timeout_s)
 
     def _bind(self) -> zmq.Socket:
-        sock = self.context.socket(zmq.REP)
-        try:
+        path = ipc_path(self.endpoint)
+
+        def setup(sock: zmq.Socket) -> None:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
             if self._secure is not None:
                 self._secure(sock, "control")
-            path = ipc_path(self.endpoint)
             if path is not None and path.exists():
                 _refuse_if_served(self.endpoint)
                 path.unlink()        # a stale socket of a daemon that died; bind would fail
-            old = os.umask(0o117)    # the socket file is created 0660 (group: operators)
-            try:
-                sock.bind(self.endpoint)
-            finally:
-                os.umask(old)
-            if path is not None:
-                # the per-user fallback is private; systemd's runtime dir is shared with the group
-                os.chmod(path, 0o660 if path.parent == SYSTEM_RUNTIME_DIR else 0o600)
-                self.endpoint = f"ipc://{path}"
-            else:
-                self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
-        except zmq.ZMQError as exc:
-            sock.close(linger=0)
-            raise ConfigError(f"control {self.endpoint}: {exc}") from None
-        except BaseException:
-            sock.close(linger=0)
-            raise
+
+        old = os.umask(0o117)        # the socket file is created 0660 (group: operators)
+        try:
+            sock = open_socket(self.context, zmq.REP, "control", self.endpoint, True, setup)
+        finally:
+            os.umask(old)
+        if path is not None:
+            # the per-user fallback is private; systemd's runtime dir is shared with the group
+            os.chmod(path, 0o660 if path.parent == SYSTEM_RUNTIME_DIR else 0o600)
+        else:
+            self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
         return sock
 
     def _run(self) -> None:

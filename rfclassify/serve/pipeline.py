@@ -27,11 +27,12 @@ from typing import Any
 
 import zmq
 
-from rfclassify._exceptions import ConfigError, MessageError
+from rfclassify._exceptions import MessageError
 from rfclassify.dsp.windows import burst_to_windows
 from rfclassify.serve.batching import Batch, BoundedQueue, BucketBatcher, Pending
 from rfclassify.serve.bursts import Burst, Reject
 from rfclassify.serve.config import DaemonConfig
+from rfclassify.serve.control import open_socket
 from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
 from rfclassify.serve.publish import open_output_socket, publish_loop
 from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, reject_record, result_record
@@ -221,8 +222,8 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
     def _input_socket(self) -> zmq.Socket:
         cfg = self.config.input
-        sock = self.context.socket(zmq.SUB if cfg.mode == "sub" else zmq.PULL)
-        try:
+
+        def setup(sock: zmq.Socket) -> None:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, cfg.rcvhwm)
             sock.setsockopt(zmq.MAXMSGSIZE, cfg.zmq_max_message_bytes)
@@ -230,16 +231,9 @@ class Pipeline:
                 self.security(sock, "input")
             if cfg.mode == "sub":
                 sock.setsockopt(zmq.SUBSCRIBE, cfg.subscribe.encode())
-            if cfg.bind:
-                sock.bind(cfg.endpoint)
-            else:
-                sock.connect(cfg.endpoint)
-        except zmq.ZMQError as exc:
-            sock.close(linger=0)
-            raise ConfigError(f"input {cfg.endpoint}: {exc}") from None
-        except BaseException:
-            sock.close(linger=0)
-            raise
+
+        sock = open_socket(self.context, zmq.SUB if cfg.mode == "sub" else zmq.PULL, "input",
+                           cfg.endpoint, cfg.bind, setup)
         self.input_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or cfg.endpoint
         return sock
 

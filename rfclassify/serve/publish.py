@@ -14,9 +14,9 @@ from typing import Any
 
 import zmq
 
-from rfclassify._exceptions import ConfigError
 from rfclassify.serve.batching import BoundedQueue
 from rfclassify.serve.config import DaemonConfig
+from rfclassify.serve.control import open_socket
 from rfclassify.serve.results import encode
 from rfclassify.serve.stats import DaemonStats
 
@@ -28,23 +28,14 @@ def open_output_socket(context: zmq.Context, config: DaemonConfig,
                        secure: Callable[[zmq.Socket, str], None] | None) -> zmq.Socket:
     """The PUB socket, bound (default) or connected to output.endpoint."""
     cfg = config.output
-    sock = context.socket(zmq.PUB)
-    try:
+
+    def setup(sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.LINGER, LINGER_MS)
         sock.setsockopt(zmq.SNDHWM, cfg.sndhwm)
         if secure is not None and config.security.curve_output:
             secure(sock, "output")
-        if cfg.bind:
-            sock.bind(cfg.endpoint)
-        else:
-            sock.connect(cfg.endpoint)
-    except zmq.ZMQError as exc:
-        sock.close(linger=0)
-        raise ConfigError(f"output {cfg.endpoint}: {exc}") from None
-    except BaseException:
-        sock.close(linger=0)
-        raise
-    return sock
+
+    return open_socket(context, zmq.PUB, "output", cfg.endpoint, cfg.bind, setup)
 
 
 def publish_loop(sock: zmq.Socket, queue: BoundedQueue, stats: DaemonStats,

@@ -22,6 +22,7 @@ import zmq
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.synth import ChannelConfig, synthesize
 from rfclassify.labels import LABELS
+from rfclassify.serve.control import open_socket
 from rfclassify.serve.native import encode_native
 
 log = logging.getLogger(__name__)
@@ -109,19 +110,13 @@ class BurstSource:
             yield from self.batch(BATCH)
 
 
-def open_socket(context: zmq.Context, opts: SimulateOptions) -> zmq.Socket:
-    sock = context.socket(zmq.PUB if opts.socket_type == "pub" else zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, 2000)
-    sock.setsockopt(zmq.SNDHWM, opts.sndhwm)
-    try:
-        if opts.bind:
-            sock.bind(opts.endpoint)
-        else:
-            sock.connect(opts.endpoint)
-    except zmq.ZMQError as exc:
-        sock.close(linger=0)
-        raise ConfigError(f"simulate {opts.endpoint}: {exc}") from None
-    return sock
+def _open(context: zmq.Context, opts: SimulateOptions) -> zmq.Socket:
+    def setup(sock: zmq.Socket) -> None:
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.SNDHWM, opts.sndhwm)
+
+    kind = zmq.PUB if opts.socket_type == "pub" else zmq.PUSH
+    return open_socket(context, kind, "simulate", opts.endpoint, opts.bind, setup)
 
 
 def run_simulator(opts: SimulateOptions, *, stop: threading.Event | None = None,
@@ -132,7 +127,7 @@ def run_simulator(opts: SimulateOptions, *, stop: threading.Event | None = None,
     on_sent(burst_id, label, snr_db, n_samples) is called after each send."""
     ctx = context or zmq.Context.instance()
     stop = stop or threading.Event()
-    sock = open_socket(ctx, opts)
+    sock = _open(ctx, opts)
     sent = 0
     try:
         if opts.socket_type == "pub" and opts.warmup_s > 0:
