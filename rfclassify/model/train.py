@@ -55,7 +55,7 @@ class TrainConfig:
     warmup_fraction: float = 0.04
     final_lr_fraction: float = 0.01
     label_smoothing: float = 0.05
-    snr_loss_weight: float = 0.05
+    snr_loss_weight: float = 0.1
     workers: int = 2
     seed: int = 0
     buckets_samples: tuple[int, ...] = td.DataRecipe().buckets_samples
@@ -118,8 +118,9 @@ class _Source:
     With worker processes, a thread receives batches (unpickling releases the GIL while it
     waits on the pipe) so the training loop only copies ready arrays to the device."""
 
-    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe) -> None:
+    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe, pin: bool) -> None:
         self.pool: td.SynthPool | None = None
+        self.pin = pin
         self.iter = None
         if cfg.data:
             self.iter = td.hdf5_batches(cfg.data, recipe, cfg.seed)
@@ -140,6 +141,8 @@ class _Source:
         try:
             while not self.stop.is_set():
                 batch = self.pool.get(timeout=0.5)
+                if batch is not None:
+                    batch = _as_tensors(batch, self.pin)
                 while batch is not None and not self.stop.is_set():
                     try:
                         self.ready.put(batch, timeout=0.5)
@@ -166,7 +169,7 @@ class _Source:
     def next(self, to_device: Any) -> tuple[Any, bool]:
         """(device batch, fresh?) — reuses a recent batch instead of waiting when possible."""
         if self.pool is None:
-            return to_device(next(self.iter)), True
+            return to_device(_as_tensors(next(self.iter), False)), True
         try:
             batch = self.ready.get_nowait()
         except queue.Empty:
@@ -225,15 +228,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     use_bf16 = device.startswith("cuda")
     budget = None if cfg.time_budget_s is None else cfg.time_budget_s - cfg.finish_reserve_s()
 
-    def to_device(b: td.Batch) -> tuple[Any, Any, Any]:
-        return tuple(torch.from_numpy(b[k]).to(device, non_blocking=True) for k in ("x", "label", "snr_db"))
+    def to_device(b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(t.to(device, non_blocking=True) for t in b)
 
     def progress(elapsed: float) -> float:
         p = 0.0 if cfg.steps is None else step / cfg.steps
         return max(p, 0.0 if budget is None else elapsed / budget)
 
-    src = _Source(cfg, recipe)
-    sums = torch.zeros(6, device=device)  # loss, ce, snr_loss, correct, examples, steps
+    src = _Source(cfg, recipe, pin=device.startswith("cuda"))
+    # running sums stay on the device (no per-step synchronization): loss, ce, snr_loss, correct
+    sums = torch.zeros(4, device=device)
+    n_since_log = [0, 0]  # examples, steps
     examples = {"fresh": 0, "reused": 0}
     t_loop = time.perf_counter()
     last_log_t, last_ck_t, last_examples = t_loop, t_loop, 0
@@ -265,16 +270,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             step += 1
             with torch.no_grad():
                 sums += torch.stack([loss.detach(), ce.detach(), snr_loss.detach(),
-                                     (logits.argmax(1) == y).sum().float(),
-                                     torch.tensor(float(x.shape[0]), device=device),
-                                     torch.ones((), device=device)])
+                                     (logits.argmax(1) == y).sum().float()])
+            n_since_log[0] += int(x.shape[0])
+            n_since_log[1] += 1
             if first_step_s is None:
                 first_step_s = time.perf_counter() - t_start
             now = time.perf_counter()
             if step % cfg.log_every == 0:
-                history.append(_log_line(step, prior_s + now - t_start, opt, sums, examples,
-                                         last_examples, now - last_log_t, src))
+                history.append(_log_line(step, prior_s + now - t_start, opt, sums, n_since_log,
+                                         examples, last_examples, now - last_log_t, src))
                 sums.zero_()
+                n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
                 _checkpoint(out, model, opt, step, prior_s + now - t_start, history, cfg)
@@ -356,10 +362,17 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     return {"model_id": model_id, "out_dir": str(out), **training}
 
 
-def _log_line(step: int, elapsed: float, opt: Any, sums: Any, examples: dict[str, int],
+def _as_tensors(b: td.Batch, pin: bool) -> tuple[Any, ...]:
+    """numpy batch -> CPU tensors (x, label, snr_db), page-locked for asynchronous copies to CUDA."""
+    torch = require("torch")
+    out = tuple(torch.from_numpy(b[k]) for k in ("x", "label", "snr_db"))
+    return tuple(t.pin_memory() for t in out) if pin else out
+
+
+def _log_line(step: int, elapsed: float, opt: Any, sums: Any, counts: list[int], examples: dict[str, int],
               last_examples: int, dt: float, src: _Source) -> dict[str, float]:
-    loss, ce, snr_loss, correct, n, k = (float(v) for v in sums.cpu())
-    k = max(k, 1.0)
+    loss, ce, snr_loss, correct = (float(v) for v in sums.cpu())
+    n, k = float(counts[0]), float(max(counts[1], 1))
     seen = examples["fresh"] + examples["reused"]
     row = {
         "step": step, "elapsed_s": round(elapsed, 2), "lr": opt.param_groups[0]["lr"],
