@@ -204,3 +204,9 @@ def test_auto_on_a_gpu_picks_torch_cuda_fp16_and_agrees_with_the_cpu(tiny_model_
         for a, b in zip(gpu.classify(bursts), clf.classify(bursts), strict=True):
             np.testing.assert_allclose(a.probabilities, b.probabilities, atol=2e-2)
             assert a.snr_db == pytest.approx(b.snr_db, abs=0.2)
+
+
+def test_warmup_on_the_cpu_runs_every_bucket_once(tiny_model_dir):
+    with Classifier.load(tiny_model_dir, device="cpu", warmup=True, max_batch_size=8) as c:
+        assert c.backend_impl.warmup_batch_sizes == (1,)
+        assert c.classify([_burst(128)])[0].ok

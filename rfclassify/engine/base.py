@@ -106,13 +106,18 @@ class Backend:
             log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
         return self
 
+    @property
+    def warmup_batch_sizes(self) -> tuple[int, ...]:
+        """Batch sizes `warmup()` runs by default (CUDA graphs: every captured size)."""
+        return (1,)
+
     def warmup(self, buckets_samples: tuple[int, ...] | None = None,
-               batch_sizes: tuple[int, ...] = (1,)) -> None:
+               batch_sizes: tuple[int, ...] | None = None) -> None:
         """Run every (bucket, batch size) once so the first real request pays nothing extra."""
         self.load()
         for b in buckets_samples or self.buckets_samples:
             self._check_length(b)
-            for n in batch_sizes:
+            for n in batch_sizes or self.warmup_batch_sizes:
                 if not 1 <= n <= self.max_batch_size:
                     raise ConfigError(f"warmup batch size {n} outside 1..{self.max_batch_size}")
                 with self._lock:

@@ -78,8 +78,9 @@ class Classifier:
         device: None (chosen with the backend), 'cpu', 'cuda' or 'cuda:N'. The rules, and how
         an unavailable precision falls back, are in ``rfclassify.engine.select``; what was
         chosen and why is in ``clf.backend``, ``clf.precision``, ``clf.backend_reason`` and
-        ``clf.precision_reason``. warmup=True runs (on CUDA: captures) every bucket at batch
-        sizes 1..max_batch_size before returning; threads limits CPU threads.
+        ``clf.precision_reason``. warmup=True runs every bucket once before returning (on CUDA:
+        captures the graphs of every bucket and batch size, 1 up to max_batch_size, so no
+        request pays for a capture); threads limits CPU threads.
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -90,7 +91,7 @@ class Classifier:
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
         if warmup:
-            impl.warmup(batch_sizes=tuple(n for n in DEFAULT_BATCH_SIZES if n <= max_batch_size))
+            impl.warmup()
         return cls(impl, selection=sel, top_k=top_k)
 
     # -- what is running ----------------------------------------------------------------

@@ -56,6 +56,10 @@ class TorchBackend(Backend):
             return f"torch backend needs {Path(model_dir) / meta.weights_file}, which does not exist"
         return None
 
+    @property
+    def warmup_batch_sizes(self) -> tuple[int, ...]:
+        return self.graph_batch_sizes if self.cuda_graphs else (1,)
+
     def _load(self) -> None:
         torch = require("torch", "the torch backend")
         if self.threads:
