@@ -279,6 +279,15 @@ def add_noise(x, noise_voltage, seed):
     return np.asarray(sink.data(), dtype=np.complex64)
 
 
+def noise_pass_advance():
+    """Samples flowgraph 2 drops at the start (channel_model's resampler output is ahead):
+    output sample i is input sample i + advance, so the signal power is measured there."""
+    x = np.zeros(256, np.complex64)
+    x[100] = 1.0
+    y = add_noise(x, 0.0, 1)
+    return 100 - int(np.argmax(np.abs(y)))
+
+
 def noise_power_per_volt2(seed):
     """Noise power channel_model adds per unit noise_voltage**2 (measured, not assumed)."""
     y = add_noise(np.zeros(1 << 16, np.complex64), 1.0, seed)
@@ -295,6 +304,9 @@ def main(spec_path, out_path):
         raise SystemExit(f"labels GNU Radio cannot make here: {bad}")
     rng = np.random.default_rng(int(spec["seed"]))
     k = noise_power_per_volt2(int(rng.integers(1, 2**31 - 1)))
+    advance = noise_pass_advance()
+    if not 0 <= advance < TAIL_SAMPLES:
+        raise RuntimeError(f"unexpected channel_model delay {advance}")
     n = len(labels) * len(snrs) * per_cell
     iq = np.zeros((n, length), np.complex64)
     out_labels, out_snr = [], np.zeros(n, np.float32)
@@ -308,7 +320,7 @@ def main(spec_path, out_path):
                     s, p_sig, p_noise = np.zeros(length + TAIL_SAMPLES, np.complex64), 0.0, 1.0
                 else:
                     s = clean_burst(label, rng, length + TAIL_SAMPLES, p)
-                    p_sig = float(np.mean(np.abs(s[:length]) ** 2))
+                    p_sig = float(np.mean(np.abs(s[advance:advance + length]) ** 2))
                     p_noise = p_sig / 10 ** (snr / 10)
                 y = add_noise(s, math.sqrt(p_noise / k), int(rng.integers(1, 2**31 - 1)))
                 if y.size < length:
@@ -324,6 +336,7 @@ def main(spec_path, out_path):
         print(f"{label}: done", file=sys.stderr, flush=True)
     np.savez(out_path, iq=iq, labels=np.array(out_labels), snr_db=out_snr,
              gr_version=np.array(gr.version()), noise_power_per_volt2=np.array(k),
+             noise_pass_advance=np.array(advance),
              **{f"param_{name}": v for name, v in params.items()})
     print(json.dumps({"n": n, "gr_version": gr.version()}))
 
