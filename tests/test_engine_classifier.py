@@ -210,3 +210,13 @@ def test_warmup_on_the_cpu_runs_every_bucket_once(tiny_model_dir):
     with Classifier.load(tiny_model_dir, device="cpu", warmup=True, max_batch_size=8) as c:
         assert c.backend_impl.warmup_batch_sizes == (1,)
         assert c.classify([_burst(128)])[0].ok
+
+
+def test_unknown_threshold_can_be_overridden_at_run_time(tiny_model_dir):
+    with Classifier.load(tiny_model_dir, device="cpu") as c:
+        assert c.unknown_threshold == c.meta.unknown_threshold == 0.0
+        c.unknown_threshold = 1.0
+        (r,) = c.classify([_burst(300)])
+        assert r.label == UNKNOWN_LABEL and r.best_guess in c.labels
+        with pytest.raises(rfclassify.ConfigError):
+            c.unknown_threshold = 1.5

@@ -76,3 +76,9 @@ def test_precision_order_for_torch_on_cuda(meta, tiny_model_dir):
     assert select._precision_for(TorchBackend, meta, tiny_model_dir, "cuda:0", "fp32", False)[0] == "fp32"
     assert select._precision_for(TorchBackend, meta, tiny_model_dir, "cuda:0", "int8", False)[0] is None
     assert select._precision_for(TorchBackend, meta, tiny_model_dir, "cpu", "fp16", True)[0] == "fp32"
+
+
+@pytest.mark.parametrize("device", ["gpu", "cpu:0", "cuda:x", "cuda:"])
+def test_bad_device_strings_are_config_errors(meta, tiny_model_dir, device):
+    with pytest.raises(ConfigError, match="unknown device"):
+        select.select_backend(meta, tiny_model_dir, device=device)

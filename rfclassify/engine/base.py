@@ -197,7 +197,7 @@ class Backend:
 
 def device_kind(device: str) -> str:
     """'cpu' or 'cuda' for a device string such as 'cpu', 'cuda', 'cuda:1'."""
-    kind = device.split(":", 1)[0]
-    if kind not in ("cpu", "cuda"):
+    kind, sep, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
         raise ConfigError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
     return kind

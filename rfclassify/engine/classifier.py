@@ -129,6 +129,18 @@ class Classifier:
         return self.meta.model_id
 
     @property
+    def unknown_threshold(self) -> float:
+        """The open-set threshold in use (model.json's unless set)."""
+        return float(self.meta.unknown_threshold)
+
+    @unknown_threshold.setter
+    def unknown_threshold(self, value: float) -> None:
+        if not 0.0 <= float(value) <= 1.0:
+            raise ConfigError(f"unknown_threshold must be in 0..1, got {value}")
+        # one attribute swap of a frozen meta: a concurrent results_from_outputs sees old or new
+        self.meta = self.meta.with_updates(unknown_threshold=float(value))
+
+    @property
     def max_batch_size(self) -> int:
         return self._backend.max_batch_size
 

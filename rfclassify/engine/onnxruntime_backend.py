@@ -54,8 +54,9 @@ class OnnxRuntimeBackend(Backend):
         return None
 
     @property
-    def onnx_path(self) -> Path:
-        return self.model_dir / (self.meta.int8_onnx_file if self.precision == "int8" else self.meta.onnx_file)
+    def onnx_file(self) -> str:
+        """The ONNX file this precision runs, relative to the model directory."""
+        return self.meta.int8_onnx_file if self.precision == "int8" else self.meta.onnx_file
 
     def _load(self) -> None:
         ort = require("onnxruntime", "the CPU inference backend")
@@ -65,7 +66,7 @@ class OnnxRuntimeBackend(Backend):
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3  # errors only: its warnings are about graph fusions
-        path = self.model_file(self.onnx_path.name)
+        path = self.model_file(self.onnx_file)
         try:
             self._session = ort.InferenceSession(str(path), sess_options=opts,
                                                  providers=["CPUExecutionProvider"])

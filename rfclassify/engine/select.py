@@ -84,6 +84,9 @@ def why_unusable(name: str, device: str) -> str | None:
 
             if not torch.cuda.is_available():
                 return "torch sees no CUDA GPU"
+            index = int(device.split(":", 1)[1]) if ":" in device else 0
+            if index >= torch.cuda.device_count():
+                return f"torch sees {torch.cuda.device_count()} CUDA GPU(s), no {device}"
         return None
     if name == "onnxruntime":
         if kind != "cpu":
