@@ -241,3 +241,19 @@ def test_prometheus_endpoint_serves_the_live_counters(daemon):
             urllib.request.urlopen(f"http://{m.address}/other", timeout=10)
     finally:
         m.stop()
+
+
+def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tmp_path, capsys):
+    from rfclassify.cli import main
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "daemon", "--model-dir", str(tiny_model_dir), "--backend", "onnxruntime",
+                 "--seconds", "0.5", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["model"] == "tiny-random" and report["bare_bursts_per_s"] > 0
+    assert set(report["phases"]) == {"max", "half"}
+    mx, half = report["phases"]["max"], report["phases"]["half"]
+    assert mx["classified"] > 0 and mx["dropped"] == 0          # max load is lossless (block policy)
+    assert half["offered_rate"] == pytest.approx(mx["throughput_bursts_per_s"] / 2)
+    assert report["max_vs_bare"] == pytest.approx(mx["throughput_bursts_per_s"] / report["bare_bursts_per_s"])
+    assert "x bare" in capsys.readouterr().out

@@ -157,13 +157,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"bare backend (Classifier.classify, batch {args.max_batch}): {bare:8.0f} bursts/s", flush=True)
     phases: dict[str, dict[str, Any]] = {}
     if args.rate == "max":
-        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms,
+                                  warmup_s=min(1.0, args.seconds))
         _print_phase("daemon, max load", phases["max"], bare)
         half = phases["max"]["throughput_bursts_per_s"] / 2
-        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms,
+                                   warmup_s=min(1.0, args.seconds))
         _print_phase(f"daemon, half load ({half:.0f}/s)", phases["half"], bare)
     else:
-        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms,
+                                    warmup_s=min(1.0, args.seconds))
         _print_phase(f"daemon at {fixed_rate:g}/s", phases["fixed"], bare)
     report["phases"] = phases
     if "max" in phases:

@@ -209,8 +209,9 @@ def _print_summary(s: dict[str, Any], say: Any) -> None:
     st = s["status"]
     c = st["counters"]
     say("")
-    say(f"summary: sent {s['sent']}, classified {c['classified']}, rejected {c['rejected_total']} "
-        f"{c['rejected'] or ''}, dropped {c['dropped_total']} {c['dropped'] or ''} in {s['elapsed_s']:.1f} s "
+    why = lambda d: f" {dict(d)}" if d else ""  # noqa: E731
+    say(f"summary: sent {s['sent']}, classified {c['classified']}, rejected {c['rejected_total']}"
+        f"{why(c['rejected'])}, dropped {c['dropped_total']}{why(c['dropped'])} in {s['elapsed_s']:.1f} s "
         f"({c['classified'] / max(s['elapsed_s'], 1e-9):.0f} bursts/s)")
     for stage, p in s["latency_ms"].items():
         say(f"latency {stage:<6} p50 {p['p50'] or 0:6.1f} ms  p90 {p['p90'] or 0:6.1f} ms  p99 {p['p99'] or 0:6.1f} ms")
