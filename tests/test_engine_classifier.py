@@ -70,7 +70,9 @@ def test_any_length_gives_a_result_or_a_reject_never_an_exception(clf):
     assert results[4].bucket == 4096 and results[4].windows == clf.policy.max_windows
     for r in results[2:]:
         assert r.label in clf.labels and r.sample_rate_hz == 1e6
-        assert abs(sum(p for _, p in r.top) - float(r.probabilities[[clf.labels.index(n) for n, _ in r.top]].sum())) < 1e-4
+        for name, p in r.top:  # top is the probabilities, best first
+            assert p == pytest.approx(float(r.probabilities[clf.labels.index(name)]), abs=1e-6)
+        assert [p for _, p in r.top] == sorted((p for _, p in r.top), reverse=True)
         assert r.confidence == r.top[0][1]
 
 
@@ -155,7 +157,8 @@ def _model_copy(src, dst, **meta_changes):
 def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_dir, tmp_path, clf):
     z = _burst(1024, seed=8)
     (plain,) = clf.classify([z])
-    with Classifier.load(_model_copy(tiny_model_dir, tmp_path / "m", unknown_threshold=0.999), device="cpu") as strict:
+    strict_dir = _model_copy(tiny_model_dir, tmp_path / "m", unknown_threshold=0.999)
+    with Classifier.load(strict_dir, device="cpu") as strict:
         (r,) = strict.classify([z])
     assert r.ok and r.label == UNKNOWN_LABEL
     assert r.best_guess == plain.label and r.top[0][0] == plain.label

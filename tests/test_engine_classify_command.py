@@ -51,7 +51,8 @@ def test_classify_sigmf_prints_a_table_and_accuracy(tiny_model_dir, tmp_path, ca
            {"core:sample_start": 1024, "core:sample_count": 10}]
     base = _write_sigmf(tmp_path / "a", _iq(2048, 2), "cf32_le", ann)
     whole = _write_sigmf(tmp_path / "b", _iq(700, 3), "ci16_le")
-    rc = main(["classify", str(base), str(whole) + ".sigmf-meta", "--model-dir", str(tiny_model_dir), "--device", "cpu"])
+    rc = main(["classify", str(base), str(whole) + ".sigmf-meta",
+               "--model-dir", str(tiny_model_dir), "--device", "cpu"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "[too_short]" in out and "BPSK" in out
@@ -61,7 +62,8 @@ def test_classify_sigmf_prints_a_table_and_accuracy(tiny_model_dir, tmp_path, ca
 
 def test_classify_json_lines(tiny_model_dir, tmp_path, capsys):
     base = _write_sigmf(tmp_path / "c", _iq(5000, 4), "cf32_le")
-    rc = main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--device", "cpu", "--json", "--top", "2"])
+    rc = main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--device", "cpu",
+               "--json", "--top", "2"])
     captured = capsys.readouterr()
     (line,) = captured.out.strip().splitlines()
     rec = json.loads(line)

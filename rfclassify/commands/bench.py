@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     out = sys.stdout
-    print(f"model {report['model']}; baseline: {report['baseline']}; {report['threads']} CPU threads", file=out)
+    print(f"model {report['model']}; baseline: {report['baseline']}; "
+          f"{report['threads']} CPU threads", file=out)
     print(TABLE_HEADER, file=out)
     for row in report["rows"]:
         print(format_row(row), file=out)

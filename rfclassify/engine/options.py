@@ -24,7 +24,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True
     g.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
                    help="numeric precision (default: auto = the best the backend has artifacts for)")
     g.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: chosen with the backend)")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all this process may use)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (default: all this process may use)")
 
 
 def positive_ints(text: str) -> tuple[int, ...]:
