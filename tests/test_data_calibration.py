@@ -33,3 +33,12 @@ def test_calibration_set_covers_labels_snrs_buckets_and_impairments():
         assert ds.attrs.source == "synth" and ds.attrs.seed is not None
         # the command that made it is the one the README documents
         assert f"--seed {ds.attrs.seed}" in README.read_text()
+
+
+def test_calibration_set_matches_the_installed_synthesizer():
+    from rfclassify.data.generate import made_by_current_synth
+
+    with DatasetReader(CAL) as ds:
+        assert made_by_current_synth(ds.attrs.generator), (
+            "rfclassify/dsp changed since calibration_data/calibration.h5 was made: regenerate it "
+            "with the command in calibration_data/README.md (and refresh COVERAGE.md)")

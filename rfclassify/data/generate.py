@@ -223,10 +223,41 @@ def _jsonable(obj: Any) -> Any:
     return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else repr(obj)
 
 
-def generator_version() -> str:
-    from rfclassify.dsp import synth
+def synth_source_digest() -> str:
+    """sha256 (12 hex digits) of synth.py and the rfclassify.dsp modules it imports, directly
+    or not: it changes whenever the synthesizer's output may (and not for unrelated dsp code)."""
+    import ast
+    import hashlib
 
-    return f"rfclassify {__version__} synth {getattr(synth, 'SYNTH_VERSION', 'unversioned')}"
+    from rfclassify import dsp
+
+    folder = Path(dsp.__file__).parent
+    seen: set[str] = set()
+    todo = ["synth"]
+    while todo:
+        name = todo.pop()
+        if name in seen or not (folder / f"{name}.py").is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rfclassify.dsp":
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rfclassify.dsp."):
+                todo.append(node.module.rsplit(".", 1)[1])
+    h = hashlib.sha256()
+    for name in sorted(seen):
+        h.update(name.encode() + b"\0" + (folder / f"{name}.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
+def made_by_current_synth(generator: str) -> bool:
+    """Whether a file's `generator` attribute names the synthesizer code that is installed now."""
+    return f"synth sha256:{synth_source_digest()}" in generator
+
+
+def generator_version() -> str:
+    """What made the bursts: package version and the synthesizer's source digest."""
+    return f"rfclassify {__version__} synth sha256:{synth_source_digest()}"
 
 
 def check_output(out: str | os.PathLike[str], force: bool) -> Path:

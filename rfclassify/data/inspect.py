@@ -26,6 +26,14 @@ def _table(row_names: list[str], col_names: list[str], counts: np.ndarray, corne
     return lines
 
 
+def _synth_note(generator: str) -> str:
+    from rfclassify.data.generate import made_by_current_synth
+
+    if made_by_current_synth(generator):
+        return "\n  (made by the synthesizer code installed now)"
+    return "\n  (the installed synthesizer code differs: regenerating gives other bursts)"
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
@@ -37,7 +45,8 @@ def coverage_report(ds: DatasetReader, policy: BucketPolicy | None = None) -> st
     n = len(ds)
     lines = [
         f"file: {ds.path}",
-        f"source: {a.source}   generator: {a.generator}   seed: {a.seed}",
+        f"source: {a.source}   generator: {a.generator}   seed: {a.seed}"
+        + (_synth_note(a.generator) if a.source == "synth" else ""),
         f"created: {a.created_utc}   command: {a.command_line}",
         f"examples: {n}   samples: {int(ds.lengths.sum())}   "
         f"lengths: {int(ds.lengths.min()) if n else 0}..{int(ds.lengths.max()) if n else 0} samples "
