@@ -356,3 +356,9 @@ def test_unit_file_verifies_with_systemd_analyze(tmp_path):
     unit.write_text(text)
     proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "rfclassify.service" not in proc.stderr, proc.stderr
+
+
+def test_bucket_overrides_inherit_what_they_do_not_set():
+    cfg = config_from_dict({"batching": {"max_batch": 16, "max_wait_ms": 7, "buckets": {"4096": {"max_batch": 4}}}})
+    assert cfg.batching.for_bucket(4096) == BucketBatching(max_batch=4, max_wait_ms=7.0)
+    assert cfg.batching.for_bucket(128) == BucketBatching(max_batch=16, max_wait_ms=7.0)

@@ -173,6 +173,10 @@ def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
     if not isinstance(data, dict):
         errors.append(f"{where}: expected a table, got {type(data).__name__}")
         return cls()
+    if cls is BatchingConfig and "buckets" in data:
+        # the per-bucket tables inherit from the rest of [batching], so build that first
+        batching = _build(cls, {k: v for k, v in data.items() if k != "buckets"}, where, errors)
+        return replace(batching, buckets=_build_buckets(data["buckets"], f"{where}.buckets", batching, errors))
     known = {f.name: f for f in fields(cls)}
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
@@ -185,8 +189,6 @@ def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
         ftype = hints[key]
         if dataclasses.is_dataclass(ftype):
             kwargs[key] = _build(ftype, value, here, errors)
-        elif key == "buckets" and cls is BatchingConfig:
-            kwargs[key] = _build_buckets(value, here, errors)
         else:
             v = _coerce(value, ftype, here, errors)
             if v is not None and _check_value(v, f.metadata, here, errors):
@@ -194,16 +196,21 @@ def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
     return cls(**kwargs)
 
 
-def _build_buckets(value: Any, where: str, errors: list[str]) -> dict[str, BucketBatching]:
+def _build_buckets(value: Any, where: str, batching: BatchingConfig,
+                   errors: list[str]) -> dict[str, BucketBatching]:
+    """Per-bucket tables; a key a table leaves out takes its [batching] value."""
     if not isinstance(value, dict):
         errors.append(f"{where}: expected a table of bucket sizes, got {type(value).__name__}")
         return {}
+    base = BucketBatching(batching.max_batch, batching.max_wait_ms)
     out = {}
     for name, table in value.items():
         if not str(name).isdigit():
             errors.append(f"{where}.{name}: bucket names are sample counts such as \"1024\"")
             continue
-        out[str(int(name))] = _build(BucketBatching, table, f"{where}.{name}", errors)
+        built = _build(BucketBatching, table, f"{where}.{name}", errors)
+        given = [f.name for f in fields(BucketBatching) if isinstance(table, dict) and f.name in table]
+        out[str(int(name))] = replace(base, **{k: getattr(built, k) for k in given})
     return out
 
 
