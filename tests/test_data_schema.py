@@ -67,6 +67,12 @@ def test_in_memory_reader_matches(written):
     with DatasetReader(path) as ds, DatasetReader(path, in_memory=True) as mem:
         for x, y in zip(ds.read(range(5)), mem.read([0, 1, 2, 3, 4])):
             np.testing.assert_array_equal(x, y)
+        # scattered indices (three separate runs: one HDF5 read of their union)
+        scattered = [4, 0, 2, 2, 0]
+        got = ds.read(scattered)
+        for x, i in zip(got, scattered):
+            np.testing.assert_array_equal(x, mem.read([i])[0])
+            assert x.shape == (ds.lengths[i],)
 
 
 def test_iter_batches_groups_equal_lengths_and_fits_to_length(written):

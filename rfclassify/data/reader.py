@@ -127,25 +127,40 @@ class DatasetReader:
         idx = np.where(idx < 0, idx + len(self), idx)
         out: list[np.ndarray | None] = [None] * idx.size
         order = np.argsort(idx, kind="stable")
-        # Bursts are stored back to back: read each run of adjacent examples with one slice.
+        # Bursts are stored back to back: each run of adjacent examples is one sample range.
+        runs: list[tuple[int, int, np.ndarray]] = []  # (lo, hi, positions in `out`)
         run_start = 0
         for k in range(1, order.size + 1):
             if k < order.size and idx[order[k]] - idx[order[k - 1]] in (0, 1):
                 continue
             first, last = idx[order[run_start]], idx[order[k - 1]]
-            lo = int(self.offsets[first])
-            hi = int(self.offsets[last] + self.lengths[last])
-            block = self._samples(lo, hi)
-            for j in order[run_start:k]:
+            runs.append((int(self.offsets[first]), int(self.offsets[last] + self.lengths[last]),
+                         order[run_start:k]))
+            run_start = k
+        blocks = self._samples([(lo, hi) for lo, hi, _ in runs])
+        for (lo, _, positions), block in zip(runs, blocks):
+            for j in positions:
                 o = int(self.offsets[idx[j]]) - lo
                 out[j] = block[o:o + int(self.lengths[idx[j]])].copy()
-            run_start = k
         return out  # type: ignore[return-value]
 
-    def _samples(self, lo: int, hi: int) -> np.ndarray:
+    def _samples(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
+        """The samples of ascending, disjoint [lo, hi) ranges of /iq."""
         if self._iq_mem is not None:
-            return self._iq_mem[lo:hi]
-        return self._f[schema.IQ][lo:hi]
+            return [self._iq_mem[lo:hi] for lo, hi in ranges]
+        if len(ranges) <= 2:
+            return [self._f[schema.IQ][lo:hi] for lo, hi in ranges]
+        # One HDF5 read of the union of the ranges (HDF5 returns them in file order):
+        # ~10x faster than a Python-level slice per range for scattered training batches.
+        dset = self._f[schema.IQ]
+        fspace = dset.id.get_space()
+        fspace.select_none()
+        for lo, hi in ranges:
+            fspace.select_hyperslab((lo,), (hi - lo,), op=h5py.h5s.SELECT_OR)
+        sizes = [hi - lo for lo, hi in ranges]
+        buf = np.empty(sum(sizes), dtype=np.complex64)
+        dset.id.read(h5py.h5s.create_simple((buf.size,)), fspace, buf)
+        return np.split(buf, np.cumsum(sizes)[:-1])
 
     def iter_batches(self, batch_size: int, length_samples: int | None = None,
                      shuffle_rng: np.random.Generator | None = None,
