@@ -105,13 +105,13 @@ def _command_line(args: argparse.Namespace) -> str:
 def _generate(args: argparse.Namespace) -> int:
     from rfclassify._progress import Progress
     from rfclassify.data.generate import GenerateSpec, check_output, generate_dataset
+    from rfclassify.labels import parse_labels
 
     lengths = _int_list(args.lengths, "--lengths") if args.lengths is not None else ()
     if args.lengths is not None and not lengths:
         raise InputError("--lengths is empty")
     spec = GenerateSpec(
-        classes=tuple(c.strip() for c in args.classes.split(",")) if args.classes.strip().lower() != "all"
-        else GenerateSpec.__dataclass_fields__["classes"].default,
+        classes=parse_labels(args.classes),
         snr_grid_db=snr_grid(args), per_cell=args.per_cell, lengths_samples=lengths,
         length_min_samples=args.length_min, length_max_samples=args.length_max,
         channels=tuple(c.strip() for c in args.channel.split(",") if c.strip()),
