@@ -257,3 +257,44 @@ def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tm
     assert half["offered_rate"] == pytest.approx(mx["throughput_bursts_per_s"] / 2)
     assert report["max_vs_bare"] == pytest.approx(mx["throughput_bursts_per_s"] / report["bare_bursts_per_s"])
     assert "x bare" in capsys.readouterr().out
+
+
+def test_curve_protects_output_and_control(tiny_model_dir, tmp_path):
+    """CURVE on the output and control sockets: a client with the daemon's public key gets
+    results and status; a plain client gets nothing."""
+    from dataclasses import replace
+
+    from rfclassify.serve.config import SecurityConfig
+    from rfclassify.serve.control import NoDaemonError
+    from rfclassify.serve.security import client_security, configure_client, create_key_pair
+
+    public, secret = create_key_pair(tmp_path / "keys", "daemon")
+    cfg = local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")
+    cfg = replace(cfg, security=SecurityConfig(secret_key_file=str(secret), curve_output=True, curve_control=True))
+    d = Daemon(cfg)
+    d.start()
+    ctx = zmq.Context.instance()
+    plain, secure = ctx.socket(zmq.SUB), ctx.socket(zmq.SUB)
+    push = ctx.socket(zmq.PUSH)
+    try:
+        for s in (plain, secure, push):
+            s.setsockopt(zmq.LINGER, 0)
+        configure_client(secure, public)
+        for s in (plain, secure):
+            s.setsockopt(zmq.SUBSCRIBE, b"")
+            s.connect(d.pipeline.output_endpoint)
+        push.connect(d.pipeline.input_endpoint)
+        time.sleep(0.5)
+        push.send_multipart(encode_native(_bursts(1, seed=9)[0].iq[0], _header("curve-1")))
+        assert secure.poll(10_000), "no result over CURVE"
+        topic, body = secure.recv_multipart()
+        assert topic == b"result" and json.loads(body)["burst_id"] == "curve-1"
+        assert not plain.poll(500)                                   # the handshake never completed
+        st = request(d.control.endpoint, "status", timeout_s=5, secure=client_security(public))
+        assert st["counters"]["classified"] == 1
+        with pytest.raises(NoDaemonError):
+            request(d.control.endpoint, "status", timeout_s=0.5)     # plain client: no answer
+    finally:
+        for s in (plain, secure, push):
+            s.close()
+        d.stop(drain=False)
