@@ -20,14 +20,19 @@ def test_label_list_matches_the_flowgraph_script():
     tree = ast.parse(grs.FLOWGRAPH.read_text())
     consts = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
               for t in node.targets if isinstance(t, ast.Name)}
-    script = (ast.literal_eval(consts["LINEAR"]) + ast.literal_eval(consts["CPM"])
-              + ast.literal_eval(consts["ANALOG"]) + ("NOISE",))
-    assert set(script) == set(grs.GNURADIO_LABELS)
+    script = (ast.literal_eval(consts["LINEAR"]) + ("OQPSK",) + ast.literal_eval(consts["APSK"])
+              + ast.literal_eval(consts["CPM"]) + ast.literal_eval(consts["ANALOG"]) + ("NOISE",))
+    assert sorted(script) == sorted(grs.GNURADIO_LABELS)
+    assert "SUPPORTED = LINEAR + (\"OQPSK\",) + APSK + CPM + ANALOG + (\"NOISE\",)" in grs.FLOWGRAPH.read_text()
 
 
-def test_spec_rejects_labels_gnu_radio_cannot_make():
-    with pytest.raises(InputError, match="cannot make 32APSK"):
-        grs.GnuRadioSpec(classes=("QPSK", "32APSK"))
+def test_spec_validates_its_arguments():
+    with pytest.raises(InputError, match="unknown label"):
+        grs.GnuRadioSpec(classes=("QPSK", "64QAMX"))
+    with pytest.raises(InputError, match="--length"):
+        grs.GnuRadioSpec(length_samples=32)
+    with pytest.raises(InputError, match="SNR grid"):
+        grs.GnuRadioSpec(snr_grid_db=())
 
 
 def test_missing_gnu_radio_is_a_clear_error(tmp_path, capsys):
@@ -44,6 +49,7 @@ def test_tiny_gnuradio_file_round_trips(tmp_path, capsys):
     out = tmp_path / "gr.h5"
     code = main(["dataset", "gnuradio", "--out", str(out), "--classes", "QPSK,GMSK,FM,NOISE",
                  "--snr", "0,30", "--per-cell", "2", "--length", "256", "--seed", "3"])
+    capsys.readouterr()
     assert code == 0, capsys.readouterr().err
     with DatasetReader(out) as ds:
         assert ds.attrs.source == "gnuradio" and "GNU Radio 3.10" in ds.attrs.generator
@@ -62,9 +68,25 @@ def test_tiny_gnuradio_file_round_trips(tmp_path, capsys):
         hi = sig & (ds.snr_db == 30.0)
         np.testing.assert_allclose(power_db[hi], p["signal_power_db"][hi], atol=0.1)
         assert np.all(p["samples_per_symbol"][ds.label_names == "QPSK"] >= 2)
+        assert np.all(np.isnan(p["apsk_ring_ratio_2"]))
     # same seed, same bursts
     again = tmp_path / "gr2.h5"
     assert main(["dataset", "gnuradio", "--out", str(again), "--classes", "QPSK,GMSK,FM,NOISE",
                  "--snr", "0,30", "--per-cell", "2", "--length", "256", "--seed", "3"]) == 0
     with DatasetReader(out) as a, DatasetReader(again) as b:
         np.testing.assert_array_equal(np.stack(a.read(range(len(a)))), np.stack(b.read(range(len(b)))))
+
+
+@pytest.mark.gnuradio
+@needs_gr
+def test_every_label_comes_out_of_gnu_radio(tmp_path):
+    """One short burst of each of the 28 labels; APSK ring ratios are GNU Radio's DVB-S2 ones."""
+    path = grs.generate_gnuradio_dataset(
+        grs.GnuRadioSpec(snr_grid_db=(30.0,), per_cell=1, length_samples=128, seed=1), tmp_path / "all.h5").path
+    with DatasetReader(path) as ds:
+        assert sorted(ds.label_names) == sorted(grs.GNURADIO_LABELS)
+        ratio = dict(zip(ds.label_names, ds.params["apsk_ring_ratio_2"]))
+        assert ratio["64APSK"] == pytest.approx(2.4, abs=0.01)      # DVB-S2X 4+12+20+28, rate 132/180
+        assert ratio["128APSK"] == pytest.approx(1.715, abs=0.01)
+        assert 2.5 < ratio["16APSK"] < 3.2 and np.isnan(ratio["QPSK"])
+        assert all(np.isfinite(b).all() for b in ds.read(range(len(ds))))

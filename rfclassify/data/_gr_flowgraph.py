@@ -19,11 +19,13 @@ So SNR = signal power / noise power over the whole sampled band, as rfclassify's
 defines it. NOISE bursts are flowgraph 2 on zeros with unit noise power.
 
 Modulators: digital.generic_mod (RRC, pfb_arb_resampler, any sps >= 2) with GNU Radio's
-constellations (bpsk, qpsk, 8psk, psk_constellation(16), 16qam, qam_constellation(64/256))
-and constellation_calcdist for the amplitude alphabets (OOK, 4ASK, 8ASK, PAM4 points as
-rfclassify defines them); digital.gmsk_mod, digital.gfsk_mod, analog.cpfsk_bc; AM and FM
-from analog/blocks/filter (noise_source_f or sig_source_f message, hilbert_fc for SSB,
-frequency_modulator_fc for FM).
+constellations (bpsk, qpsk, 8psk, psk_constellation(16/32), 16qam, qam_constellation(64/256))
+and constellation_calcdist for the layouts GNU Radio has no object for (OOK, 4ASK, 8ASK,
+PAM4 levels and cross 32/128QAM, points as rfclassify defines them); OQPSK from generic_mod
+QPSK with the Q rail through blocks.delay; 16/32/64/128APSK from gr-dtv's DVB-S2/S2X mapper
+(dtv.dvbs2_modulator_bc) + the same RRC resampler; digital.gmsk_mod, digital.gfsk_mod,
+analog.cpfsk_bc; AM and FM from analog/blocks/filter (noise_source_f or sig_source_f message,
+hilbert_fc for SSB, frequency_modulator_fc for FM).
 """
 
 import os
@@ -38,16 +40,19 @@ import json  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
-from gnuradio import analog, blocks, channels, digital, filter, gr  # noqa: E402
+from gnuradio import analog, blocks, channels, digital, dtv, filter, gr  # noqa: E402
 from gnuradio.filter import firdes  # noqa: E402
 
-LINEAR = ("OOK", "4ASK", "8ASK", "PAM4", "BPSK", "QPSK", "8PSK", "16PSK", "16QAM", "64QAM", "256QAM")
+LINEAR = ("OOK", "4ASK", "8ASK", "PAM4", "BPSK", "QPSK", "8PSK", "16PSK", "32PSK", "16QAM", "32QAM",
+          "64QAM", "128QAM", "256QAM")
+APSK = ("16APSK", "32APSK", "64APSK", "128APSK")
 CPM = ("GMSK", "GFSK", "CPFSK")
 ANALOG = ("AM-DSB-WC", "AM-DSB-SC", "AM-SSB-WC", "AM-SSB-SC", "FM")
-SUPPORTED = LINEAR + CPM + ANALOG + ("NOISE",)
+SUPPORTED = LINEAR + ("OQPSK",) + APSK + CPM + ANALOG + ("NOISE",)
 MARGIN_SAMPLES = 512  # dropped at the start: filter and resampler start-up
 # Same names and units as rfclassify.dsp.synth.PARAM_DTYPE (the converter matches by name).
 PARAM_NAMES = ("samples_per_symbol", "rolloff", "bt", "mod_index_h", "peak_deviation_cyc_per_sample",
+               "apsk_ring_ratio_2", "apsk_ring_ratio_3",
                "mod_index", "message_type", "message_bandwidth_cyc_per_sample", "ssb_upper",
                "sro_ppm", "fading_type", "k_factor_db", "delay_spread_samples", "doppler_cyc_per_sample",
                "n_taps", "cfo_cyc_per_sample", "phase_offset_deg",
@@ -85,14 +90,38 @@ def constellation(label):
         return digital.constellation_8psk().base()
     if label == "16QAM":
         return digital.constellation_16qam().base()
-    if label == "16PSK":
-        return digital.psk_constellation(16, differential=False)
+    if label in ("16PSK", "32PSK"):
+        return digital.psk_constellation(int(label[:-3]), differential=False)
     if label in ("64QAM", "256QAM"):
         return digital.qam_constellation(int(label[:-3]), differential=False)
+    if label in ("32QAM", "128QAM"):  # cross layouts (qam_constellation is square only)
+        side, cut = {"32QAM": (6, 1), "128QAM": (12, 2)}[label]
+        lv = np.arange(-(side - 1), side, 2, dtype=np.float64)
+        sq = (lv[:, None] + 1j * lv[None, :]).ravel()
+        lim = side - 1 - 2 * cut
+        pts = _unit(sq[~((np.abs(sq.real) > lim) & (np.abs(sq.imag) > lim))])
+        return digital.constellation_calcdist(pts, list(range(len(pts))), 4, 1).base()
     levels = {"OOK": [0.0, 1.0], "4ASK": [0.0, 1.0, 2.0, 3.0], "8ASK": list(range(8)),
               "PAM4": [-3.0, -1.0, 1.0, 3.0]}[label]
     pts = _unit(levels)
     return digital.constellation_calcdist(pts, list(range(len(pts))), 1, 1).base()
+
+
+# DVB-S2 / S2X APSK from gr-dtv's own mapper: (constellation, [code rates]). The code rate sets
+# the ring ratios, drawn per burst like the synthesizer does.
+APSK_DTV = {
+    "16APSK": ("MOD_16APSK", ("C2_3", "C3_4", "C4_5", "C5_6", "C8_9", "C9_10")),
+    "32APSK": ("MOD_32APSK", ("C3_4", "C4_5", "C5_6", "C8_9", "C9_10")),
+    "64APSK": ("MOD_4_12_20_28APSK", ("C132_180",)),
+    "128APSK": ("MOD_128APSK", ("C135_180",)),
+}
+
+
+def rrc_resampler(sps, rolloff):
+    """RRC pulse shaping at any rate, built exactly as digital.generic_mod builds it."""
+    nfilts = 32
+    taps = firdes.root_raised_cosine(nfilts, nfilts, 1.0, rolloff, nfilts * 11 * int(sps))
+    return filter.pfb_arb_resampler_ccf(sps, taps)
 
 
 def _log_uniform(rng, lo_hi):
@@ -138,6 +167,35 @@ def modulated(tb, label, rng, p, n_out):
                                   pre_diff_code=False, excess_bw=p["rolloff"])
         tb.connect(src, mod)
         return mod
+    if label == "OQPSK":  # QPSK with the Q rail delayed by half a symbol (even integer sps)
+        sps = max(2, 2 * int(round(_log_uniform(rng, SPS_RANGE) / 2)))
+        p["samples_per_symbol"] = float(sps)
+        p["rolloff"] = float(rng.uniform(*ROLLOFF_RANGE))
+        src = blocks.vector_source_b(_bytes(rng, int(math.ceil((n_out / sps + 64) * 2 / 8))), False)
+        mod = digital.generic_mod(constellation("QPSK"), differential=False, samples_per_symbol=sps,
+                                  pre_diff_code=False, excess_bw=p["rolloff"])
+        split, join = blocks.complex_to_float(), blocks.float_to_complex()
+        delay = blocks.delay(gr.sizeof_float, sps // 2)
+        tb.connect(src, mod, split)
+        tb.connect((split, 0), (join, 0))
+        tb.connect((split, 1), delay, (join, 1))
+        return join
+    if label in APSK:
+        p["samples_per_symbol"] = _log_uniform(rng, SPS_RANGE)
+        p["rolloff"] = float(rng.uniform(*ROLLOFF_RANGE))
+        m = int(label[:-4])
+        cname, rates = APSK_DTV[label]
+        rate = rates[int(rng.integers(0, len(rates)))]
+        n_sym = int(n_out / p["samples_per_symbol"]) + 64
+        src = blocks.vector_source_b([int(v) for v in rng.integers(0, m, size=n_sym)], False)
+        mapper = dtv.dvbs2_modulator_bc(dtv.FECFRAME_NORMAL, getattr(dtv, rate), getattr(dtv, cname),
+                                        dtv.INTERPOLATION_OFF)
+        shaper = rrc_resampler(p["samples_per_symbol"], p["rolloff"])
+        symbols = blocks.vector_sink_c()
+        tb.connect(src, mapper, shaper)
+        tb.connect(mapper, symbols)
+        p["_apsk_symbols"] = symbols  # ring ratios measured after the run (clean_burst)
+        return shaper
     if label in CPM:
         sps = int(round(_log_uniform(rng, SPS_RANGE)))
         p["samples_per_symbol"] = float(sps)
@@ -258,6 +316,11 @@ def clean_burst(label, rng, length, p):
     tb.connect(src, rot)
     tb.connect(fading if fading is not None else rot, ch, head, sink)
     tb.run()
+    symbols = p.pop("_apsk_symbols", None)
+    if symbols is not None:  # ring radii of the mapper's output, relative to the inner ring
+        radii = np.unique(np.round(np.abs(np.asarray(symbols.data())), 4))
+        p["apsk_ring_ratio_2"] = float(radii[1] / radii[0])
+        p["apsk_ring_ratio_3"] = float(radii[2] / radii[0]) if radii.size > 2 else float("nan")
     x = np.asarray(sink.data(), dtype=np.complex64)
     if x.size < MARGIN_SAMPLES + length:
         raise RuntimeError(f"{label}: flowgraph produced {x.size} samples, need {MARGIN_SAMPLES + length}")

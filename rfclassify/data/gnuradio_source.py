@@ -26,18 +26,19 @@ from rfclassify._exceptions import InputError, InternalError, MissingDependencyE
 from rfclassify._progress import Progress
 from rfclassify.data import schema
 from rfclassify.data.generate import check_output
-from rfclassify.labels import label_index, parse_labels
+from rfclassify.labels import LABELS, label_index, parse_labels
 
 FLOWGRAPH = Path(__file__).with_name("_gr_flowgraph.py")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
-#: Labels GNU Radio makes with its own blocks (same list as SUPPORTED in _gr_flowgraph.py;
-#: a test keeps them equal). Left out, because GNU Radio has no modulator for them that
-#: matches our definition: 32PSK and the APSKs (only gr-dtv's DVB-S2 chain), cross 32QAM and
-#: 128QAM (qam_constellation is square only), OQPSK (no offset-QPSK modulator).
-GNURADIO_LABELS: tuple[str, ...] = (
-    "OOK", "4ASK", "8ASK", "PAM4", "BPSK", "QPSK", "8PSK", "16PSK", "16QAM", "64QAM", "256QAM",
-    "GMSK", "GFSK", "CPFSK", "AM-DSB-WC", "AM-DSB-SC", "AM-SSB-WC", "AM-SSB-SC", "FM", "NOISE")
+#: Labels the flowgraph makes (same list as SUPPORTED in _gr_flowgraph.py; a test keeps them
+#: equal): all 28. GNU Radio's own constellation objects / modulators for BPSK, QPSK, 8PSK,
+#: 16/32PSK, 16/64/256QAM, GMSK, GFSK, CPFSK and (gr-dtv's DVB-S2/S2X mapper) 16/32/64/128APSK;
+#: built from GNU Radio blocks for AM, FM, OQPSK (Q rail delayed) and NOISE; generic_mod with
+#: a constellation_calcdist of rfclassify's points for OOK, 4ASK, 8ASK, PAM4, 32QAM, 128QAM
+#: (GNU Radio has no object for these layouts: the least independent labels).
+GNURADIO_LABELS: tuple[str, ...] = LABELS
+CALCDIST_LABELS: tuple[str, ...] = ("OOK", "4ASK", "8ASK", "PAM4", "32QAM", "128QAM")
 
 CHANNEL_DESCRIPTION = {
     "model": "gnuradio channels.channel_model",
