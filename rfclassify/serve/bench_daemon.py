@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), default="auto")
     parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
+    parser.add_argument("--threads", type=int, default=None, help="backend CPU threads (default: all)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--rate must be positive")
     if args.seconds <= 0 or args.max_batch < 1:
         raise InputError("--seconds and --max-batch must be positive")
-    clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision)
+    clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
+                          threads=args.threads)
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]

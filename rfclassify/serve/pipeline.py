@@ -154,14 +154,15 @@ class Pipeline:
         clean = not any(t.is_alive() for t in self._threads)
         if not clean:
             self._abort.set()
-            lost = len(self.ingest_q.drain()) + len(self.batcher) + sum(
-                len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch))
-            if lost:
-                self.stats.add_drop("shutdown", lost)
             for t in self._threads:
                 t.join(0.5)
-            log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned",
-                        timeout_s, lost)
+        # whatever is still queued was abandoned (nothing, after a clean drain)
+        lost = len(self.ingest_q.drain()) + len(self.batcher) + sum(
+            len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch))
+        if lost:
+            self.stats.add_drop("shutdown", lost)
+        if not clean:
+            log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned", timeout_s, lost)
         return clean
 
     def alive(self) -> dict[str, bool]:
@@ -267,7 +268,7 @@ class Pipeline:
     def _receive_waiting(self, sock: zmq.Socket, decoder: Decoder, limit: int) -> int:
         """Decode and enqueue up to `limit` messages already waiting; returns how many."""
         n = 0
-        while n < limit:
+        while n < limit and not self._abort.is_set():
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
