@@ -195,7 +195,7 @@ def test_default_sub_input_from_simulate_pub(tiny_model_dir, tmp_path):
     import socket
     import threading
 
-    from rfclassify.serve.config import InputConfig
+    from rfclassify.serve.config import InputConfig, MetricsConfig
     from rfclassify.serve.simulate import SimulateOptions, run_simulator
     from dataclasses import replace
 
@@ -203,7 +203,8 @@ def test_default_sub_input_from_simulate_pub(tiny_model_dir, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")
-    cfg = replace(cfg, input=InputConfig(endpoint=f"tcp://127.0.0.1:{port}"))   # sub + connect
+    cfg = replace(cfg, input=InputConfig(endpoint=f"tcp://127.0.0.1:{port}"),   # sub + connect
+                  metrics=MetricsConfig(listen="127.0.0.1:0"))
     d = Daemon(cfg)
     d.start()
     try:
@@ -217,6 +218,10 @@ def test_default_sub_input_from_simulate_pub(tiny_model_dir, tmp_path):
         assert {r["truth"]["label"] for r in c.results} <= {"QPSK", "FM"}
         assert sorted(r["burst_id"] for r in c.results) == list(range(30))
         c.stop()
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{d.metrics.address}/metrics", timeout=10) as resp:
+            assert "rfclassify_bursts_classified_total 30" in resp.read().decode()
     finally:
         assert d.stop(drain=True)
 

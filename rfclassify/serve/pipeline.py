@@ -27,7 +27,7 @@ from typing import Any
 
 import zmq
 
-from rfclassify._exceptions import MessageError
+from rfclassify._exceptions import MessageError, UserError
 from rfclassify.dsp.windows import burst_to_windows
 from rfclassify.serve.batching import Batch, BoundedQueue, BucketBatcher, Pending
 from rfclassify.serve.bursts import Burst, Reject
@@ -192,6 +192,8 @@ class Pipeline:
             loop()
         except zmq.ContextTerminated:
             pass
+        except UserError as exc:      # e.g. an address in use: start() re-raises it, one line
+            self._errors[name] = exc
         except BaseException as exc:  # noqa: BLE001 - reported through status, then re-raised in start()
             log.exception("%s thread failed", name)
             self._errors[name] = exc
