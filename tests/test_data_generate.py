@@ -109,3 +109,24 @@ def test_all_presets_means_full_clean_and_every_family():
 
     spec = GenerateSpec(per_cell=1, channels=("all",))
     assert spec.channels == ("full", "clean", *FAMILIES)
+
+
+def test_ctrl_c_stops_between_chunks_and_leaves_no_file(tmp_path):
+    import os
+    import signal
+
+    spec = GenerateSpec(classes=("QPSK",), snr_grid_db=(0.0,), per_cell=12, lengths_samples=(64,),
+                        chunk_examples=4)
+    written = []
+
+    def progress(n):
+        written.append(n)
+        if len(written) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # handled by generate: stop at the next chunk
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(spec, tmp_path / "x.h5", on_progress=progress, command_line="x")
+    assert written == [4]
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGINT) is before  # restored

@@ -52,6 +52,7 @@ def test_round_trip_samples_labels_params(written):
         for name in PARAM_DTYPE.names:
             np.testing.assert_array_equal(params[name], np.concatenate([a.params[name], b.params[name]]))
         assert list(ds.label_names) == ["QPSK", "FM", "NOISE", "BPSK", "GMSK"]
+        assert ds.indices_for_labels(["GMSK", "QPSK", "OOK"]).tolist() == [0, 4]
         assert ds.attrs.seed == 7 and ds.attrs.classes == ("QPSK", "FM")
         assert ds.channel_names == ("full",)
         # out-of-order, repeated and negative indices come back in the order asked for

@@ -20,7 +20,9 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, is_dataclass
@@ -196,6 +198,38 @@ def make_chunk(task: ChunkTask) -> ChunkResult:
                        batch.snr_db, batch.params, task.channel_index)
 
 
+class _DeferredInterrupt:
+    """Turns Ctrl-C into a KeyboardInterrupt at the next `check()` (between chunks).
+
+    A KeyboardInterrupt raised at an arbitrary point can land in a weakref callback inside
+    h5py, where Python prints and swallows it and generation carries on; checking a flag
+    at a safe point makes Ctrl-C reliable. Only the main thread may set signal handlers."""
+
+    def __enter__(self) -> _DeferredInterrupt:
+        self.hit = False
+        self._old: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.hit = True
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C is the parent's to handle (it cancels the pool and removes the partial file);
+    # without this every worker would print its own KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
     """Chunk results in task order; at most 2 x workers chunks computed ahead of the writer."""
     if workers <= 1:
@@ -205,7 +239,7 @@ def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
     # fork (Linux): workers inherit the already imported synthesizer instead of paying ~2 s
     # of imports each; they touch nothing but their task. Elsewhere spawn, the safe default.
     ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
         pending: dict[int, cf.Future[ChunkResult]] = {}
         next_submit = 0
         try:
@@ -292,11 +326,14 @@ def generate_dataset(spec: GenerateSpec, out: str | os.PathLike[str], workers: i
         extra={"per_cell": spec.per_cell, "chunk_examples": spec.chunk_examples})
     tasks = plan_chunks(spec)
     start = time.perf_counter()
-    with schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer:
+    with _DeferredInterrupt() as interrupt, \
+            schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer:
         for res in _results(tasks, workers):
+            interrupt.check()
             writer.append(res.iq, res.label_index, res.snr_db, res.params, res.channel_index)
             if on_progress is not None:
                 on_progress(len(res.label_index))
+        interrupt.check()
         writer.commit()
     elapsed = time.perf_counter() - start
     return GenerateReport(path, writer.n_examples, writer.n_samples, elapsed, workers)
