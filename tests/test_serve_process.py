@@ -110,8 +110,8 @@ def test_notify_ready_watchdog_and_sigterm_drains_in_flight_bursts(tiny_model_di
             except (socket.timeout, OSError):
                 pass
 
-    # a batch that waits 10 s: the bursts are certainly still in flight when SIGTERM arrives
-    config = "[batching]\nmax_batch = 4096\nmax_wait_ms = 10000\n[shutdown]\ndrain_timeout_s = 10\n"
+    # a batch that waits 60 s: the bursts are certainly still in flight when SIGTERM arrives
+    config = "[batching]\nmax_batch = 4096\nmax_wait_ms = 60000\n[shutdown]\ndrain_timeout_s = 10\n"
     stop = threading.Event()
     reader = threading.Thread(target=read_notify, args=(stop,), daemon=True)
     reader.start()

@@ -74,13 +74,13 @@ class ModelConfig:
 @dataclass(frozen=True)
 class BucketBatching:
     max_batch: int = field(default=64, metadata=_check(lo=1, hi=4096))
-    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=10_000.0))
+    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=60_000.0))
 
 
 @dataclass(frozen=True)
 class BatchingConfig:
     max_batch: int = field(default=64, metadata=_check(lo=1, hi=4096))   # windows per batch
-    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=10_000.0))
+    max_wait_ms: float = field(default=2.0, metadata=_check(lo=0.0, hi=60_000.0))
     buckets: dict[str, BucketBatching] = field(default_factory=dict)     # per-bucket overrides
 
     def for_bucket(self, bucket_samples: int) -> BucketBatching:

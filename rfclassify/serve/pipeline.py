@@ -340,7 +340,7 @@ class Pipeline:
         t1 = time.monotonic()
         infer_s = t1 - t0
         eng = self.engine
-        for p, res in zip(batch.items, results):
+        for p, res in zip(batch.items, results, strict=True):
             b = p.burst
             queue_s, total_s = t0 - b.received_s, t1 - b.received_s
             rec = result_record(b, res, backend=eng.backend, precision=eng.precision,
