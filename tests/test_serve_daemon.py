@@ -303,3 +303,20 @@ def test_curve_protects_output_and_control(tiny_model_dir, tmp_path):
         for s in (plain, secure, push):
             s.close()
         d.stop(drain=False)
+
+
+def test_unknown_threshold_override_turns_results_unknown_and_back(daemon, sender, collector):
+    model_threshold = daemon.engine.unknown_threshold
+    iq = _bursts(2, seed=5)[0].iq
+    daemon.engine.set_unknown_threshold(1.0)          # what SIGHUP applies from model.unknown_threshold
+    try:
+        sender.send_multipart(encode_native(iq[0], _header("thr-1")))
+        assert collector.wait_for(1, 20)
+    finally:
+        daemon.engine.set_unknown_threshold(None)
+    sender.send_multipart(encode_native(iq[1], _header("thr-2")))
+    assert collector.wait_for(2, 20)
+    by_id = {r["burst_id"]: r for r in collector.results}
+    assert by_id["thr-1"]["label"] == "unknown" and by_id["thr-1"]["top"][0]["label"] != "unknown"
+    assert daemon.engine.unknown_threshold == model_threshold
+    assert by_id["thr-2"]["label"] == by_id["thr-2"]["top"][0]["label"]    # the random model's 0.0 threshold

@@ -54,18 +54,17 @@ class EngineAdapter:
         self.precision = classifier.precision
         self.device = classifier.device
         self.model_id = classifier.model_id
-        self._model_threshold = classifier.meta.unknown_threshold
+        self._model_threshold = classifier.unknown_threshold
         self.set_unknown_threshold(unknown_threshold)
 
     def set_unknown_threshold(self, threshold: float | None) -> None:
         """Override the model's open-set threshold (None or < 0: the model's own)."""
         t = self._model_threshold if threshold is None or threshold < 0 else float(threshold)
-        # results_from_outputs reads meta.unknown_threshold; swapping the frozen meta is atomic
-        self.classifier.meta = self.classifier.meta.with_updates(unknown_threshold=t)
+        self.classifier.unknown_threshold = t
 
     @property
     def unknown_threshold(self) -> float:
-        return float(self.classifier.meta.unknown_threshold)
+        return self.classifier.unknown_threshold
 
     def classify_batch(self, batch: Batch) -> list[Any]:
         """One ClassificationResult per burst of the batch, windows run in one backend call."""
