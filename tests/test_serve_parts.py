@@ -362,3 +362,39 @@ def test_bucket_overrides_inherit_what_they_do_not_set():
     cfg = config_from_dict({"batching": {"max_batch": 16, "max_wait_ms": 7, "buckets": {"4096": {"max_batch": 4}}}})
     assert cfg.batching.for_bucket(4096) == BucketBatching(max_batch=4, max_wait_ms=7.0)
     assert cfg.batching.for_bucket(128) == BucketBatching(max_batch=16, max_wait_ms=7.0)
+
+
+# -- the simulator ---------------------------------------------------------------------------
+def test_simulate_command_sends_labelled_native_bursts():
+    import zmq
+
+    from rfclassify.cli import main
+    from rfclassify.serve.decoders import make_decoder
+
+    ctx = zmq.Context.instance()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.LINGER, 0)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        assert main(["simulate", "--endpoint", f"tcp://127.0.0.1:{port}", "--connect", "--socket", "push",
+                     "--count", "6", "--rate", "0", "--quiet", "--classes", "QPSK,FM", "--pattern", "cycle",
+                     "--length-min", "100", "--length-max", "300", "--snr-min", "5", "--snr-max", "6",
+                     "--dtype", "ci16_le"]) == 0
+        decoder = make_decoder("native")
+        bursts = []
+        for _ in range(6):
+            assert pull.poll(5000)
+            bursts += decoder.decode(pull.recv_multipart(), 0.0)
+    finally:
+        pull.close()
+    assert [b.burst_id for b in bursts] == list(range(6))
+    assert [b.truth.label for b in bursts] == ["QPSK", "FM"] * 3                 # --pattern cycle
+    assert all(100 <= b.n_samples <= 300 and 5 <= b.truth.snr_db <= 6 for b in bursts)
+    assert all(b.stream == "sim0" and b.sample_rate_hz == 1e6 for b in bursts)
+
+
+def test_simulate_rejects_unknown_classes(capsys):
+    from rfclassify.cli import main
+
+    assert main(["simulate", "--classes", "QPSK,NOPE", "--count", "1"]) == 2
+    assert "unknown label 'NOPE'" in capsys.readouterr().err
