@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from rfclassify.engine.options import add_model_arguments
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=600, metavar="N", help="bursts to simulate (default 600)")
     parser.add_argument("--rate", type=float, default=150.0, metavar="R", help="bursts per second (default 150)")
     parser.add_argument("--seconds", type=float, metavar="S", help="simulate for S seconds instead of --count")
-    parser.add_argument("--model-dir", default="", metavar="DIR", help="model directory (default: shipped models/)")
-    parser.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), default="auto")
-    parser.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), default="auto")
+    add_model_arguments(parser)
     parser.add_argument("--lines", type=int, default=15, metavar="N",
                         help="print the first N results one per line, then a rolling summary (default 15)")
     parser.add_argument("--seed", type=int, default=0)
@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.count < 1 or args.rate <= 0 or (args.seconds is not None and args.seconds <= 0):
         raise InputError("--count, --rate and --seconds must be positive")
-    summary = run_demo(args.count, args.rate, args.seconds, model_dir=args.model_dir, backend=args.backend,
-                       precision=args.precision, lines=args.lines, seed=args.seed)
+    summary = run_demo(args.count, args.rate, args.seconds, model_dir=str(args.model_dir or ""),
+                       backend=args.backend, precision=args.precision, device=args.device or "",
+                       threads=args.threads or 0, lines=args.lines, seed=args.seed)
     return 0 if summary["n"] > 0 else 1

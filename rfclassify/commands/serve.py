@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--model-dir", metavar="DIR", help="model directory (default: the shipped models/)")
     g.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), help="default auto")
     g.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), help="default auto")
+    g.add_argument("--device", help="cpu, cuda or cuda:N (default: chosen with the backend)")
+    g.add_argument("--threads", type=int, metavar="N", help="CPU threads of the backend (default: all)")
     g.add_argument("--max-batch", type=int, metavar="WINDOWS", help="windows per backend batch (default 64)")
     g.add_argument("--max-wait-ms", type=float, metavar="MS", help="longest a burst waits for its batch (default 2)")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration, print it, exit")
@@ -48,6 +50,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "queues.overload": args.overload, "output.endpoint": args.output,
         "control.endpoint": args.control, "metrics.listen": args.metrics,
         "model.dir": args.model_dir, "model.backend": args.backend, "model.precision": args.precision,
+        "model.device": args.device, "model.threads": args.threads,
         "batching.max_batch": args.max_batch, "batching.max_wait_ms": args.max_wait_ms,
         "logging.level": level,
     }

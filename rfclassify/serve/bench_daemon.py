@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import zmq
 
+from rfclassify.engine.options import add_model_arguments
+
 BURST_SAMPLES = 1024
 POOL = 256
 
@@ -35,12 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
-    parser.add_argument("--model-dir", default="", metavar="DIR", help="model directory (default: shipped models/)")
-    parser.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), default="auto")
-    parser.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), default="auto")
+    add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
-    parser.add_argument("--threads", type=int, default=None, help="backend CPU threads (default: all)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -142,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.max_batch < 1:
         raise InputError("--seconds and --max-batch must be positive")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
-                          threads=args.threads)
+                          device=args.device, threads=args.threads)
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]

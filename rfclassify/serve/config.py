@@ -66,6 +66,7 @@ class ModelConfig:
     dir: str = ""               # empty: the shipped models/ ($RFCLASSIFY_MODEL_DIR wins)
     backend: str = field(default="auto", metadata=_check(BACKENDS))
     precision: str = field(default="auto", metadata=_check(PRECISIONS))
+    device: str = ""            # "" = chosen with the backend; else cpu, cuda or cuda:N
     unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
     threads: int = field(default=0, metadata=_check(lo=0, hi=1024))   # CPU backend threads; 0: all
     warmup: bool = True

@@ -40,7 +40,7 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
 
     m = config.model
     max_batch = max([config.batching.max_batch, 16] + [b.max_batch for b in config.batching.buckets.values()])
-    clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision,
+    clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision, device=m.device or None,
                           max_batch_size=max(max_batch, 1024), warmup=False, threads=m.threads or None)
     if m.warmup:
         # every bucket at batch 1 and a typical batch: first calls pay allocation, not traffic

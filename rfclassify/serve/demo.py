@@ -36,14 +36,15 @@ LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
 
 
 def local_config(control_dir: str | Path, *, model_dir: str = "", backend: str = "auto",
-                 precision: str = "auto", overload: str = "block", mode: str = "pull",
+                 precision: str = "auto", device: str = "", threads: int = 0,
+                 overload: str = "block", mode: str = "pull",
                  max_batch: int = 64, max_wait_ms: float = 2.0, log_level: str = "warning") -> DaemonConfig:
     """A daemon on loopback with free ports (input bound, so the sender connects)."""
     return DaemonConfig(
         input=InputConfig(endpoint=LOOPBACK_ANY_PORT, mode=mode, bind=True),
         output=OutputConfig(endpoint=LOOPBACK_ANY_PORT),
         control=ControlConfig(endpoint=f"ipc://{Path(control_dir) / 'control'}"),
-        model=ModelConfig(dir=model_dir, backend=backend, precision=precision),
+        model=ModelConfig(dir=model_dir, backend=backend, precision=precision, device=device, threads=threads),
         batching=BatchingConfig(max_batch=max_batch, max_wait_ms=max_wait_ms),
         queues=replace(QueueConfig(), overload=overload),
         logging=LoggingConfig(level=log_level),
@@ -141,7 +142,8 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = "", backend: str = "auto",
-             precision: str = "auto", lines: int = 15, seed: int = 0, out: Any = None) -> dict[str, Any]:
+             precision: str = "auto", device: str = "", threads: int = 0, lines: int = 15, seed: int = 0,
+             out: Any = None) -> dict[str, Any]:
     """Run the demo and print as it goes; returns the summary dict."""
     import sys
 
@@ -151,7 +153,8 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="rfclassify-demo-") as tmp:
-        daemon = Daemon(local_config(tmp, model_dir=model_dir, backend=backend, precision=precision))
+        daemon = Daemon(local_config(tmp, model_dir=model_dir, backend=backend, precision=precision,
+                                     device=device, threads=threads))
         t_load = time.monotonic()
         daemon.start()
         e = daemon.engine
