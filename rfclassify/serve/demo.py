@@ -65,7 +65,7 @@ class ResultCollector:
         self._connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
 
-    def start(self, settle_s: float = 0.3) -> ResultCollector:
+    def start(self, settle_s: float = 0.5) -> ResultCollector:
         self._thread.start()
         self._connected.wait(5)
         time.sleep(settle_s)          # let the subscription reach the PUB socket (slow joiner)
