@@ -42,6 +42,8 @@ def render_status(st: dict[str, Any]) -> str:
         f"published {c.get('published', 0)}  ({c.get('messages', 0)} messages)")
     add(f"rejected    {c.get('rejected_total', 0)}: {_kv(c.get('rejected'))}")
     add(f"dropped     {c.get('dropped_total', 0)}: {_kv(c.get('dropped'))}  (policy {st.get('overload_policy')})")
+    if st.get("decoder"):
+        add(f"decoder     {_kv(st['decoder'])}")
     q = st.get("queues") or {}
     if q:
         add(f"queues      ingest {q.get('ingest')} ({q.get('ingest_bytes', 0) / 1e6:.1f} MB), "
