@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
     from rfclassify.engine.classifier import Classifier
 
     m = config.model
-    max_batch = max([config.batching.max_batch, 16] + [b.max_batch for b in config.batching.buckets.values()])
+    max_batch = max([config.batching.max_batch] + [b.max_batch for b in config.batching.buckets.values()])
     clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision, device=m.device or None,
                           max_batch_size=max(max_batch, 1024), warmup=False, threads=m.threads or None)
     if m.warmup:
@@ -48,8 +47,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
     return EngineAdapter(clf, m.unknown_threshold)
 
 
-def socket_security(config: DaemonConfig) -> Callable[[zmq.Socket, str], None] | None:
-    """A callable applying CURVE to a socket by role, when any socket is configured for it."""
+def socket_security(config: DaemonConfig) -> Any:
+    """security.DaemonSecurity (applies CURVE by socket role) when any socket uses CURVE, else None."""
     s = config.security
     if not (s.curve_input or s.curve_output or s.curve_control):
         return None
