@@ -92,9 +92,10 @@ class TorchBackend(Backend):
         n = x.shape[0]
         size = self.graph_batch_sizes[bisect.bisect_left(self.graph_batch_sizes, n)]
         graph, static_in, out_logits, out_snr = self._graph(x.shape[3], size)
-        static_in[:n].copy_(torch.from_numpy(x))  # host->device and fp32->fp16 in one copy
-        graph.replay()
-        return out_logits[:n].float().cpu().numpy(), out_snr[:n].float().cpu().numpy()
+        with torch.cuda.device(self.device):  # replay on the stream of this backend's GPU
+            static_in[:n].copy_(torch.from_numpy(x))  # host->device and fp32->fp16 in one copy
+            graph.replay()
+            return out_logits[:n].float().cpu().numpy(), out_snr[:n].float().cpu().numpy()
 
     def _warmup(self, bucket_samples: int, batch_size: int) -> None:
         if self.cuda_graphs:
@@ -107,7 +108,8 @@ class TorchBackend(Backend):
         """The captured graph for (length, size), capturing it first if needed."""
         key = (length, size)
         if key not in self._graphs:
-            self._graphs[key] = self._capture(length, size)
+            with require("torch").cuda.device(self.device):  # capture on this backend's GPU
+                self._graphs[key] = self._capture(length, size)
         return self._graphs[key]
 
     def _capture(self, length: int, size: int) -> tuple[Any, Any, Any, Any]:
