@@ -51,7 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_model_bench_arguments(model, suppress=True)
     daemon = modes.add_parser("daemon", help="the whole daemon (rfclassify.serve.bench_daemon)")
     if importlib.util.find_spec(DAEMON_MODULE) is not None:
-        importlib.import_module(DAEMON_MODULE).add_arguments(daemon)
+        try:  # the daemon bench needs pyzmq; `bench model` must not (GPU boxes may lack it)
+            importlib.import_module(DAEMON_MODULE).add_arguments(daemon)
+        except ImportError:
+            pass
 
 
 def run(args: argparse.Namespace) -> int:
