@@ -3,7 +3,7 @@
 1. bare: `Classifier.classify` on the same 1,024-sample bursts, in batches of the daemon's
    max_batch (normalization, windowing, inference, results: the work the daemon does minus the
    sockets and threads) for --seconds.
-2. max: a load generator (a thread here, PUSH over loopback TCP) sends as fast as the daemon
+2. max: a load generator (another process, PUSH over loopback TCP) sends as fast as the daemon
    takes them (PULL, overload policy "block": lossless backpressure); sustained throughput is
    the classified count over the measuring window.
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: flo
     return n / (time.perf_counter() - t0)
 
 
-def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: threading.Event) -> None:
+def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any) -> None:
     """Send frames round-robin at `rate` per second (None: as fast as the socket accepts)."""
     sock = zmq.Context.instance().socket(zmq.PUSH)
     sock.setsockopt(zmq.LINGER, 0)
@@ -100,11 +100,17 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
                            max_batch=max_batch, max_wait_ms=max_wait_ms)
         daemon = Daemon(cfg, engine=engine)
         daemon.start()
-        stop = threading.Event()
-        gen = threading.Thread(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
-                               name="load", daemon=True)
+        # the load generator is another process, like a real front end: it shares the CPU
+        # cores with the daemon but not its interpreter lock
+        mp = multiprocessing.get_context("spawn")
+        stop = mp.Event()
+        gen = mp.Process(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
+                         name="rfclassify-bench-load", daemon=True)
         try:
             gen.start()
+            deadline = time.monotonic() + 30
+            while daemon.stats.snapshot()["counters"]["received"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)                  # the generator process is starting
             time.sleep(warmup_s)
             s0, t0 = daemon.stats.snapshot()["counters"], time.monotonic()
             daemon.stats.reset_latency()          # percentiles of the measuring window only
@@ -113,6 +119,9 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
         finally:
             stop.set()
             gen.join(5)
+            if gen.is_alive():
+                gen.kill()
+                gen.join(5)
             daemon.stop(drain=False)
     c = snap["counters"]
     return {
@@ -153,23 +162,23 @@ def run(args: argparse.Namespace) -> int:
     }
     print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}; {BURST_SAMPLES}-sample bursts, "
           f"batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
-    bare = bare_throughput(clf, bursts, args.max_batch, args.seconds)
-    report["bare_bursts_per_s"] = bare
-    print(f"bare backend (Classifier.classify, batch {args.max_batch}): {bare:8.0f} bursts/s", flush=True)
+    # the bare backend is measured before and after the daemon (half the time each) and
+    # averaged, so a change in the machine's load during the run biases the ratio less
+    bare_before = bare_throughput(clf, bursts, args.max_batch, args.seconds / 2)
     phases: dict[str, dict[str, Any]] = {}
     if args.rate == "max":
-        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms,
-                                  warmup_s=min(1.0, args.seconds))
-        _print_phase("daemon, max load", phases["max"], bare)
+        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms)
         half = phases["max"]["throughput_bursts_per_s"] / 2
-        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms,
-                                   warmup_s=min(1.0, args.seconds))
-        _print_phase(f"daemon, half load ({half:.0f}/s)", phases["half"], bare)
+        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms)
     else:
-        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms,
-                                    warmup_s=min(1.0, args.seconds))
-        _print_phase(f"daemon at {fixed_rate:g}/s", phases["fixed"], bare)
-    report["phases"] = phases
+        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms)
+    bare_after = bare_throughput(clf, bursts, args.max_batch, args.seconds / 2)
+    bare = (bare_before + bare_after) / 2
+    report.update(bare_bursts_per_s=bare, bare_before_after=[bare_before, bare_after], phases=phases)
+    print(f"bare backend (Classifier.classify, batch {args.max_batch}): {bare:8.0f} bursts/s "
+          f"(before {bare_before:.0f}, after {bare_after:.0f})", flush=True)
+    for name, p in phases.items():
+        _print_phase(name, p, bare)
     if "max" in phases:
         report["max_vs_bare"] = phases["max"]["throughput_bursts_per_s"] / bare
         print(f"daemon max / bare = {report['max_vs_bare']:.2f} (goal >= 0.80); half-load p99 total "
@@ -182,7 +191,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
     lat = p["latency_ms"]["total"]
-    print(f"{name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
+    if p["offered_rate"] is not None:
+        name += f" ({p['offered_rate']:.0f}/s offered)"
+    print(f"daemon, {name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
           f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms",
           flush=True)
 
