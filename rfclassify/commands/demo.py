@@ -26,4 +26,4 @@ def run(args: argparse.Namespace) -> int:
     summary = run_demo(args.count, args.rate, args.seconds, model_dir=str(args.model_dir or ""),
                        backend=args.backend, precision=args.precision, device=args.device or "",
                        threads=args.threads or 0, lines=args.lines, seed=args.seed)
-    return 0 if summary["n"] > 0 else 1
+    return 0 if summary["status"]["counters"]["classified"] > 0 else 1

@@ -4,7 +4,8 @@ The daemon runs exactly as `rfclassify serve` would (same threads, real ZeroMQ s
 127.0.0.1 with free ports, the control socket in a temporary directory) on the default
 backend with the shipped model; the simulator hands bursts over PUSH/PULL (lossless, so the
 accuracy counts every burst) and a subscriber collects the published results.
-The helpers here (`local_config`, `ResultCollector`, `summarize`) are shared with
+The summary comes from the daemon's own status (the same counters, latency percentiles and
+live accuracy `rfclassify status` shows). `local_config` and `ResultCollector` are shared with
 `rfclassify bench daemon` and the tests.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from rfclassify.serve.config import (
     OutputConfig,
     QueueConfig,
 )
-from rfclassify.serve.stats import percentile, snr_band
 
 LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
 
@@ -112,27 +111,6 @@ class ResultCollector:
             return len(self.results) + len(self.rejects)
 
 
-def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Latency percentiles and live accuracy (overall, per class, per SNR band) of result records."""
-    lat = {s: sorted(r["latency_ms"][s] for r in results) for s in ("queue", "infer", "total")}
-    out: dict[str, Any] = {"n": len(results), "latency_ms": {
-        s: {f"p{q}": percentile(v, q) for q in (50, 90, 99)} for s, v in lat.items()}}
-    truth = [r for r in results if r.get("truth") and r["truth"].get("label")]
-    if truth:
-        by_class: dict[str, Counter[str]] = {}
-        by_snr: dict[str, Counter[str]] = {}
-        for r in truth:
-            ok = "ok" if r["label"] == r["truth"]["label"] else "bad"
-            by_class.setdefault(r["truth"]["label"], Counter())[ok] += 1
-            if r["truth"].get("snr_db") is not None:
-                by_snr.setdefault(snr_band(r["truth"]["snr_db"]), Counter())[ok] += 1
-        acc = lambda c: c["ok"] / max(1, c["ok"] + c["bad"])  # noqa: E731
-        out["accuracy"] = sum(r["label"] == r["truth"]["label"] for r in truth) / len(truth)
-        out["accuracy_per_class"] = {k: (acc(c), c["ok"] + c["bad"]) for k, c in sorted(by_class.items())}
-        out["accuracy_per_snr_db"] = {k: (acc(c), c["ok"] + c["bad"]) for k, c in by_snr.items()}
-    return out
-
-
 def _line(r: dict[str, Any]) -> str:
     t = r.get("truth") or {}
     mark = "" if not t.get("label") else ("  ok" if t["label"] == r["label"] else f"  (true {t['label']})")
@@ -202,8 +180,8 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
             status = daemon.status()
             daemon.stop(drain=True)
             collector.stop()
-    summary = summarize(collector.results)
-    summary.update(sent=sent[0], elapsed_s=elapsed, status=status, rejects=len(collector.rejects))
+    summary = {"sent": sent[0], "elapsed_s": elapsed, "status": status,
+               "results_received": len(collector.results), "rejects_received": len(collector.rejects)}
     _print_summary(summary, say)
     return summary
 
@@ -211,16 +189,19 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
 def _print_summary(s: dict[str, Any], say: Any) -> None:
     st = s["status"]
     c = st["counters"]
-    say("")
     why = lambda d: f" {dict(d)}" if d else ""  # noqa: E731
+    say("")
     say(f"summary: sent {s['sent']}, classified {c['classified']}, rejected {c['rejected_total']}"
         f"{why(c['rejected'])}, dropped {c['dropped_total']}{why(c['dropped'])} in {s['elapsed_s']:.1f} s "
-        f"({c['classified'] / max(s['elapsed_s'], 1e-9):.0f} bursts/s)")
-    for stage, p in s["latency_ms"].items():
+        f"({c['classified'] / max(s['elapsed_s'], 1e-9):.0f} bursts/s); {s['results_received']} results "
+        f"reached the subscriber")
+    for stage, p in st["latency_ms"].items():
         say(f"latency {stage:<6} p50 {p['p50'] or 0:6.1f} ms  p90 {p['p90'] or 0:6.1f} ms  p99 {p['p99'] or 0:6.1f} ms")
-    if "accuracy" in s:
-        say(f"live accuracy {s['accuracy'] * 100:.1f}% over {s['n']} bursts "
-            f"(engine {st['engine']['backend']} {st['engine']['precision']}, model {st['engine']['model']})")
-        say("  by SNR: " + ", ".join(f"{k} dB {a * 100:.0f}% (n={n})" for k, (a, n) in s["accuracy_per_snr_db"].items()))
-        cls = s["accuracy_per_class"]
-        say("  by class: " + ", ".join(f"{k} {a * 100:.0f}%" for k, (a, n) in cls.items()))
+    acc = st.get("accuracy")
+    if acc:
+        eng = st["engine"]
+        say(f"live accuracy {acc['overall'] * 100:.1f}% over {acc['n']} bursts "
+            f"(engine {eng['backend']} {eng['precision']}, model {eng['model']})")
+        say("  by SNR: " + ", ".join(f"{k} dB {v['accuracy'] * 100:.0f}% (n={v['n']})"
+                                    for k, v in acc["per_snr_db"].items()))
+        say("  by class: " + ", ".join(f"{k} {v['accuracy'] * 100:.0f}%" for k, v in acc["per_class"].items()))

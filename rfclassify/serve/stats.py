@@ -18,8 +18,7 @@ from typing import Any
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 LATENCY_STAGES = ("queue", "infer", "total")
-SNR_BANDS_DB: tuple[tuple[float, float], ...] = (
-    (-100.0, 0.0), (0.0, 10.0), (10.0, 20.0), (20.0, 100.0))
+SNR_EDGES_DB: tuple[float, ...] = (0.0, 10.0, 20.0)   # live accuracy is also kept per SNR band
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -52,10 +51,16 @@ class LatencyHistogram:
 
 
 def snr_band(snr_db: float) -> str:
-    for lo, hi in SNR_BANDS_DB:
-        if lo <= snr_db < hi:
-            return f"{lo:g}..{hi:g}" if lo > -100 else f"<{hi:g}"
-    return f">={SNR_BANDS_DB[-1][0]:g}"
+    """The SNR band name of a ground-truth SNR: '<0', '0..10', '10..20' or '>=20'."""
+    i = bisect.bisect_right(SNR_EDGES_DB, snr_db)
+    if i == 0:
+        return f"<{SNR_EDGES_DB[0]:g}"
+    if i == len(SNR_EDGES_DB):
+        return f">={SNR_EDGES_DB[-1]:g}"
+    return f"{SNR_EDGES_DB[i - 1]:g}..{SNR_EDGES_DB[i]:g}"
+
+
+SNR_BANDS: tuple[str, ...] = tuple(snr_band(x) for x in (SNR_EDGES_DB[0] - 1,) + SNR_EDGES_DB)
 
 
 class DaemonStats:
@@ -163,7 +168,7 @@ class DaemonStats:
                     "per_class": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
                                   for k, v in sorted(self.truth_by_class.items())},
                     "per_snr_db": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
-                                   for k, v in self.truth_by_snr.items()},
+                                   for k in SNR_BANDS if (v := self.truth_by_snr.get(k))},
                 }
             return {
                 "counters": {
