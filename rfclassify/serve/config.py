@@ -94,6 +94,7 @@ class QueueConfig:
     ingest_max_bytes: int = field(default=64 * MiB, metadata=_check(lo=MiB, hi=2**40))
     infer_max_batches: int = field(default=4, metadata=_check(lo=1, hi=1024))
     publish_max_records: int = field(default=20000, metadata=_check(lo=1, hi=10_000_000))
+    publish_max_bytes: int = field(default=64 * MiB, metadata=_check(lo=MiB, hi=2**40))
     overload: str = field(default="drop_oldest", metadata=_check(OVERLOAD_POLICIES))
 
 

@@ -35,7 +35,7 @@ from rfclassify.serve.config import DaemonConfig
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
 from rfclassify.serve.publish import open_output_socket, publish_loop
-from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, reject_record, result_record
+from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, encode, reject_record, result_record
 from rfclassify.serve.stats import DaemonStats
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,8 @@ class Pipeline:
         self.ingest_q = BoundedQueue("ingest", q.ingest_max_bursts, q.ingest_max_bytes,
                                      q.overload, self._dropped)
         self.infer_q = BoundedQueue("infer", q.infer_max_batches, 1 << 62, "block", self._dropped)
-        self.publish_q = BoundedQueue("publish", q.publish_max_records, 1 << 62, "drop_oldest",
-                                      self._dropped)
+        self.publish_q = BoundedQueue("publish", q.publish_max_records, q.publish_max_bytes,
+                                      "drop_oldest", self._dropped)
         self.batcher = BucketBatcher(config.batching)
         self.heartbeat_s = time.monotonic()
         self.inference_errors = 0
@@ -173,7 +173,7 @@ class Pipeline:
     def queue_depths(self) -> dict[str, Any]:
         return {"ingest": len(self.ingest_q), "ingest_bytes": self.ingest_q.nbytes,
                 "batching": len(self.batcher), "infer_batches": len(self.infer_q),
-                "publish": len(self.publish_q)}
+                "publish": len(self.publish_q), "publish_bytes": self.publish_q.nbytes}
 
     def decoder_stats(self) -> dict[str, int]:
         return dict(self._decoder_stats)
@@ -206,20 +206,27 @@ class Pipeline:
 
     def _reject(self, rej: Reject) -> None:
         self.stats.add_reject(rej.reason)
-        self.publish_q.put((REJECT_TOPIC, reject_record(rej)))
+        self._publish(encode(REJECT_TOPIC, reject_record(rej)))
 
-    def _enqueue(self, outputs: list[Burst | Reject]) -> None:
+    def _publish(self, frames: list[bytes]) -> None:
+        # serialized here so the queue can count bytes: echoed `meta` may be large
+        self.publish_q.put(frames, len(frames[1]))
+
+    def _enqueue(self, outputs: list[Burst | Reject], overhead_bytes: int = 0) -> None:
+        """Queue bursts (counted as their samples plus the message's other frames, which hold
+        the echoed metadata); publish rejects."""
         for out in outputs:
             if isinstance(out, Reject):
                 self._reject(out)
                 continue
             self.stats.add_received()
+            nbytes = out.iq.nbytes + overhead_bytes
             if self.ingest_q.policy == "block":
-                while not self.ingest_q.put(out, out.iq.nbytes, timeout=_POLL_S):
+                while not self.ingest_q.put(out, nbytes, timeout=_POLL_S):
                     if self._abort.is_set():
                         return
             else:
-                self.ingest_q.put(out, out.iq.nbytes)
+                self.ingest_q.put(out, nbytes)
 
     # -- stages ----------------------------------------------------------------------------
     def _input_socket(self) -> zmq.Socket:
@@ -276,7 +283,8 @@ class Pipeline:
                 break
             n += 1
             self.stats.add_message()
-            self._enqueue(decoder.decode(frames, time.monotonic()))
+            overhead = sum(len(f) for f in frames[:-1])
+            self._enqueue(decoder.decode(frames, time.monotonic()), overhead)
         if n:
             self._decoder_stats = decoder.stats()
         return n
@@ -348,7 +356,7 @@ class Pipeline:
             truth = b.truth
             self.stats.add_result(res.label, queue_s, infer_s, total_s,
                                   truth.label if truth else None, truth.snr_db if truth else None)
-            self.publish_q.put((RESULT_TOPIC, rec))
+            self._publish(encode(RESULT_TOPIC, rec))
 
     def _publish_loop(self) -> None:
         sock = open_output_socket(self.context, self.config, self.security)

@@ -1,7 +1,7 @@
 """The publisher stage: the only thread that touches the output PUB socket.
 
-Other threads hand it `(topic, record)` pairs through a bounded queue; it serializes them and
-sends `[topic, json]`. PUB never blocks: a subscriber that cannot keep up loses messages at
+Other threads hand it serialized `[topic, json]` frames (`results.encode`) through a bounded
+queue; it sends them. PUB never blocks: a subscriber that cannot keep up loses messages at
 ZeroMQ's high-water mark (`output.sndhwm`), which ZeroMQ does not report, so the daemon can
 only count what it handed to the socket (`published`).
 """
@@ -17,7 +17,6 @@ import zmq
 from rfclassify.serve.batching import BoundedQueue
 from rfclassify.serve.config import DaemonConfig
 from rfclassify.serve.control import open_socket
-from rfclassify.serve.results import encode
 from rfclassify.serve.stats import DaemonStats
 
 LINGER_MS = 1000         # how long close() may spend delivering what is still queued
@@ -48,8 +47,7 @@ def publish_loop(sock: zmq.Socket, queue: BoundedQueue, stats: DaemonStats,
                 break
             if item is None:
                 continue
-            topic, record = item
-            sock.send_multipart(encode(topic, record))
+            sock.send_multipart(item)
             stats.add_published()
     finally:
         sock.close(linger=0 if abort.is_set() else LINGER_MS)
