@@ -2,7 +2,7 @@
 
 Imports only zmq, json and the standard library so it starts instantly. Exit codes: 0 when
 the daemon answered (whatever its health: read `health` for that), 1 when no daemon answered
-within --timeout (one line on stderr), 2 for a usage mistake.
+within --timeout (one line on stderr; with --watch it keeps trying), 2 for a usage mistake.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             reply = request(endpoint, "status", timeout_s=args.timeout, secure=secure)
         except NoDaemonError as exc:
-            print(f"rfclassify status: {exc}", file=sys.stderr)
-            return 1
+            print(f"rfclassify status: {exc}", file=sys.stderr, flush=True)
+            if args.watch is None:
+                return 1
+            time.sleep(args.watch)     # watching: the daemon may be restarting
+            continue
         if args.json:
             print(json.dumps(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
         else:
