@@ -1,7 +1,7 @@
 """Model-level benchmark: each backend and precision against plain PyTorch eager fp32.
 
 The baseline is the same network (``load_trained``) run eagerly in fp32 on the same device,
-in the same process, interleaved with the backend under test (alternating short rounds),
+in the same process, interleaved call by call with the backend under test,
 so machine load and clock changes hit both alike. Every call includes what a caller pays:
 numpy in, numpy out (host<->device copies on a GPU). Reported per (backend, precision,
 bucket, batch): latency median/p90/p99 per call and throughput in windows/s, with the
@@ -30,7 +30,7 @@ from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)
 
-ROUNDS = 4  # baseline/backend alternations per measurement
+MIN_CALLS = 5  # per side, however long they take
 
 
 @dataclass(frozen=True)
@@ -59,31 +59,24 @@ def percentiles_ms(call_s: np.ndarray) -> dict[str, float]:
             "p99": round(float(np.percentile(ms, 99)), 4), "mean": round(float(ms.mean()), 4)}
 
 
-def _time_calls(fn: Callable[[], object], seconds: float, out: list[float]) -> None:
-    """Call fn until `seconds` have passed (at least twice), appending each call's duration."""
-    end = time.perf_counter() + seconds
-    n = 0
-    while True:
-        t0 = time.perf_counter()
-        fn()
-        t1 = time.perf_counter()
-        out.append(t1 - t0)
-        n += 1
-        if t1 >= end and n >= 2:
-            return
-
-
 def measure_pair(baseline: Callable[[], object], candidate: Callable[[], object],
                  seconds: float, batch: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Interleaved timing of two callables: (baseline stats, candidate stats)."""
+    """Timing of two callables alternating call by call: (baseline stats, candidate stats).
+
+    Alternating single calls (not blocks) makes a burst of load from other processes hit
+    both sides alike, which matters on a shared machine."""
     for fn in (baseline, candidate, baseline, candidate):  # warm up (kernels, CUDA graphs)
         fn()
     base_s: list[float] = []
     cand_s: list[float] = []
-    share = seconds / (2 * ROUNDS)
-    for _ in range(ROUNDS):
-        _time_calls(baseline, share, base_s)
-        _time_calls(candidate, share, cand_s)
+    end = time.perf_counter() + seconds
+    while True:
+        for fn, out in ((baseline, base_s), (candidate, cand_s)):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        if len(base_s) >= MIN_CALLS and time.perf_counter() >= end:
+            break
     return _stats(np.array(base_s), batch), _stats(np.array(cand_s), batch)
 
 
@@ -165,7 +158,7 @@ def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
                         rows.append(_row(name, precision, device, bucket, batch, b_stats, c_stats))
                         log.info("%s", format_row(rows[-1]))
     return {"model": meta.model_id, "model_dir": str(model_dir), "machine": machine_info(devices_used),
-            "baseline": "torch eager fp32, same network, same device, same process, interleaved",
+            "baseline": "torch eager fp32, same network, same device, same process, alternating call by call",
             "config": {k: v for k, v in asdict(config).items()}, "threads": threads,
             "rows": rows, "skipped": skipped}
 
