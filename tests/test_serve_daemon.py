@@ -320,3 +320,20 @@ def test_unknown_threshold_override_turns_results_unknown_and_back(daemon, sende
     assert by_id["thr-1"]["label"] == "unknown" and by_id["thr-1"]["top"][0]["label"] != "unknown"
     assert daemon.engine.unknown_threshold == model_threshold
     assert by_id["thr-2"]["label"] == by_id["thr-2"]["top"][0]["label"]    # the random model's 0.0 threshold
+
+
+def test_status_watch_refreshes(daemon):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "rfclassify", "status", "--control", daemon.control.endpoint,
+                             "--json", "--watch", "0.2"], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+    replies = [json.loads(ln) for ln in lines]
+    assert all(r["pid"] == daemon.status()["pid"] for r in replies)
+    assert replies[0]["uptime_s"] <= replies[-1]["uptime_s"]
