@@ -223,3 +223,9 @@ def test_unknown_threshold_can_be_overridden_at_run_time(tiny_model_dir):
         assert r.label == UNKNOWN_LABEL and r.best_guess in c.labels
         with pytest.raises(rfclassify.ConfigError):
             c.unknown_threshold = 1.5
+
+
+def test_a_2d_array_is_a_batch_of_equal_length_bursts(clf):
+    block = np.stack([_burst(512, seed=s) for s in range(3)])
+    results = clf.classify(block)
+    assert len(results) == 3 and all(r.ok and r.n_samples == 512 for r in results)
