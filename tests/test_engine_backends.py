@@ -121,3 +121,12 @@ def test_cuda_graphs_match_eager_cpu(meta, tiny_model_dir, precision, graphs):
     np.testing.assert_allclose(logits, ref_logits, atol=tol, rtol=tol)
     np.testing.assert_allclose(snr, ref_snr, atol=tol * 10, rtol=tol)
     np.testing.assert_allclose(one, ref_logits[:1], atol=tol, rtol=tol)
+
+
+def test_cuda_graph_batch_sizes_always_cover_max_batch_size(meta, tiny_model_dir):
+    # construction needs no GPU (torch is only touched at load), so the plan is testable here
+    b = TorchBackend(meta, tiny_model_dir, device="cuda:0", precision="fp16", max_batch_size=100)
+    assert b.graph_batch_sizes == (1, 8, 64, 100) and b.warmup_batch_sizes == (1, 8, 64, 100)
+    eager = TorchBackend(meta, tiny_model_dir, device="cuda:0", max_batch_size=100, cuda_graphs=False)
+    assert eager.warmup_batch_sizes == (1,)
+    assert TorchBackend(meta, tiny_model_dir, device="cpu").warmup_batch_sizes == (1,)
