@@ -110,3 +110,54 @@ def test_same_command_reproduces_the_weights(tmp_path):
         assert main(["train", "--out", str(tmp_path / run), *args]) == 0
         ids.append(ModelMeta.load(tmp_path / run).model_id)
     assert ids[0] == ids[1]
+
+
+class _SlowPool:
+    """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
+
+    def __init__(self, n):
+        self.left = n
+        self.made = 0
+
+    def get(self, timeout=None):
+        if self.left == 0:
+            import time
+
+            time.sleep(min(timeout or 0, 0.05))
+            return None
+        self.left -= 1
+        self.made += 1
+        x = np.full((2, 2, 1, 8), self.made, np.float32)
+        return {"x": x, "label": np.zeros(2, np.int64), "snr_db": np.zeros(2, np.float32)}
+
+    def qsize(self):
+        return 0
+
+    def close(self):
+        pass
+
+
+def test_lagging_data_is_replaced_by_reuse_up_to_max_uses():
+    import time
+
+    from rfclassify.model.train import _Source
+
+    cfg = TrainConfig(out_dir="x", steps=10, workers=1, max_uses=3, replay_batches=4)
+    pool = _SlowPool(2)
+    src = _Source(cfg, td.DataRecipe(), pin=False, pool=pool)
+    try:
+        deadline = time.monotonic() + 30
+        while src.ready.qsize() < 2 and time.monotonic() < deadline:  # receiver thread takes both
+            time.sleep(0.01)
+        seen = []
+        for _ in range(6):  # 2 fresh + each reused twice more (max_uses=3)
+            (x, _, _), fresh = src.next(lambda b: b)
+            seen.append((int(x[0, 0, 0, 0]), fresh))
+        assert sorted(v for v, f in seen if f) == [1, 2]
+        assert sorted(v for v, f in seen if not f) == [1, 1, 2, 2]
+        # every batch is used up and nothing new arrives: the next call must wait, not reuse
+        src._wait = lambda timeout_s: (_ for _ in ()).throw(TimeoutError("waited"))
+        with pytest.raises(TimeoutError):
+            src.next(lambda b: b)
+    finally:
+        src.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 
@@ -28,19 +29,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="held-out synthesized bursts per bucket for validation and temperature")
     parser.add_argument("--log-every", type=int, default=100, help="steps between progress lines")
     parser.add_argument("--checkpoint-every-s", type=float, default=180.0)
+    parser.add_argument("--arch", default=None, metavar="JSON",
+                        help="network constructor overrides as JSON (default: network.DEFAULT_ARCH)")
     parser.add_argument("--resume", default=None, metavar="CKPT", help="continue from a checkpoint.pt")
 
 
 def run(args: argparse.Namespace) -> int:
+    from rfclassify._exceptions import ConfigError
     from rfclassify.dsp.windows import BucketPolicy
     from rfclassify.model.train import TrainConfig, train
 
     policy = BucketPolicy(tuple(args.buckets))  # validates the list (ConfigError -> exit 2)
+    try:
+        arch = json.loads(args.arch) if args.arch else {}
+    except ValueError as exc:
+        raise ConfigError(f"--arch is not valid JSON: {exc}") from None
+    if not isinstance(arch, dict):
+        raise ConfigError("--arch must be a JSON object")
     cfg = TrainConfig(
         out_dir=args.out, device=args.device, data=args.data, time_budget_s=args.time_budget_s,
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
-        log_every=args.log_every, checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
+        log_every=args.log_every, arch=arch, checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
     train(cfg)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import queue
 import sys
 import threading
@@ -118,16 +119,16 @@ class _Source:
     With worker processes, a thread receives batches (unpickling releases the GIL while it
     waits on the pipe) so the training loop only copies ready arrays to the device."""
 
-    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe, pin: bool) -> None:
-        self.pool: td.SynthPool | None = None
+    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe, pin: bool, pool: Any = None) -> None:
+        self.pool: td.SynthPool | None = pool  # anything with get(timeout), qsize(), close()
         self.pin = pin
         self.iter = None
-        if cfg.data:
+        if pool is None and cfg.data:
             self.iter = td.hdf5_batches(cfg.data, recipe, cfg.seed)
-        elif cfg.workers == 0:
+        elif pool is None and cfg.workers == 0:
             self.iter = td.inline_batches(recipe, cfg.seed)
         else:
-            self.pool = td.SynthPool(recipe, cfg.seed, cfg.workers, cfg.val_per_bucket)
+            self.pool = pool or td.SynthPool(recipe, cfg.seed, cfg.workers, cfg.val_per_bucket)
             self.ready: queue.Queue[td.Batch] = queue.Queue(maxsize=8)
             self.stop = threading.Event()
             self.thread = threading.Thread(target=self._receive, name="rfc-batch-receiver", daemon=True)
@@ -209,6 +210,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError("--device cuda asked for, but torch sees no CUDA GPU")
     torch.manual_seed(cfg.seed)
     torch.backends.cudnn.benchmark = True
+    if cfg.workers and not cfg.data:
+        # the synth workers own the cores; torch's spinning OpenMP threads would fight them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
     model = build_network(cfg.arch or None).to(device)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
