@@ -28,34 +28,18 @@ def _finite_or_none(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _top_list(top: Any) -> list[dict[str, Any]]:
-    """Normalize the classifier's top-k (pairs or mappings) to [{label, p}]."""
-    out = []
-    for item in top:
-        if isinstance(item, dict):
-            label, p = item["label"], item["p"]
-        else:
-            label, p = item[0], item[1]
-        out.append({"label": str(label), "p": round(float(p), 6)})
-    return out
-
-
 def result_record(burst: Burst, result: Any, *, backend: str, precision: str, model_id: str,
                   queue_ms: float, infer_ms: float, total_ms: float) -> dict[str, Any]:
     """The `result` record for one classified burst (result: a ClassificationResult)."""
     truth = None
     if burst.truth is not None:
         truth = {"label": burst.truth.label, "snr_db": _finite_or_none(burst.truth.snr_db)}
+    fields = result.to_dict()     # label, confidence, top, snr_db, n_samples, bucket, windows
+    fields["snr_db"] = _finite_or_none(fields["snr_db"])     # NaN is not JSON
     return {
         "burst_id": burst.burst_id,
         "stream": burst.stream,
-        "label": result.label,
-        "confidence": round(float(result.confidence), 6),
-        "top": _top_list(result.top),
-        "snr_db": _finite_or_none(result.snr_db),
-        "n_samples": int(result.n_samples),
-        "bucket": int(result.bucket),
-        "windows": int(result.windows),
+        **fields,
         "backend": backend,
         "precision": precision,
         "model": model_id,
