@@ -75,8 +75,11 @@ def candidate_dirs() -> list[Path]:
 def _usable_dir(path: Path, private: bool) -> bool:
     try:
         path.mkdir(mode=0o700 if private else 0o750, exist_ok=True)
+        owner = path.stat().st_uid
     except OSError:
         return False
+    if private and owner != os.getuid():
+        return False          # someone else made our /tmp name first: do not put a socket there
     return os.access(path, os.W_OK | os.X_OK)
 
 
