@@ -398,3 +398,26 @@ def test_simulate_rejects_unknown_classes(capsys):
 
     assert main(["simulate", "--classes", "QPSK,NOPE", "--count", "1"]) == 2
     assert "unknown label 'NOPE'" in capsys.readouterr().err
+
+
+def test_default_control_endpoint_falls_back_to_the_user_runtime_dir(tmp_path, monkeypatch):
+    import zmq
+
+    from rfclassify.serve import control
+
+    monkeypatch.setattr(control, "SYSTEM_RUNTIME_DIR", Path("/proc/rfclassify-not-writable"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert control.client_endpoint() == "ipc:///proc/rfclassify-not-writable/control"   # nothing yet
+    ctx = zmq.Context()
+    srv = control.ControlServer(ctx, "", lambda req: {"ok": True})
+    srv.start()
+    try:
+        sock = tmp_path / "rfclassify" / "control"
+        assert srv.endpoint == f"ipc://{sock}"
+        assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(sock.parent).st_mode) == 0o700
+        assert control.client_endpoint() == srv.endpoint            # status finds it
+        assert control.request(control.client_endpoint(), timeout_s=5) == {"ok": True}
+    finally:
+        srv.stop()
+        ctx.term()
