@@ -161,3 +161,17 @@ def test_lagging_data_is_replaced_by_reuse_up_to_max_uses():
             src.next(lambda b: b)
     finally:
         src.close()
+
+
+def test_training_from_an_hdf5_dataset(tmp_path):
+    data = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(data), "--snr=0,20", "--per-cell", "1",
+                 "--classes", "BPSK,FM", "--lengths", "100,300", "--seed", "2"]) == 0
+    batches = td.hdf5_batches(str(data), td.DataRecipe(buckets_samples=(128, 256), batch_size=2), seed=0)
+    for _ in range(4):
+        b = next(batches)
+        assert b["x"].shape[3] in (128, 256) and set(b["label"]) <= {LABELS.index("BPSK"), LABELS.index("FM")}
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--data", str(data), "--steps", "2", "--batch-size", "2",
+                 "--buckets", "128", "256", "--val-per-bucket", "4", "--device", "cpu"]) == 0
+    assert (out / "model.pt").is_file()

@@ -84,6 +84,14 @@ class TrainConfig:
         return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (a container's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def lr_at(progress: float, cfg: TrainConfig) -> float:
     """Linear warmup to cfg.lr, then cosine down to final_lr_fraction * cfg.lr at progress 1."""
     p = min(max(progress, 0.0), 1.0)
@@ -212,7 +220,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = True
     if cfg.workers and not cfg.data:
         # the synth workers own the cores; torch's spinning OpenMP threads would fight them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.workers))
+        torch.set_num_threads(max(1, _usable_cores() - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
     model = build_network(cfg.arch or None).to(device)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
