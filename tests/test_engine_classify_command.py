@@ -90,6 +90,7 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
     assert [r["truth"]["label"] for r in recs] == ["QPSK", "FM", "QPSK"]
     assert recs[2]["truth"]["snr_db"] is None
     assert "accuracy" in captured.err and "on 3 labelled bursts" in captured.err
+    assert "best guess right" in captured.err
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,7 @@ class _Tally:
         self.rejected: Counter[str] = Counter()
         self.with_truth = 0
         self.correct = 0
+        self.best_guess_correct = 0
         self.unknown = 0
 
     def add(self, burst: Any, r: Any) -> None:
@@ -102,6 +103,7 @@ class _Tally:
         if burst.truth_label is not None:
             self.with_truth += 1
             self.correct += int(r.label == burst.truth_label)
+            self.best_guess_correct += int(r.best_guess == burst.truth_label)
             self.unknown += int(r.best_guess != r.label)
 
     def summary(self) -> str:
@@ -111,6 +113,8 @@ class _Tally:
             parts.append(f"{sum(self.rejected.values())} rejected ({reasons})")
         if self.with_truth:
             acc = 100.0 * self.correct / self.with_truth
+            best = 100.0 * self.best_guess_correct / self.with_truth
             parts.append(f"accuracy {acc:.1f}% on {self.with_truth} labelled bursts "
-                         f"({self.unknown} reported unknown, counted wrong)")
+                         f"({self.unknown} reported unknown, counted wrong; "
+                         f"best guess right {best:.1f}%)")
         return "; ".join(parts)
