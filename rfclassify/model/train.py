@@ -255,6 +255,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     t_loop = time.perf_counter()
     last_log_t, last_ck_t, last_examples = t_loop, t_loop, 0
     first_step_s = None
+    # wall time per step by bucket: constant when the host (kernel launches) is the bottleneck,
+    # proportional to length when the GPU is (the launch queue fills and the host waits)
+    step_time: dict[int, list[float]] = {}
+    t_prev = None
     try:
         model.train()
         while True:
@@ -285,6 +289,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                                      (logits.argmax(1) == y).sum().float()])
             n_since_log[0] += int(x.shape[0])
             n_since_log[1] += 1
+            t_now = time.perf_counter()
+            if t_prev is not None:
+                acc = step_time.setdefault(int(x.shape[-1]), [0, 0.0])
+                acc[0] += 1
+                acc[1] += t_now - t_prev
+            t_prev = t_now
             if first_step_s is None:
                 first_step_s = time.perf_counter() - t_start
             now = time.perf_counter()
@@ -308,6 +318,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
         "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
         "data_wait_s": round(src.waited, 1), "device": device,
+        "ms_per_step_by_bucket": {str(b): round(1e3 * t / max(n, 1), 2) for b, (n, t) in sorted(step_time.items())},
         "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "parameters": count_parameters(model), "torch": torch.__version__,
         "started_utc": started_utc,
