@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-every-s", type=float, default=180.0)
     parser.add_argument("--arch", default=None, metavar="JSON",
                         help="network constructor overrides as JSON (default: network.DEFAULT_ARCH)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="CUDA only: NHWC activations for the convolutions (try if the GPU is the bottleneck)")
     parser.add_argument("--resume", default=None, metavar="CKPT", help="continue from a checkpoint.pt")
 
 
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out, device=args.device, data=args.data, time_budget_s=args.time_budget_s,
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
-        log_every=args.log_every, arch=arch, checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
+        log_every=args.log_every, arch=arch, channels_last=args.channels_last, checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
     train(cfg)

@@ -66,6 +66,7 @@ class TrainConfig:
     log_every: int = 100
     checkpoint_every_s: float = 180.0
     resume: str | None = None
+    channels_last: bool = False       # NHWC activations on CUDA (tensor-core friendly; not measured yet)
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -223,6 +224,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         torch.set_num_threads(max(1, _usable_cores() - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
     model = build_network(cfg.arch or None).to(device)
+    layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format
+    model = model.to(memory_format=layout)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -269,7 +272,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 g["lr"] = lr_at(progress(elapsed), cfg)
             (x, y, s), fresh = src.next(to_device)
             examples["fresh" if fresh else "reused"] += int(x.shape[0])
-            x = augment(x, gen)
+            x = augment(x, gen).contiguous(memory_format=layout)
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
                 logits, snr_pred = model(x)
             ce = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=cfg.label_smoothing)
