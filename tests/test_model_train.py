@@ -100,6 +100,7 @@ def test_tiny_training_run_writes_a_loadable_model(tmp_path, capsys):
                "--buckets", "128", "256", "--val-per-bucket", "8", "--log-every", "2", "--device", "cpu",
                "--resume", str(out / "checkpoint.pt")])
     assert rc == 0 and ModelMeta.load(out).extra["training"]["steps"] == 6
+    assert ModelMeta.load(out).extra["training"]["examples_fresh"] == 6 * 8  # counts carried over
 
 
 def test_same_command_reproduces_the_weights(tmp_path):

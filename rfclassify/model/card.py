@@ -110,7 +110,8 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += [
             f"- Command: `{t.get('command', '')}` (seed {t.get('seed')})",
             f"- Device: {t.get('device_name')}, torch {t.get('torch', '?')}; {t.get('steps')} steps in "
-            f"{t.get('train_s')} s (whole run {t.get('total_s', '?')} s)",
+            f"{t.get('train_s')} s of training schedule (the last invocation took {t.get('total_s', '?')} s "
+            "in all, start-up, validation and saving included)",
             f"- Data volume: {t.get('examples_fresh', 0):,} freshly synthesized bursts, "
             f"{t.get('examples_reused', 0):,} reuses of them with a random phase rotation / conjugation",
             f"- Data recipe: on-the-fly synthesis with the full impairment chain, SNR uniform "

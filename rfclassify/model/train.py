@@ -232,11 +232,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
                             fused=device.startswith("cuda"))
     step, prior_s, history = 0, 0.0, []
+    examples = {"fresh": 0, "reused": 0}
     if cfg.resume:
         ck = torch.load(cfg.resume, map_location=device, weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
+        examples = dict(ck.get("examples", examples))
     gen = torch.Generator(device=device)
     gen.manual_seed(cfg.seed + step)
     noise_idx = LABELS.index(NOISE_LABEL)
@@ -254,7 +256,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # running sums stay on the device (no per-step synchronization): loss, ce, snr_loss, correct
     sums = torch.zeros(4, device=device)
     n_since_log = [0, 0]  # examples, steps
-    examples = {"fresh": 0, "reused": 0}
     t_loop = time.perf_counter()
     last_log_t, last_ck_t, last_examples = t_loop, t_loop, 0
     first_step_s = None
@@ -308,7 +309,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
-                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, cfg)
+                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
         val = src.pool.validation(timeout=120.0) if src.pool else None
@@ -316,7 +317,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         src.close()
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
-    _checkpoint(out, model, opt, step, train_s, history, cfg)
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg)
     return _finish(model, cfg, recipe, val, history, {
         "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
         "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
@@ -368,7 +369,9 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
         "recipe": recipe.to_dict(), "validation": {"per_bucket": per_bucket,
                                                      "per_bucket_examples": cfg.val_per_bucket},
         "flops_per_bucket": {str(k): v for k, v in flops.items()},
-        "calibration": cal, "total_s": round(time.perf_counter() - t_start, 1),
+        "calibration": cal,
+        # this invocation (a resumed run's train_s also counts the earlier ones)
+        "total_s": round(time.perf_counter() - t_start, 1),
     }
     meta = ModelMeta(model_id=model_id, buckets_samples=recipe.buckets_samples,
                      min_samples=recipe.min_samples, temperature=round(cal["temperature"], 5),
@@ -414,9 +417,10 @@ def _log_line(step: int, elapsed: float, opt: Any, sums: Any, counts: list[int],
 
 
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float,
-                history: list[dict[str, float]], cfg: TrainConfig) -> None:
+                history: list[dict[str, float]], examples: dict[str, int], cfg: TrainConfig) -> None:
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                "elapsed_s": elapsed_s, "history": history, "config": asdict(cfg)}, tmp)
+                "elapsed_s": elapsed_s, "history": history, "examples": examples,
+                "config": asdict(cfg)}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
