@@ -8,7 +8,6 @@ serving path (`rfclassify.engine.classifier.Classifier`) and writes tables and f
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
 from pathlib import Path
@@ -17,8 +16,6 @@ from typing import Any
 import numpy as np
 
 from rfclassify.labels import LABELS, NOISE_LABEL
-
-log = logging.getLogger(__name__)
 
 #: Range over which the SNR estimate's mean absolute error is reported (the goal: <= 2 dB).
 SNR_MAE_RANGE_DB = (0.0, 20.0)

@@ -15,7 +15,6 @@ circular time shift: its wrap point is a discontinuity no receiver ever sees.
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import os
 import queue
@@ -33,8 +32,6 @@ from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
 from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
-
-log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.json"

@@ -14,7 +14,6 @@ queue. Nothing here imports torch.
 
 from __future__ import annotations
 
-import logging
 import multiprocessing as mp
 import os
 import queue
@@ -27,8 +26,6 @@ import numpy as np
 
 from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
 from rfclassify.labels import LABELS
-
-log = logging.getLogger(__name__)
 
 Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
 
