@@ -10,6 +10,7 @@ gives a lossless PUSH socket for a daemon in PULL mode.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -132,8 +133,12 @@ def run_simulator(opts: SimulateOptions, *, stop: threading.Event | None = None,
     try:
         if opts.socket_type == "pub" and opts.warmup_s > 0:
             stop.wait(opts.warmup_s)      # PUB drops messages sent before subscribers join
+        # the first batch (or the whole pool) is synthesized before the clock starts, so the
+        # schedule does not open with a catch-up burst
+        source = iter(BurstSource(opts))
+        first = next(source)
         t0 = time.monotonic()
-        for iq, label, snr in BurstSource(opts):
+        for iq, label, snr in itertools.chain([first], source):
             if stop.is_set() or (opts.count and sent >= opts.count):
                 break
             if opts.rate_bursts_per_s > 0:
