@@ -90,7 +90,7 @@ class BoundedQueue:
 
 @dataclass
 class Pending:
-    """A burst ready for inference: its windows and when it arrived."""
+    """A burst ready for inference and its normalized windows (arrival time: burst.received_s)."""
 
     burst: Burst
     windows: BurstWindows
