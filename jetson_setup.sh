@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# One-shot provisioning of a Jetson AGX Orin for rfclassify (JetPack 5.1 / 6.x).
+#
+#   sudo ./jetson_setup.sh [--prefix /opt/rfclassify] [--power-mode N] [--no-start] [--dry-run] [--force]
+#
+# What it does, in order:
+#   1. checks it runs as root on a Jetson (/etc/nv_tegra_release) and reports the L4T release;
+#   2. installs from apt: python3-venv, python3-pip, the TensorRT Python bindings
+#      (python3-libnvinfer) and build tools for pycuda;
+#   3. creates a virtualenv in PREFIX/venv with --system-site-packages (TensorRT's bindings come
+#      from apt, not PyPI) and installs this checkout with the 'cpu' and 'jetson' extras;
+#   4. copies models/ and docs/ to PREFIX, creates the system user/group "rfclassify" in the
+#      video (and, where it exists, render) groups so the service can reach the GPU and DLA;
+#   5. installs systemd/rfclassify.service, a drop-in pointing at PREFIX, and the example config
+#      as /etc/rfclassify/rfclassify.toml (an existing config is kept); enables and starts it.
+#
+# NOT RUN ON A JETSON: no Jetson was available when this was written. The script was checked with
+# `bash -n` and its --dry-run output is tested in CI (tests/test_jetson_setup.py); every step
+# follows NVIDIA's and systemd's documented commands, but treat the first real run as a test.
+set -euo pipefail
+
+PREFIX=/opt/rfclassify
+POWER_MODE=""
+START=1
+DRY_RUN=0
+FORCE=0
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) PREFIX="${2:?--prefix needs a directory}"; shift 2 ;;
+        --power-mode) POWER_MODE="${2:?--power-mode needs a number (nvpmodel -q lists them)}"; shift 2 ;;
+        --no-start) START=0; shift ;;
+        --dry-run) DRY_RUN=1; shift ;;
+        --force) FORCE=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "jetson_setup.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+# run CMD...: execute, or print it under --dry-run
+run() {
+    if [ "$DRY_RUN" = 1 ]; then
+        printf '+ %s\n' "$*"
+    else
+        "$@"
+    fi
+}
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "checking the machine"
+if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
+    echo "jetson_setup.sh: run as root (sudo)" >&2
+    exit 2
+fi
+if [ -r /etc/nv_tegra_release ]; then
+    echo "L4T: $(head -n 1 /etc/nv_tegra_release)"
+elif [ "$FORCE" = 1 ]; then
+    echo "not a Jetson (/etc/nv_tegra_release missing); continuing because of --force"
+else
+    echo "jetson_setup.sh: /etc/nv_tegra_release not found: this is not a Jetson (use --force to continue anyway)" >&2
+    exit 2
+fi
+
+step "installing system packages (TensorRT Python bindings come from JetPack's apt repository)"
+run apt-get update
+run env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    python3-venv python3-pip python3-dev python3-libnvinfer build-essential
+
+step "creating the virtualenv in $PREFIX/venv (system site packages: tensorrt)"
+run mkdir -p "$PREFIX"
+run python3 -m venv --system-site-packages "$PREFIX/venv"
+run "$PREFIX/venv/bin/python" -m pip install --upgrade pip
+# pycuda compiles against the CUDA toolkit JetPack installs under /usr/local/cuda.
+run env PATH="/usr/local/cuda/bin:$PATH" CUDA_ROOT=/usr/local/cuda \
+    "$PREFIX/venv/bin/python" -m pip install "$SRC[cpu,jetson]"
+run ln -sf "$PREFIX/venv/bin/rfclassify" /usr/local/bin/rfclassify
+
+step "copying the shipped model and docs"
+run mkdir -p "$PREFIX/models" "$PREFIX/docs"
+run cp -r "$SRC/models/." "$PREFIX/models/"
+run cp -r "$SRC/docs/." "$PREFIX/docs/"
+
+step "service identity: user and group rfclassify, in the GPU groups"
+groups="video"
+if getent group render >/dev/null 2>&1; then groups="video,render"; fi
+if ! getent passwd rfclassify >/dev/null 2>&1; then
+    run useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        --user-group --groups "$groups" rfclassify
+else
+    run usermod -a -G "$groups" rfclassify
+fi
+
+step "systemd unit, drop-in and config"
+run install -m 0644 "$SRC/systemd/rfclassify.service" /etc/systemd/system/rfclassify.service
+run mkdir -p /etc/systemd/system/rfclassify.service.d
+dropin="[Service]
+Environment=RFCLASSIFY_MODEL_DIR=$PREFIX/models
+ExecStart=
+ExecStart=$PREFIX/venv/bin/rfclassify serve --config \${RFCLASSIFY_CONFIG}"
+if [ "$DRY_RUN" = 1 ]; then
+    printf '+ write /etc/systemd/system/rfclassify.service.d/prefix.conf:\n%s\n' "$dropin"
+else
+    printf '%s\n' "$dropin" > /etc/systemd/system/rfclassify.service.d/prefix.conf
+fi
+run mkdir -p /etc/rfclassify
+if [ -e /etc/rfclassify/rfclassify.toml ]; then
+    echo "keeping the existing /etc/rfclassify/rfclassify.toml"
+else
+    run install -m 0640 -g rfclassify "$SRC/systemd/rfclassify.toml" /etc/rfclassify/rfclassify.toml
+fi
+
+if [ -n "$POWER_MODE" ]; then
+    step "power mode $POWER_MODE (nvpmodel)"
+    run nvpmodel -m "$POWER_MODE"
+fi
+
+step "enabling the service"
+run systemctl daemon-reload
+if [ "$START" = 1 ]; then
+    run systemctl enable --now rfclassify
+    echo "check it with: rfclassify status"
+else
+    run systemctl enable rfclassify
+    echo "not started (--no-start): systemctl start rfclassify"
+fi
