@@ -337,3 +337,14 @@ def test_status_watch_refreshes(daemon):
     replies = [json.loads(ln) for ln in lines]
     assert all(r["pid"] == daemon.status()["pid"] for r in replies)
     assert replies[0]["uptime_s"] <= replies[-1]["uptime_s"]
+
+
+def test_demo_command_classifies_every_simulated_burst(tiny_model_dir, capsys):
+    from rfclassify.cli import main
+
+    assert main(["demo", "--model-dir", str(tiny_model_dir), "--backend", "onnxruntime", "--count", "40",
+                 "--rate", "200", "--lines", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "summary: sent 40, classified 40, rejected 0, dropped 0" in out
+    assert "40 results reached the subscriber" in out
+    assert out.count(" samples ") >= 3 and "live accuracy" in out and "latency total" in out
