@@ -125,8 +125,11 @@ def test_percentiles_and_live_accuracy():
     snap = s.snapshot()
     assert snap["counters"]["classified"] == 11 and snap["counters"]["dropped"] == {"ingest": 3}
     assert snap["accuracy"]["overall"] == 0.7 and snap["accuracy"]["n"] == 10
+    s.add_result("unknown", 0.0, 0.0, 0.0, truth_label="QPSK", truth_snr_db=5.0, best_guess="QPSK")
+    assert s.snapshot()["accuracy"]["overall"] == pytest.approx(7 / 11, abs=1e-4)
+    assert s.snapshot()["accuracy"]["best_guess"] == pytest.approx(8 / 11, abs=1e-4)
     assert snap["accuracy"]["per_snr_db"]["0..10"] == {"accuracy": 0.7, "n": 10}
-    assert snap["per_class"] == {"QPSK": 7, "FM": 4}
+    assert s.snapshot()["per_class"] == {"QPSK": 7, "FM": 4, "unknown": 1}
     assert snap["latency_ms"]["total"]["p50"] == 10.0
     assert s.recent_drops(60) == 3
 

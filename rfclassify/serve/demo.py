@@ -200,8 +200,9 @@ def _print_summary(s: dict[str, Any], say: Any) -> None:
     acc = st.get("accuracy")
     if acc:
         eng = st["engine"]
-        say(f"live accuracy {acc['overall'] * 100:.1f}% over {acc['n']} bursts "
-            f"(engine {eng['backend']} {eng['precision']}, model {eng['model']})")
+        say(f"live accuracy {acc['overall'] * 100:.1f}% over {acc['n']} bursts ('unknown' counts as wrong; "
+            f"best guess right {acc['best_guess'] * 100:.1f}%) (engine {eng['backend']} {eng['precision']}, "
+            f"model {eng['model']})")
         say("  by SNR: " + ", ".join(f"{k} dB {v['accuracy'] * 100:.0f}% (n={v['n']})"
                                     for k, v in acc["per_snr_db"].items()))
         say("  by class: " + ", ".join(f"{k} {v['accuracy'] * 100:.0f}%" for k, v in acc["per_class"].items()))

@@ -13,7 +13,7 @@ monotonic `_total` counters, a cumulative latency histogram per stage, gauges fo
     rfclassify_latency_seconds{stage}             histogram, stage = queue | infer | total
     rfclassify_queue_depth{queue}                 gauge
     rfclassify_throughput_bursts_per_second       gauge (recent)
-    rfclassify_live_accuracy                      gauge, when bursts carry ground truth
+    rfclassify_live_accuracy{kind}                gauge, when bursts carry ground truth
     rfclassify_heartbeat_age_seconds              gauge
     rfclassify_health{state}                      1 for the current state, else 0
     rfclassify_info{version,backend,precision,device,model}   always 1
@@ -94,8 +94,10 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
     w.sample("rfclassify_throughput_bursts_per_second", status.get("throughput_bursts_per_s") or 0)
     acc = status.get("accuracy")
     if acc:
-        w.family("rfclassify_live_accuracy", "gauge", "Fraction correct among bursts carrying ground truth.")
-        w.sample("rfclassify_live_accuracy", acc["overall"])
+        w.family("rfclassify_live_accuracy", "gauge", "Fraction correct among bursts carrying ground truth "
+                 "(kind=label: the reported label, unknown counts as wrong; kind=best_guess: top-1).")
+        w.sample("rfclassify_live_accuracy", acc["overall"], kind="label")
+        w.sample("rfclassify_live_accuracy", acc["best_guess"], kind="best_guess")
     if status.get("heartbeat_age_s") is not None:
         w.family("rfclassify_heartbeat_age_seconds", "gauge", "Age of the inference loop's heartbeat.")
         w.sample("rfclassify_heartbeat_age_seconds", status["heartbeat_age_s"])

@@ -355,7 +355,8 @@ class Pipeline:
                                 infer_ms=infer_s * 1e3, total_ms=total_s * 1e3)
             truth = b.truth
             self.stats.add_result(res.label, queue_s, infer_s, total_s,
-                                  truth.label if truth else None, truth.snr_db if truth else None)
+                                  truth.label if truth else None, truth.snr_db if truth else None,
+                                  res.best_guess)
             self._publish(encode(RESULT_TOPIC, rec))
 
     def _publish_loop(self) -> None:

@@ -84,6 +84,7 @@ class DaemonStats:
         # live accuracy against echoed ground truth: (correct, total) per key
         self.truth_total = 0
         self.truth_correct = 0
+        self.truth_best_guess_correct = 0     # top-1 right, whether or not it was called unknown
         self.truth_by_class: dict[str, list[int]] = {}
         self.truth_by_snr: dict[str, list[int]] = {}
 
@@ -114,7 +115,8 @@ class DaemonStats:
             self.published += n
 
     def add_result(self, label: str, queue_s: float, infer_s: float, total_s: float,
-                   truth_label: str | None = None, truth_snr_db: float | None = None) -> None:
+                   truth_label: str | None = None, truth_snr_db: float | None = None,
+                   best_guess: str | None = None) -> None:
         now = time.monotonic()
         with self._lock:
             self.classified += 1
@@ -127,6 +129,7 @@ class DaemonStats:
                 ok = int(label == truth_label)
                 self.truth_total += 1
                 self.truth_correct += ok
+                self.truth_best_guess_correct += int((best_guess or label) == truth_label)
                 c = self.truth_by_class.setdefault(truth_label, [0, 0])
                 c[0] += ok
                 c[1] += 1
@@ -164,6 +167,7 @@ class DaemonStats:
             if self.truth_total:
                 acc = {
                     "overall": round(self.truth_correct / self.truth_total, 4),
+                    "best_guess": round(self.truth_best_guess_correct / self.truth_total, 4),
                     "n": self.truth_total,
                     "per_class": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
                                   for k, v in sorted(self.truth_by_class.items())},

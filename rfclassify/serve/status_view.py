@@ -62,7 +62,8 @@ def render_status(st: dict[str, Any]) -> str:
         add("classes     " + ", ".join(f"{k} {v}" for k, v in top) + (f", +{more} more" if more > 0 else ""))
     acc = st.get("accuracy")
     if acc:
-        add(f"accuracy    {acc['overall'] * 100:.1f}% of {acc['n']} bursts with ground truth")
+        add(f"accuracy    {acc['overall'] * 100:.1f}% of {acc['n']} bursts with ground truth "
+            f"(best guess {acc.get('best_guess', 0) * 100:.1f}%)")
         bands = acc.get("per_snr_db") or {}
         if bands:
             add("  by SNR dB " + ", ".join(f"{k}: {v['accuracy'] * 100:.0f}% (n={v['n']})"
