@@ -69,6 +69,7 @@ def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: An
     sock = zmq.Context.instance().socket(zmq.PUSH)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 1000)
+    sock.setsockopt(zmq.SNDTIMEO, 100)     # a full pipe blocks in ZeroMQ, not in a polling loop
     sock.connect(endpoint)
     try:
         i, t0 = 0, time.monotonic()
@@ -77,13 +78,10 @@ def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: An
                 delay = t0 + i / rate - time.monotonic()
                 if delay > 0 and stop.wait(delay):
                     break
-            while True:
-                try:
-                    sock.send_multipart(frames[i % len(frames)], zmq.NOBLOCK)
-                    break
-                except zmq.Again:          # backpressure from the daemon
-                    if stop.wait(0.0005):
-                        return
+            try:
+                sock.send_multipart(frames[i % len(frames)])
+            except zmq.Again:              # backpressure from the daemon for 100 ms: look at stop
+                continue
             i += 1
     finally:
         sock.close()
