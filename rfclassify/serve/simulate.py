@@ -11,11 +11,10 @@ gives a lossless PUSH socket for a daemon in PULL mode.
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import zmq
@@ -25,8 +24,6 @@ from rfclassify.dsp.synth import ChannelConfig, synthesize
 from rfclassify.labels import LABELS
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.native import encode_native
-
-log = logging.getLogger(__name__)
 
 PATTERNS = ("random", "cycle")
 BATCH = 64
@@ -54,7 +51,6 @@ class SimulateOptions:
     pool: int = 0                            # >0: synthesize this many once and cycle
     clean_channel: bool = False
     sndhwm: int = 100_000
-    extra_meta: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.socket_type not in ("pub", "push"):
@@ -147,7 +143,7 @@ def run_simulator(opts: SimulateOptions, *, stop: threading.Event | None = None,
                     break
             header = {"sample_rate": opts.sample_rate_hz, "burst_id": sent, "stream": opts.stream,
                       "center_freq": opts.center_freq_hz, "time": time.time(), "label": label,
-                      "snr_db": snr, "meta": {"source": "rfclassify-simulate", **opts.extra_meta}}
+                      "snr_db": snr, "meta": {"source": "rfclassify-simulate"}}
             while True:
                 try:
                     sock.send_multipart(encode_native(iq, header, opts.dtype), zmq.NOBLOCK)
