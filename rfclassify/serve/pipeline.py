@@ -164,9 +164,6 @@ class Pipeline:
             log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned", timeout_s, lost)
         return clean
 
-    def alive(self) -> dict[str, bool]:
-        return {t.name: t.is_alive() for t in self._threads}
-
     def failed_threads(self) -> list[str]:
         return sorted(self._errors)
 
