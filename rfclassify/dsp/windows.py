@@ -123,11 +123,11 @@ class BurstWindows:
 
 def burst_to_windows(iq: np.ndarray, policy: BucketPolicy) -> BurstWindows:
     """Normalize one burst and cut it into its bucket's windows; MessageError on a burst it must reject."""
-    n = int(np.asarray(iq).shape[0]) if np.asarray(iq).ndim == 1 else -1
+    arr = np.asarray(iq)
+    n = int(arr.shape[0]) if arr.ndim == 1 else -1
     if n >= 0:
-        policy.bucket_for(n)  # too_short before paying for normalization
-    x = normalize_burst(iq)
-    b = policy.bucket_for(n)
+        b = policy.bucket_for(n)  # too_short before paying for normalization
+    x = normalize_burst(arr)      # bad_shape for anything not 1-D, so b is set below
     if n < b:
         w = np.zeros((1, b), dtype=np.complex64)
         w[0, :n] = x
