@@ -130,8 +130,8 @@ _SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREAD
 class SynthPool:
     """N spawned processes that synthesize batches forever (+1 that makes the validation set).
 
-    `get(timeout)` returns the next batch or None; `stats()` counts what was waited for.
-    Use as a context manager so workers are always stopped."""
+    `get(timeout)` returns the next batch or None. Use as a context manager so workers are
+    always stopped."""
 
     def __init__(self, recipe: DataRecipe, seed: int, n_workers: int, val_per_bucket: int = 0,
                  queue_batches: int | None = None) -> None:
@@ -158,12 +158,9 @@ class SynthPool:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        self.received = 0
-        self.waited_s = 0.0
 
     def get(self, timeout: float | None = None) -> Batch | None:
         """The next batch; waits at most `timeout` seconds (None: forever, 0: not at all)."""
-        t0 = time.perf_counter()
         try:
             if timeout == 0:
                 batch = self._q.get_nowait()
@@ -171,10 +168,7 @@ class SynthPool:
                 batch = self._q.get(timeout=timeout)
         except queue.Empty:
             batch = None
-        self.waited_s += time.perf_counter() - t0
-        if batch is not None:
-            self.received += 1
-        elif timeout != 0:
+        if batch is None and timeout != 0:
             self._check_alive()
         return batch
 
