@@ -68,8 +68,10 @@ def is_sigmf(path: str | Path) -> bool:
     return sigmf_paths(path)[0].is_file()
 
 
-def read_sigmf(path: str | Path) -> list[FileBurst]:
-    """The bursts of one SigMF recording (see the module docstring)."""
+def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
+    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them.
+
+    Every annotation is checked, but only the bursts returned are converted from the file."""
     meta_path, data_path = sigmf_paths(path)
     try:
         meta = json.loads(meta_path.read_text())
@@ -91,8 +93,8 @@ def read_sigmf(path: str | Path) -> list[FileBurst]:
     annotations = [a for a in meta.get("annotations") or [] if isinstance(a, dict)
                    and "core:sample_start" in a]
     if not annotations:
-        return [FileBurst(_as_float(samples, is_complex), str(meta_path), 0, 0, rate_hz)]
-    bursts = []
+        return [FileBurst(_as_float(samples, is_complex), str(meta_path), 0, 0, rate_hz)][:limit]
+    spans = []
     for i, a in enumerate(sorted(annotations, key=lambda a: int(a["core:sample_start"]))):
         start = int(a["core:sample_start"])
         count = int(a.get("core:sample_count", samples.shape[0] - start))
@@ -100,10 +102,10 @@ def read_sigmf(path: str | Path) -> list[FileBurst]:
             raise InputError(f"{meta_path}: annotation {i} ({start}+{count}) lies outside the "
                              f"{samples.shape[0]} samples of {data_path.name}")
         label = a.get("core:label")
-        truth = label if label in LABELS else None
-        bursts.append(FileBurst(_as_float(samples[start:start + count], is_complex),
-                                str(meta_path), i, start, rate_hz, truth))
-    return bursts
+        spans.append((i, start, count, label if label in LABELS else None))
+    return [FileBurst(_as_float(samples[start:start + count], is_complex),
+                      str(meta_path), i, start, rate_hz, truth)
+            for i, start, count, truth in spans[:limit]]
 
 
 def _map_samples(data_path: Path, component: np.dtype, is_complex: bool, header_bytes: int) -> np.ndarray:
@@ -154,7 +156,7 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     """Chunks of bursts from a SigMF recording or an HDF5 dataset; InputError for anything else."""
     p = Path(path)
     if is_sigmf(p):
-        bursts = read_sigmf(p)[:limit]
+        bursts = read_sigmf(p, limit)
         for lo in range(0, len(bursts), chunk):
             yield bursts[lo:lo + chunk]
         return
