@@ -13,7 +13,7 @@ import importlib
 import logging
 import sys
 
-from rfclassify._exceptions import InternalError, RfclassifyError, UserError
+from rfclassify._exceptions import RfclassifyError, UserError
 
 # name -> (module under rfclassify.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"rfclassify {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except (InternalError, RfclassifyError) as exc:
+    except RfclassifyError as exc:  # InternalError and anything else not the user's
         print(f"rfclassify {args.command}: internal error: {exc}", file=sys.stderr)
         return 1
 
