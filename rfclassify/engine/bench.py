@@ -159,7 +159,7 @@ def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
                         log.info("%s", format_row(rows[-1]))
     return {"model": meta.model_id, "model_dir": str(model_dir), "machine": machine_info(devices_used),
             "baseline": "torch eager fp32, same network, same device, same process, alternating call by call",
-            "config": {k: v for k, v in asdict(config).items()}, "threads": threads,
+            "config": asdict(config), "threads": threads,
             "rows": rows, "skipped": skipped}
 
 
