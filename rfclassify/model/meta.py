@@ -53,9 +53,7 @@ class ModelMeta:
     def save(self, model_dir: str | os.PathLike[str]) -> Path:
         path = Path(model_dir) / META_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = asdict(self)
-        data["labels"] = list(self.labels)
-        data["buckets_samples"] = list(self.buckets_samples)
+        data = asdict(self)  # json writes its tuples (labels, buckets) as lists
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         tmp.replace(path)
