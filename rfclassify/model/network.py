@@ -155,7 +155,7 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
             with torch.no_grad():
                 self.snr_head[-1].weight.mul_(0.1)
                 self.snr_head[-1].bias.fill_(float(a["snr_init_db"]))
-            self.downsample = int(a["pool"]) ** (len(a["stages"]) - 1)
+            self.downsample = downsample_factor(a)
 
         def global_pool(self, x):
             if self.static_length is None:
