@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify.labels import LABELS, NOISE_LABEL
+from rfclassify.labels import LABEL_TO_INDEX, LABELS, NOISE_LABEL
 
 #: Range over which the SNR estimate's mean absolute error is reported (the goal: <= 2 dB).
 SNR_MAE_RANGE_DB = (0.0, 20.0)
@@ -55,7 +55,7 @@ def accuracy_summary(labels: np.ndarray, pred: np.ndarray, snr_db: np.ndarray,
     }
     if snr_est_db is not None:
         lo, hi = SNR_MAE_RANGE_DB
-        m = (y != LABELS.index(NOISE_LABEL)) & (snr >= lo) & (snr <= hi)
+        m = (y != LABEL_TO_INDEX[NOISE_LABEL]) & (snr >= lo) & (snr <= hi)
         err = np.abs(np.asarray(snr_est_db, np.float64) - snr)
         out["snr_mae_db_0_20"] = float(err[m].mean()) if m.any() else float("nan")
         out["snr_mae_n"] = int(m.sum())
@@ -121,7 +121,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     path = Path(path)
     with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend) as clf:
         info = _dataset_info(reader, path)
-        to_model = np.array([LABELS.index(n) if n in LABELS else -1 for n in reader.labels])
+        to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
         snr = reader.snr_db.astype(np.float64)
         n = len(reader)
@@ -138,7 +138,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                 if not r.ok:
                     rejects[r.reject_reason] = rejects.get(r.reject_reason, 0) + 1
                     continue
-                pred[i] = LABELS.index(r.top[0][0])
+                pred[i] = LABEL_TO_INDEX[r.top[0][0]]
                 conf[i], snr_est[i], bucket[i] = r.confidence, r.snr_db, r.bucket
                 probs[i] = r.probabilities
         elapsed = time.perf_counter() - t0
