@@ -90,12 +90,20 @@ class Backend:
     def loaded(self) -> bool:
         return self._loaded
 
+    @classmethod
+    def missing_file(cls, model_dir: str | Path, name: str) -> str | None:
+        """Why file `name` of model_dir cannot be used (it is not there), or None when it can."""
+        path = Path(model_dir) / name
+        if not name or not path.is_file():
+            return f"{cls.name} backend needs {path}, which does not exist"
+        return None
+
     def model_file(self, name: str) -> Path:
         """A file of the model directory; ModelNotFoundError when it is missing."""
-        path = self.model_dir / name
-        if not name or not path.is_file():
-            raise ModelNotFoundError(f"{self.name} backend needs {path}, which does not exist")
-        return path
+        problem = self.missing_file(self.model_dir, name)
+        if problem:
+            raise ModelNotFoundError(problem)
+        return self.model_dir / name
 
     # -- life cycle ---------------------------------------------------------------------
     def load(self) -> Backend:

@@ -54,9 +54,8 @@ class OnnxRuntimeBackend(Backend):
                         f"{meta.model_id!r} (model.json has no int8_onnx_file); use fp32")
             if not (Path(model_dir) / meta.int8_onnx_file).is_file():
                 return f"INT8 ONNX {Path(model_dir) / meta.int8_onnx_file} does not exist; use fp32"
-        elif not (Path(model_dir) / meta.onnx_file).is_file():
-            return f"onnxruntime backend needs {Path(model_dir) / meta.onnx_file}, which does not exist"
-        return None
+            return None
+        return cls.missing_file(model_dir, meta.onnx_file)
 
     @property
     def onnx_file(self) -> str:

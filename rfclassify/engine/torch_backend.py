@@ -52,9 +52,7 @@ class TorchBackend(Backend):
 
     @classmethod
     def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
-        if not (Path(model_dir) / meta.weights_file).is_file():
-            return f"torch backend needs {Path(model_dir) / meta.weights_file}, which does not exist"
-        return None
+        return cls.missing_file(model_dir, meta.weights_file)
 
     @property
     def warmup_batch_sizes(self) -> tuple[int, ...]:
