@@ -6,6 +6,9 @@ import argparse
 import os
 from typing import Any
 
+# stdlib-only modules: the command stays light to import
+from rfclassify.serve.config import BACKENDS, INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES, PRECISIONS
+
 CONFIG_ENV = "RFCLASSIFY_CONFIG"
 
 
@@ -14,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"TOML config (default: ${CONFIG_ENV} if set); options below override it")
     g = parser.add_argument_group("input")
     g.add_argument("--input", metavar="ENDPOINT", help="input endpoint (default tcp://127.0.0.1:5555)")
-    g.add_argument("--input-format", choices=("native", "gr-stream", "gr-pdu"), help="wire format (default native)")
-    g.add_argument("--input-mode", choices=("sub", "pull"), help="SUB (default) or PULL (lossless hand-off)")
+    g.add_argument("--input-format", choices=INPUT_FORMATS, help="wire format (default native)")
+    g.add_argument("--input-mode", choices=INPUT_MODES, help="SUB (default) or PULL (lossless hand-off)")
     bind = g.add_mutually_exclusive_group()
     bind.add_argument("--input-bind", dest="input_bind", action="store_true", default=None,
                       help="bind the input socket (default: connect to the front end)")
@@ -23,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="connect the input socket (the default)")
     g.add_argument("--sample-rate", type=float, metavar="HZ",
                    help="sample rate of GNU Radio input (it carries none)")
-    g.add_argument("--overload", choices=("drop_oldest", "drop_newest", "block"),
+    g.add_argument("--overload", choices=OVERLOAD_POLICIES,
                    help="what a full ingest queue does (default drop_oldest)")
     g = parser.add_argument_group("output and control")
     g.add_argument("--output", metavar="ENDPOINT", help="results PUB endpoint, bound (default tcp://127.0.0.1:5556)")
@@ -32,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (default off)")
     g = parser.add_argument_group("engine")
     g.add_argument("--model-dir", metavar="DIR", help="model directory (default: the shipped models/)")
-    g.add_argument("--backend", choices=("auto", "tensorrt", "torch", "onnxruntime"), help="default auto")
-    g.add_argument("--precision", choices=("auto", "int8", "fp16", "fp32"), help="default auto")
+    g.add_argument("--backend", choices=BACKENDS, help="default auto")
+    g.add_argument("--precision", choices=PRECISIONS, help="default auto")
     g.add_argument("--device", help="cpu, cuda or cuda:N (default: chosen with the backend)")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads of the backend (default: all)")
     g.add_argument("--max-batch", type=int, metavar="WINDOWS", help="windows per backend batch (default 64)")

@@ -18,7 +18,9 @@ from rfclassify._exceptions import ConfigError
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
 INPUT_MODES = ("sub", "pull")
+CUT_MODES = ("energy", "tags")
 OVERLOAD_POLICIES = ("drop_oldest", "drop_newest", "block")
+# engine.select's BACKEND_CHOICES / PRECISION_CHOICES, spelled out: importing it pulls numpy in
 BACKENDS = ("auto", "tensorrt", "torch", "onnxruntime")
 PRECISIONS = ("auto", "int8", "fp16", "fp32")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -44,7 +46,7 @@ class InputConfig:
     zmq_max_message_bytes: int = field(default=256 * MiB, metadata=_check(lo=1024, hi=2**31 - 1))
     sample_rate_hz: float = field(default=0.0, metadata=_check(lo=0.0))   # 0: unknown (GNU Radio)
     stream: str = ""                                                       # default stream name
-    cut_mode: str = field(default="energy", metadata=_check(("energy", "tags")))
+    cut_mode: str = field(default="energy", metadata=_check(CUT_MODES))
     tag_key: str = "packet_len"
     idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
 

@@ -22,10 +22,7 @@ from typing import Any
 from rfclassify._exceptions import ConfigError
 from rfclassify.serve.bursts import Burst, Reject
 from rfclassify.serve.burst_cutter import CutterConfig
-
-INPUT_FORMATS: tuple[str, ...] = ("native", "gr-stream", "gr-pdu")
-CUT_MODES: tuple[str, ...] = ("energy", "tags")
-MiB = 1024 * 1024
+from rfclassify.serve.config import CUT_MODES, INPUT_FORMATS, MiB
 
 # Every reason code a decoder can put in a Reject (windows.py adds too_short, non_finite,
 # zero_power and bad_shape later in the pipeline).
