@@ -143,11 +143,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _gnuradio(args: argparse.Namespace) -> int:
     from rfclassify.data.gnuradio_source import GnuRadioSpec, generate_gnuradio_dataset
+    from rfclassify.labels import parse_labels
 
-    classes = None if args.classes.strip().lower() == "all" else tuple(
-        c.strip() for c in args.classes.split(",") if c.strip())
-    spec = GnuRadioSpec(classes=classes, snr_grid_db=snr_grid(args), per_cell=args.per_cell,
-                        length_samples=args.length, seed=args.seed)
+    spec = GnuRadioSpec(snr_grid_db=snr_grid(args), classes=parse_labels(args.classes),
+                        per_cell=args.per_cell, length_samples=args.length, seed=args.seed)
     report = generate_gnuradio_dataset(spec, args.out, python=args.python, force=args.force,
                                        command_line=_command_line(args))
     print(f"wrote {report.path}: {report.n_examples} bursts of {spec.length_samples} samples from GNU Radio "
