@@ -20,7 +20,7 @@ import numpy as np
 
 from rfclassify._exceptions import MessageError
 from rfclassify.serve.bursts import Burst, Reject, Truth
-from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
+from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 
 # SigMF name -> (numpy dtype of one real component, scale to float)
 DTYPES: dict[str, tuple[str, float]] = {
@@ -115,9 +115,6 @@ class NativeDecoder(Decoder):
     """Decodes native burst messages; one message is one burst (or one reject)."""
 
     input_format = "native"
-
-    def __init__(self, config: IngestConfig) -> None:
-        super().__init__(config)
 
     def decode(self, frames: Sequence[Any], received_s: float) -> list[Burst | Reject]:
         if len(frames) not in (2, 3):
