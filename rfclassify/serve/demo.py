@@ -58,7 +58,6 @@ class ResultCollector:
         self.context = context or zmq.Context.instance()
         self.results: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
-        self.received_at: list[float] = []
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._connected = threading.Event()
@@ -92,7 +91,6 @@ class ResultCollector:
                 rec = json.loads(body)
                 with self._cond:
                     (self.results if topic == b"result" else self.rejects).append(rec)
-                    self.received_at.append(time.monotonic())
                     self._cond.notify_all()
         finally:
             sock.close()
