@@ -60,7 +60,8 @@ def pmt_time(value: Any) -> float | str | None:
     return None
 
 
-def _number(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
+    """A finite int or float (not a bool) as float; None for anything else."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
@@ -115,9 +116,9 @@ class GrPduDecoder(Decoder):
         known = {"burst_id", "stream", "sample_rate", "center_freq", "freq", "time", "rx_time",
                  "label", "snr_db"}
         label = meta.get("label") if isinstance(meta.get("label"), str) else None
-        snr_db = _number(meta.get("snr_db"))
-        center = _number(meta.get("center_freq", meta.get("freq")))
-        rate = _number(meta.get("sample_rate"))
+        snr_db = finite_number(meta.get("snr_db"))
+        center = finite_number(meta.get("center_freq", meta.get("freq")))
+        rate = finite_number(meta.get("sample_rate"))
         return Burst(
             iq=iq,
             sample_rate_hz=rate if rate and rate > 0 else self.config.sample_rate_hz,

@@ -15,7 +15,6 @@ the open burst is abandoned and a `stream_gap` reject says how many samples were
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +25,7 @@ from rfclassify._exceptions import MessageError
 from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
 from rfclassify.serve.bursts import Burst, Reject, Truth
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
-from rfclassify.serve.gr_pdu import pmt_time, to_jsonable
+from rfclassify.serve.gr_pdu import finite_number, pmt_time, to_jsonable
 from rfclassify.serve.pmt import read_pmt
 
 TAG_MAGIC = 0x5FF0
@@ -164,8 +163,7 @@ class GrStreamDecoder(Decoder):
             burst_id = self._next_id
         self._next_id += 1
         label = by_key.get("label") if isinstance(by_key.get("label"), str) else None
-        snr = by_key.get("snr_db")
-        snr_db = float(snr) if isinstance(snr, (int, float)) and not isinstance(snr, bool) and math.isfinite(snr) else None
+        snr_db = finite_number(by_key.get("snr_db"))
         meta: dict[str, Any] = {"offset_samples": seg.start_sample}
         if seg.truncated:
             meta["truncated"] = True
