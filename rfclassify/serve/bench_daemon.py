@@ -27,6 +27,7 @@ import numpy as np
 import zmq
 
 from rfclassify.engine.options import add_model_arguments
+from rfclassify.serve.control import open_socket
 
 BURST_SAMPLES = 1024
 POOL = 256
@@ -66,11 +67,12 @@ def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: flo
 
 def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any) -> None:
     """Send frames round-robin at `rate` per second (None: as fast as the socket accepts)."""
-    sock = zmq.Context.instance().socket(zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, 1000)
-    sock.setsockopt(zmq.SNDTIMEO, 100)     # a full pipe blocks in ZeroMQ, not in a polling loop
-    sock.connect(endpoint)
+    def setup(sock: zmq.Socket) -> None:
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.setsockopt(zmq.SNDTIMEO, 100)     # a full pipe blocks in ZeroMQ, not in a polling loop
+
+    sock = open_socket(zmq.Context.instance(), zmq.PUSH, "load", endpoint, False, setup)
     try:
         i, t0 = 0, time.monotonic()
         while not stop.is_set():

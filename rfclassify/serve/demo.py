@@ -30,6 +30,7 @@ from rfclassify.serve.config import (
     OutputConfig,
     QueueConfig,
 )
+from rfclassify.serve.control import open_socket
 
 LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
 
@@ -77,11 +78,12 @@ class ResultCollector:
     def _run(self) -> None:
         import json
 
-        sock = self.context.socket(zmq.SUB)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, 0)
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-        sock.connect(self.endpoint)
+        def setup(sock: zmq.Socket) -> None:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVHWM, 0)
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+
+        sock = open_socket(self.context, zmq.SUB, "results", self.endpoint, False, setup)
         self._connected.set()
         try:
             while not self._stop.is_set():
