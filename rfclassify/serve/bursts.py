@@ -20,6 +20,11 @@ class Truth:
     snr_db: float | None = None
 
 
+def truth_or_none(label: str | None, snr_db: float | None) -> Truth | None:
+    """Truth(label, snr_db), or None when the input carried neither."""
+    return Truth(label, snr_db) if label is not None or snr_db is not None else None
+
+
 @dataclass(frozen=True)
 class Burst:
     """One decoded burst of complex baseband samples plus the metadata echoed in its result."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import MessageError
-from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 from rfclassify.serve.pmt import Pair, deserialize
 
@@ -127,6 +127,6 @@ class GrPduDecoder(Decoder):
             center_freq_hz=center if center is not None else self.config.center_freq_hz,
             time=pmt_time(meta.get("time", meta.get("rx_time"))),
             meta={str(k): to_jsonable(v) for k, v in meta.items() if k not in known},
-            truth=Truth(label, snr_db) if label is not None or snr_db is not None else None,
+            truth=truth_or_none(label, snr_db),
             received_s=received_s,
         )

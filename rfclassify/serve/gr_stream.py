@@ -23,7 +23,7 @@ import numpy as np
 
 from rfclassify._exceptions import MessageError
 from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
-from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
 from rfclassify.serve.gr_pdu import finite_number, pmt_time, to_jsonable
 from rfclassify.serve.pmt import read_pmt
@@ -178,7 +178,7 @@ class GrStreamDecoder(Decoder):
             center_freq_hz=cfg.center_freq_hz,
             time=self._time(seg),
             meta=meta,
-            truth=Truth(label, snr_db) if label is not None or snr_db is not None else None,
+            truth=truth_or_none(label, snr_db),
             received_s=received_s,
         )
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import MessageError
-from rfclassify.serve.bursts import Burst, Reject, Truth
+from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 
 # SigMF name -> (numpy dtype of one real component, scale to float)
@@ -82,7 +82,7 @@ def parse_header(raw: memoryview) -> dict[str, Any]:
         "center_freq_hz": _number(header, "center_freq"),
         "time": header.get("time") if isinstance(header.get("time"), str) else _number(header, "time"),
         "meta": meta or {},
-        "truth": Truth(label, snr_db) if label is not None or snr_db is not None else None,
+        "truth": truth_or_none(label, snr_db),
     }
 
 
