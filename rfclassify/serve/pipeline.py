@@ -219,9 +219,8 @@ class Pipeline:
             self.stats.add_received()
             nbytes = out.iq.nbytes + overhead_bytes
             if self.ingest_q.policy == "block":
-                while not self.ingest_q.put(out, nbytes, timeout=_POLL_S):
-                    if self._abort.is_set():
-                        return
+                if not self._put_blocking(self.ingest_q, out, nbytes):
+                    return
             else:
                 self.ingest_q.put(out, nbytes)
 
@@ -311,10 +310,12 @@ class Pipeline:
             self._submit(batch)
         self._put_blocking(self.infer_q, _END)
 
-    def _put_blocking(self, q: BoundedQueue, item: Any) -> None:
-        while not q.put(item, 0, timeout=_POLL_S):
+    def _put_blocking(self, q: BoundedQueue, item: Any, nbytes: int = 0) -> bool:
+        """Put, waiting for room until it fits; False when abort came first."""
+        while not q.put(item, nbytes, timeout=_POLL_S):
             if self._abort.is_set():
-                return
+                return False
+        return True
 
     def _submit(self, batch: Batch) -> None:
         self._put_blocking(self.infer_q, batch)
