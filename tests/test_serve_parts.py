@@ -424,3 +424,25 @@ def test_default_control_endpoint_falls_back_to_the_user_runtime_dir(tmp_path, m
     finally:
         srv.stop()
         ctx.term()
+
+
+def test_blocking_put_of_an_item_larger_than_the_queue_drops_it_once_and_returns():
+    import threading
+    import types
+
+    from rfclassify.serve.pipeline import Pipeline
+
+    drops = []
+    q = BoundedQueue("ingest", max_items=4, max_bytes=100, policy="block",
+                     on_drop=lambda stage, item: drops.append(item))
+    owner = types.SimpleNamespace(_abort=threading.Event())
+    done = []
+    t = threading.Thread(target=lambda: done.append(Pipeline._put_blocking(owner, q, "huge", 101)))
+    t.start()
+    t.join(timeout=5)
+    alive = t.is_alive()
+    owner._abort.set()  # release a spinning thread so the test itself ends
+    t.join(timeout=5)
+    assert not alive, "a blocking put of an item that can never fit must not retry forever"
+    assert done == [True] and drops == ["huge"] and len(q) == 0
+    assert Pipeline._put_blocking(owner, q, "small", 10) and len(q) == 1

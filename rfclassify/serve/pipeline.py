@@ -311,7 +311,13 @@ class Pipeline:
         self._put_blocking(self.infer_q, _END)
 
     def _put_blocking(self, q: BoundedQueue, item: Any, nbytes: int = 0) -> bool:
-        """Put, waiting for room until it fits; False when abort came first."""
+        """Put, waiting for room until it fits; False when abort came first.
+
+        An item larger than the whole queue can never fit: put() drops and counts it once and
+        the caller goes on (retrying would spin forever, counting a drop per try)."""
+        if nbytes > q.max_bytes:
+            q.put(item, nbytes)
+            return True
         while not q.put(item, nbytes, timeout=_POLL_S):
             if self._abort.is_set():
                 return False
