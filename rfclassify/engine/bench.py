@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
+from rfclassify._cpus import usable_cpu_count
 from rfclassify._optional import require
 from rfclassify.engine.base import PRECISIONS, device_kind
-from rfclassify.engine.onnxruntime_backend import cpu_threads
 from rfclassify.engine.select import backend_class, candidates, why_unusable
 from rfclassify.model.meta import ModelMeta
 
@@ -120,7 +120,7 @@ def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
     bad = [b for b in config.buckets_samples if b not in meta.buckets_samples]
     if bad:
         raise ConfigError(f"buckets {bad} are not buckets of the model {list(meta.buckets_samples)}")
-    threads = config.threads or cpu_threads()
+    threads = config.threads or usable_cpu_count()
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
@@ -189,7 +189,7 @@ def format_row(r: dict[str, Any]) -> str:
 
 def machine_info(devices: set[str]) -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "processor": platform.processor(),
-                            "cpu_count": os.cpu_count(), "cpu_threads_usable": cpu_threads(),
+                            "cpu_count": os.cpu_count(), "cpu_threads_usable": usable_cpu_count(),
                             "python": platform.python_version()}
     for mod in ("numpy", "torch", "onnxruntime"):
         try:

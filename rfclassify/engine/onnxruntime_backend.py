@@ -7,24 +7,16 @@ int8 here is an error that says so (``Classifier.load`` with backend 'auto' fall
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import BackendError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
-
-
-def cpu_threads() -> int:
-    """Cores this process may use (its affinity mask, not the machine's core count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class OnnxRuntimeBackend(Backend):
@@ -43,7 +35,7 @@ class OnnxRuntimeBackend(Backend):
         self.spin = bool(spin)
         # One inference at a time per process (the daemon has one inference thread), so all
         # cores go to intra-op parallelism; inter-op threads would only contend with them.
-        self.threads = int(threads) if threads else cpu_threads()
+        self.threads = int(threads) if threads else usable_cpu_count()
         self._session: Any = None
 
     @classmethod

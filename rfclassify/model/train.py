@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import queue
 import sys
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
 from rfclassify.labels import LABELS, NOISE_LABEL
@@ -80,14 +80,6 @@ class TrainConfig:
     def finish_reserve_s(self) -> float:
         """Time kept back from the budget for validation, calibration and saving."""
         return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
-
-
-def _usable_cores() -> int:
-    """Cores this process may run on (a container's share, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def lr_at(progress: float, cfg: TrainConfig) -> float:
@@ -218,7 +210,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     torch.backends.cudnn.benchmark = True
     if cfg.workers and not cfg.data:
         # the synth workers own the cores; torch's spinning OpenMP threads would fight them
-        torch.set_num_threads(max(1, _usable_cores() - cfg.workers))
+        torch.set_num_threads(max(1, usable_cpu_count() - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
     model = build_network(cfg.arch or None).to(device)
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from rfclassify._cpus import usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
 from rfclassify.serve.control import open_socket
 
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
     report: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {_cpus()} CPUs",
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cpu_count()} CPUs",
         "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
         "seconds": args.seconds,
@@ -198,7 +199,3 @@ def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
           flush=True)
 
 
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
