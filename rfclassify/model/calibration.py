@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+# the serving path's temperature-scaled log-softmax: the fitted T is applied by the same code
+from rfclassify.engine.results import log_softmax
+
 #: Thresholds tabulated in the model card (accepted fraction vs accuracy).
 THRESHOLDS: tuple[float, ...] = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
 #: The default threshold is the smallest tabulated one whose accepted bursts reach this accuracy.
 TARGET_ACCEPTED_ACCURACY = 0.90
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.asarray(logits, np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -29,7 +26,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def nll(logits: np.ndarray, labels: np.ndarray, temperature: float = 1.0) -> float:
     """Mean negative log-likelihood of `labels` under softmax(logits / temperature)."""
-    lp = log_softmax(np.asarray(logits, np.float64) / temperature)
+    lp = log_softmax(logits, temperature)
     return float(-lp[np.arange(len(labels)), np.asarray(labels)].mean())
 
 
