@@ -154,6 +154,14 @@ def _model_copy(src, dst, **meta_changes):
     return dst
 
 
+@pytest.mark.parametrize("n_labels", [0, 1])
+def test_fewer_than_two_labels_is_a_config_error_before_any_backend_loads(tiny_model_dir, tmp_path, n_labels):
+    meta = ModelMeta.load(tiny_model_dir)
+    meta.with_updates(labels=meta.labels[:n_labels]).save(tmp_path)  # model.json only
+    with pytest.raises(rfclassify.ConfigError, match=f"model.json lists {n_labels} labels"):
+        Classifier.load(tmp_path, device="cpu")
+
+
 def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_dir, tmp_path, clf):
     z = _burst(1024, seed=8)
     (plain,) = clf.classify([z])

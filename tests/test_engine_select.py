@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
 from rfclassify.engine import select
+from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
+from rfclassify.engine.select import Problem, ProblemKind
 from rfclassify.engine.torch_backend import TorchBackend
 from rfclassify.model.meta import ModelMeta
 
@@ -15,20 +17,24 @@ def meta(tiny_model_dir):
     return ModelMeta.load(tiny_model_dir)
 
 
+def _no(message, kind=ProblemKind.NO_DEVICE):
+    return Problem(kind, message)
+
+
 def test_tensorrt_is_skipped_without_its_backend_module_even_if_tensorrt_imports(monkeypatch):
     monkeypatch.setattr(select, "available", lambda name: True)
     assert "no tensorrt backend module" in select.why_unusable("tensorrt", "cuda:0")
 
 
 def test_auto_on_this_box_picks_onnxruntime_cpu(meta, tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(select, "why_unusable", lambda name, dev: "no GPU" if dev != "cpu" else None)
+    monkeypatch.setattr(select, "unusable", lambda name, dev: _no("no GPU") if dev != "cpu" else None)
     sel = select.select_backend(meta, tiny_model_dir)
     assert (sel.backend, sel.device, sel.precision) == ("onnxruntime", "cpu", "fp32")
     assert sel.reason.startswith("auto: tensorrt on cuda:0 skipped (no GPU); torch on cuda:0 skipped")
 
 
 def test_auto_takes_torch_cuda_fp16_when_a_gpu_is_there(meta, tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(select, "why_unusable", lambda name, dev: "absent" if name == "tensorrt" else None)
+    monkeypatch.setattr(select, "unusable", lambda name, dev: _no("absent") if name == "tensorrt" else None)
     sel = select.select_backend(meta, tiny_model_dir)
     assert (sel.backend, sel.device, sel.precision) == ("torch", "cuda:0", "fp16")
     sel = select.select_backend(meta, tiny_model_dir, precision="int8")
@@ -36,14 +42,14 @@ def test_auto_takes_torch_cuda_fp16_when_a_gpu_is_there(meta, tiny_model_dir, mo
 
 
 def test_auto_without_onnxruntime_falls_back_to_torch_cpu(meta, tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(select, "why_unusable",
-                        lambda name, dev: None if (name, dev) == ("torch", "cpu") else "absent")
+    monkeypatch.setattr(select, "unusable",
+                        lambda name, dev: None if (name, dev) == ("torch", "cpu") else _no("absent"))
     sel = select.select_backend(meta, tiny_model_dir)
     assert (sel.backend, sel.device) == ("torch", "cpu")
 
 
 def test_device_cpu_restricts_auto_to_cpu_backends(meta, tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(select, "why_unusable", lambda name, dev: None)
+    monkeypatch.setattr(select, "unusable", lambda name, dev: None)
     sel = select.select_backend(meta, tiny_model_dir, device="cpu")
     assert (sel.backend, sel.device) == ("onnxruntime", "cpu")
 
@@ -53,6 +59,35 @@ def test_explicit_backend_with_an_unavailable_precision_is_an_error(meta, tiny_m
         select.select_backend(meta, tiny_model_dir, backend="onnxruntime", precision="int8")
     with pytest.raises(ConfigError, match="fp16"):
         select.select_backend(meta, tiny_model_dir, backend="onnxruntime", precision="fp16")
+
+
+def test_an_uninstalled_library_of_an_explicit_backend_is_a_missing_dependency(meta, tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(select, "available", lambda name: False)
+    assert select.unusable("torch", "cpu").kind is ProblemKind.NOT_INSTALLED
+    with pytest.raises(MissingDependencyError, match="backend torch: torch is not installed"):
+        select.select_backend(meta, tiny_model_dir, backend="torch", device="cpu")
+
+
+@pytest.mark.parametrize(("kind", "message", "error"), [
+    # message matching would raise MissingDependencyError for the first, ConfigError for the second
+    (ProblemKind.NO_DEVICE, "the GPU driver is not installed", ConfigError),
+    (ProblemKind.NOT_INSTALLED, "onnxruntime is missing", MissingDependencyError),
+    # ... and ModelNotFoundError for this one, which names a file that does exist
+    (ProblemKind.DOES_NOT_IMPORT, "model.onnx does not exist in the wheel's data", ConfigError),
+])
+def test_the_problem_kind_not_its_wording_picks_the_error(meta, tiny_model_dir, monkeypatch, kind, message, error):
+    monkeypatch.setattr(select, "unusable", lambda name, dev: Problem(kind, message))
+    with pytest.raises(error, match=message) as caught:
+        select.select_backend(meta, tiny_model_dir, backend="onnxruntime", device="cpu")
+    assert type(caught.value) is error  # not merely a UserError sibling
+
+
+def test_missing_model_files_of_an_explicit_backend_are_model_not_found_whatever_the_wording(
+        meta, tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(OnnxRuntimeBackend, "artifact_problem",
+                        classmethod(lambda cls, meta, model_dir, precision: "model.onnx is unreadable"))
+    with pytest.raises(ModelNotFoundError, match="precision fp32: fp32: model.onnx is unreadable"):
+        select.select_backend(meta, tiny_model_dir, backend="onnxruntime", precision="fp32")
 
 
 def test_unknown_names_are_config_errors(meta, tiny_model_dir):
@@ -66,7 +101,7 @@ def test_unknown_names_are_config_errors(meta, tiny_model_dir):
 
 def test_missing_model_files_skip_the_backend(meta, tmp_path, monkeypatch):
     meta.save(tmp_path)  # model.json only: no model.onnx, no model.pt
-    monkeypatch.setattr(select, "why_unusable", lambda name, dev: None if dev == "cpu" else "no GPU")
+    monkeypatch.setattr(select, "unusable", lambda name, dev: None if dev == "cpu" else _no("no GPU"))
     with pytest.raises(ConfigError, match="model.onnx, which does not exist"):
         select.select_backend(meta, tmp_path)
 

@@ -84,8 +84,9 @@ class Classifier:
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
-        if tuple(meta.labels) and len(meta.labels) < 2:
-            raise ConfigError(f"{model_dir}: model.json lists {len(meta.labels)} labels")
+        if len(meta.labels) < 2:  # an empty list too: nothing to choose between
+            raise ConfigError(
+                f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)

@@ -15,10 +15,16 @@ int8, fp16, fp32 (int8 needs calibrated artifacts; fp16 needs a GPU). An explici
 the backend cannot run is an error when the backend was named explicitly; with backend
 'auto' it falls back down that order (int8 -> fp16 -> fp32) with a logged warning, and
 ``Selection.precision`` / ``precision_reason`` say what actually runs.
+
+Each skipped candidate carries a typed ``Problem`` (a ``ProblemKind`` plus the message shown
+to the user). When the one candidate of an explicitly named backend cannot run, the kind picks
+the error: NOT_INSTALLED -> MissingDependencyError, MODEL_FILES_MISSING -> ModelNotFoundError,
+anything else (and every 'auto' failure) -> ConfigError.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.util
 import logging
@@ -55,6 +61,28 @@ class Selection:
     precision_reason: str
 
 
+class ProblemKind(enum.Enum):
+    """Why a (backend, device, precision) candidate cannot run: decides the exception raised."""
+
+    NO_BACKEND_MODULE = "no backend module"          # this version has no module for it
+    NOT_INSTALLED = "not installed"                  # its library is missing: install the extra
+    DOES_NOT_IMPORT = "does not import"              # its library is there but fails to import
+    NO_DEVICE = "no device"                          # the device asked for is absent or unusable
+    PRECISION_UNSUPPORTED = "precision unsupported"  # the backend cannot run it on that device
+    MODEL_FILES_MISSING = "model files missing"      # a file that precision needs is not there
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a candidate was skipped: `kind` for decisions, `message` for people."""
+
+    kind: ProblemKind
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def backend_class(name: str) -> type[Backend]:
     """The Backend subclass called `name` (imports its module, not its heavy library)."""
     if name not in _BACKENDS:
@@ -65,36 +93,44 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), cls)
 
 
-def why_unusable(name: str, device: str) -> str | None:
+def unusable(name: str, device: str) -> Problem | None:
     """Why backend `name` cannot run on `device` in this process, or None when it can."""
     kind = device_kind(device)
     if name == "tensorrt":
         if importlib.util.find_spec(_BACKENDS["tensorrt"][0]) is None:
-            return "no tensorrt backend module in this version (a later issue adds it)"
+            return Problem(ProblemKind.NO_BACKEND_MODULE,
+                           "no tensorrt backend module in this version (a later issue adds it)")
         if not available("tensorrt"):
-            return "tensorrt does not import"
+            return Problem(ProblemKind.DOES_NOT_IMPORT, "tensorrt does not import")
         if kind != "cuda":
-            return "tensorrt needs a CUDA device"
+            return Problem(ProblemKind.NO_DEVICE, "tensorrt needs a CUDA device")
         return None
     if name == "torch":
         if not available("torch"):
-            return "torch is not installed"
+            return Problem(ProblemKind.NOT_INSTALLED, "torch is not installed")
         if kind == "cuda":
             import torch
 
             if not torch.cuda.is_available():
-                return "torch sees no CUDA GPU"
+                return Problem(ProblemKind.NO_DEVICE, "torch sees no CUDA GPU")
             index = int(device.split(":", 1)[1]) if ":" in device else 0
             if index >= torch.cuda.device_count():
-                return f"torch sees {torch.cuda.device_count()} CUDA GPU(s), no {device}"
+                return Problem(ProblemKind.NO_DEVICE,
+                               f"torch sees {torch.cuda.device_count()} CUDA GPU(s), no {device}")
         return None
     if name == "onnxruntime":
         if kind != "cpu":
-            return "onnxruntime is used on the CPU only"
+            return Problem(ProblemKind.NO_DEVICE, "onnxruntime is used on the CPU only")
         if not available("onnxruntime"):
-            return "onnxruntime is not installed"
+            return Problem(ProblemKind.NOT_INSTALLED, "onnxruntime is not installed")
         return None
     raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+
+
+def why_unusable(name: str, device: str) -> str | None:
+    """The message of ``unusable(name, device)``, or None when the backend can run there."""
+    problem = unusable(name, device)
+    return None if problem is None else problem.message
 
 
 def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
@@ -115,16 +151,22 @@ def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
 
 
 def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device: str,
-                   requested: str, may_fall_back: bool) -> tuple[str | None, str]:
-    """(precision, reason) or (None, why none works) for one backend candidate."""
+                   requested: str, may_fall_back: bool) -> tuple[str, str] | tuple[None, Problem]:
+    """(precision, reason), or (None, Problem saying why none works) for one backend candidate.
+
+    The Problem is MODEL_FILES_MISSING when any precision tried lacked its files (supplying
+    them would help), else PRECISION_UNSUPPORTED.
+    """
     supported = cls.precisions_by_device.get(device_kind(device), ())
     start = 0 if requested == "auto" else _PRECISION_ORDER.index(requested)
     tried: list[str] = []
+    kind = ProblemKind.PRECISION_UNSUPPORTED
     for p in _PRECISION_ORDER[start:]:
         if p not in supported:
             tried.append(f"{p}: not supported by {cls.name} on {device_kind(device)}")
         elif problem := cls.artifact_problem(meta, model_dir, p):
             tried.append(f"{p}: {problem}")
+            kind = ProblemKind.MODEL_FILES_MISSING
         elif requested in ("auto", p):
             return p, ("auto: best available" if requested == "auto" else "as requested") + (
                 f" ({'; '.join(tried)})" if tried else "")
@@ -132,7 +174,7 @@ def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device:
             return p, f"fell back from {requested} to {p} ({'; '.join(tried)})"
         if requested != "auto" and not may_fall_back:
             break
-    return None, "; ".join(tried)
+    return None, Problem(kind, "; ".join(tried))
 
 
 def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto",
@@ -142,9 +184,9 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
         raise ConfigError(f"unknown precision {precision!r}; choose from {', '.join(PRECISION_CHOICES)}")
     model_dir = Path(model_dir)
     skipped: list[str] = []
-    last_error: str = ""
+    last_problem: Problem | None = None
     for name, dev in candidates(backend, device):
-        problem = why_unusable(name, dev)
+        problem = unusable(name, dev)
         if problem is None:
             cls = backend_class(name)
             chosen, why = _precision_for(cls, meta, model_dir, dev, precision, backend == "auto")
@@ -156,11 +198,13 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
                 log.info("backend %s on %s, %s (%s; precision %s)", name, dev, chosen, reason, why)
                 return Selection(name, dev, chosen, reason, why)
             problem = why
-        skipped.append(f"{name} on {dev} skipped ({problem})")
-        last_error = problem
-    if backend != "auto" and len(skipped) == 1:
-        if "not installed" in last_error:
-            raise MissingDependencyError(f"backend {backend}: {last_error}")
-        if "does not exist" in last_error or "not calibrated" in last_error:
-            raise ModelNotFoundError(f"backend {backend}, precision {precision}: {last_error}")
+        skipped.append(f"{name} on {dev} skipped ({problem.message})")
+        last_problem = problem
+    # One explicitly named candidate: the kind of its problem picks the error type, so the
+    # user is told to install an extra or supply model files; anything else is a ConfigError.
+    if backend != "auto" and len(skipped) == 1 and last_problem is not None:
+        if last_problem.kind is ProblemKind.NOT_INSTALLED:
+            raise MissingDependencyError(f"backend {backend}: {last_problem.message}")
+        if last_problem.kind is ProblemKind.MODEL_FILES_MISSING:
+            raise ModelNotFoundError(f"backend {backend}, precision {precision}: {last_problem.message}")
     raise ConfigError("no backend can run here: " + "; ".join(skipped))
