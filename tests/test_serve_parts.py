@@ -170,6 +170,30 @@ def test_command_line_overrides_win_and_are_validated():
         apply_overrides(cfg, {"batching.max_batch": 0})
 
 
+def _check_config(argv: list[str], capsys) -> dict:
+    """The merged config `rfclassify serve ... --check-config` prints (parsed like the CLI does)."""
+    import json
+
+    from rfclassify import cli
+    from rfclassify.commands import serve
+
+    argv = ["serve", *argv, "--check-config"]
+    assert serve.run(cli.build_parser(argv).parse_args(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_serve_model_options_not_given_keep_the_config_file_values(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("RFCLASSIFY_CONFIG", raising=False)
+    path = tmp_path / "serve.toml"
+    path.write_text('[model]\nbackend = "torch"\nprecision = "fp16"\ndir = "/opt/m"\nthreads = 3\n')
+    model = _check_config(["--config", str(path)], capsys)["model"]
+    assert (model["backend"], model["precision"], model["dir"], model["threads"]) == ("torch", "fp16", "/opt/m", 3)
+    model = _check_config(["--config", str(path), "--backend", "onnxruntime", "--precision", "fp32",
+                           "--model-dir", "/srv/m"], capsys)["model"]
+    assert (model["backend"], model["precision"], model["dir"], model["threads"]) == (
+        "onnxruntime", "fp32", "/srv/m", 3)
+
+
 def test_example_config_documents_every_key_with_its_default():
     path = REPO / "systemd" / "rfclassify.toml"
     assert load_config(path) == DaemonConfig()

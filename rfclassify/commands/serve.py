@@ -6,8 +6,8 @@ import argparse
 import os
 from typing import Any
 
-# stdlib-only modules: the command stays light to import
-from rfclassify.serve.config import BACKENDS, INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES, PRECISIONS
+from rfclassify.engine.options import add_model_arguments
+from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES
 
 CONFIG_ENV = "RFCLASSIFY_CONFIG"
 
@@ -33,12 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--control", metavar="ENDPOINT",
                    help="control REP endpoint (default ipc:///run/rfclassify/control or a per-user fallback)")
     g.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (default off)")
-    g = parser.add_argument_group("engine")
-    g.add_argument("--model-dir", metavar="DIR", help="model directory (default: the shipped models/)")
-    g.add_argument("--backend", choices=BACKENDS, help="default auto")
-    g.add_argument("--precision", choices=PRECISIONS, help="default auto")
-    g.add_argument("--device", help="cpu, cuda or cuda:N (default: chosen with the backend)")
-    g.add_argument("--threads", type=int, metavar="N", help="CPU threads of the backend (default: all)")
+    # no defaults filled in: an option not given leaves the config file's value
+    add_model_arguments(parser, fill_defaults=False)
+    g = parser.add_argument_group("batching")
     g.add_argument("--max-batch", type=int, metavar="WINDOWS", help="windows per backend batch (default 64)")
     g.add_argument("--max-wait-ms", type=float, metavar="MS", help="longest a burst waits for its batch (default 2)")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration, print it, exit")
@@ -52,7 +49,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "input.bind": args.input_bind, "input.sample_rate_hz": args.sample_rate,
         "queues.overload": args.overload, "output.endpoint": args.output,
         "control.endpoint": args.control, "metrics.listen": args.metrics,
-        "model.dir": args.model_dir, "model.backend": args.backend, "model.precision": args.precision,
+        "model.dir": None if args.model_dir is None else str(args.model_dir),
+        "model.backend": args.backend, "model.precision": args.precision,
         "model.device": args.device, "model.threads": args.threads,
         "batching.max_batch": args.max_batch, "batching.max_wait_ms": args.max_wait_ms,
         "logging.level": level,

@@ -9,19 +9,22 @@ from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True,
-                        suppress_default: bool = False) -> None:
+                        suppress_default: bool = False, fill_defaults: bool = True) -> None:
     """--model-dir, and (unless backend=False) --backend, --precision, --device, --threads.
 
-    suppress_default: leave the option out of the namespace unless given (for a subparser
-    that repeats its parent's options)."""
+    suppress_default: leave --model-dir out of the namespace unless given (for a subparser
+    that repeats its parent's options).
+    fill_defaults=False: --backend and --precision are None unless given, so that a value
+    from elsewhere (the daemon's config file) is not overridden by "auto"."""
     g = parser.add_argument_group("model and backend")
     g.add_argument("--model-dir", type=Path, default=argparse.SUPPRESS if suppress_default else None,
                    help="model directory (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
     if not backend:
         return
-    g.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+    auto = "auto" if fill_defaults else None
+    g.add_argument("--backend", choices=BACKEND_CHOICES, default=auto,
                    help="inference backend (default: auto = tensorrt, torch on CUDA, else onnxruntime)")
-    g.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+    g.add_argument("--precision", choices=PRECISION_CHOICES, default=auto,
                    help="numeric precision (default: auto = the best the backend has artifacts for)")
     g.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: chosen with the backend)")
     g.add_argument("--threads", type=int, default=None,
