@@ -355,6 +355,13 @@ def test_control_socket_file_is_private_in_the_fallback_dir(tmp_path):
     assert not (tmp_path / "ctl").exists()
 
 
+
+def test_status_request_to_a_malformed_endpoint_is_a_config_error():
+    from rfclassify.serve.control import request
+
+    with pytest.raises(ConfigError, match="control bogus"):
+        request("bogus", timeout_s=0.2)
+
 # -- the systemd unit ------------------------------------------------------------------------
 def test_unit_file_has_the_service_contract():
     unit = configparser.ConfigParser(strict=False, interpolation=None)

@@ -206,14 +206,17 @@ class ControlServer:
 
 def request(endpoint: str, command: str = "status", timeout_s: float = 2.0,
             secure: Callable[[zmq.Socket], None] | None = None) -> dict[str, Any]:
-    """Send one request and return the decoded reply; NoDaemonError when nothing answers in time."""
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.REQ)
-    try:
-        sock.setsockopt(zmq.LINGER, 0)
+    """Send one request and return the decoded reply; NoDaemonError when nothing answers in time.
+
+    A malformed endpoint is a ConfigError (from open_socket)."""
+
+    def setup(sock: zmq.Socket) -> None:
+        sock.setsockopt(zmq.LINGER, 0)   # an unanswered request must not hold up exit
         if secure is not None:
             secure(sock)
-        sock.connect(endpoint)
+
+    sock = open_socket(zmq.Context.instance(), zmq.REQ, "control", endpoint, False, setup)
+    try:
         sock.send(json.dumps({"command": command}).encode())
         if not sock.poll(int(timeout_s * 1000)):
             path = ipc_path(endpoint)
