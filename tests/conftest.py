@@ -11,6 +11,30 @@ from rfclassify.model.meta import ModelMeta
 TINY_MODEL_SEED = 20261130
 
 
+def randomize_batchnorm(net):
+    """`net` with random BatchNorm affine parameters and statistics (from torch's global generator).
+
+    Fresh BatchNorms are identities and some are zero-initialized, which makes a random
+    network's outputs nearly input-independent; random BN statistics make them vary, so
+    backend-agreement, export-parity and aggregation tests compare something."""
+    import torch
+
+    for mod in net.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.normal_(0.0, 0.2)
+                mod.running_mean.normal_(0.0, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+    return net
+
+
+@pytest.fixture(name="randomize_batchnorm")
+def randomize_batchnorm_fixture():
+    """randomize_batchnorm, for tests (conftest is not imported by name)."""
+    return randomize_batchnorm
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model directory (model.pt, model.onnx, model.json) of a randomly initialized
@@ -23,17 +47,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model_dir = tmp_path_factory.mktemp("tiny_model")
     with torch.random.fork_rng(devices=[]):  # do not disturb the global generator
         torch.manual_seed(TINY_MODEL_SEED)
-        net = network.build_network().eval()
-        # Fresh BatchNorms are identities and some are zero-initialized, which makes a random
-        # network's outputs nearly input-independent; random BN statistics make them vary,
-        # so backend-agreement and aggregation tests compare something.
-        for mod in net.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                with torch.no_grad():
-                    mod.weight.uniform_(0.5, 1.5)
-                    mod.bias.normal_(0.0, 0.2)
-                    mod.running_mean.normal_(0.0, 0.2)
-                    mod.running_var.uniform_(0.5, 1.5)
+        net = randomize_batchnorm(network.build_network().eval())
     torch.save(net.state_dict(), model_dir / "model.pt")
     export.export_onnx(net, model_dir / "model.onnx")
     ModelMeta(model_id="tiny-random", arch=dict(network.DEFAULT_ARCH)).save(model_dir)

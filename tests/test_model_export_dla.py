@@ -149,3 +149,18 @@ def test_concat_off_channel_axis_is_caught():
     assert any("channel axis" in r for r in _reasons(m))
     ok = _graph([helper.make_node("Concat", ["x", "x"], ["y"], axis=1)], [1, 2, 1, 8], [1, 4, 1, 8])
     assert _reasons(ok) == []
+
+
+def test_product_stem_exports_folded_dla_legal_and_in_parity(tmp_path, randomize_batchnorm):
+    from rfclassify.model.network import PRODUCT_STEM, build_network
+
+    torch.manual_seed(3)
+    net = randomize_batchnorm(build_network({"product_stem": PRODUCT_STEM})).eval()
+    path = export_onnx(net, tmp_path / "p.onnx")
+    ops = _ops(path)
+    assert "BatchNormalization" not in ops and {"Mul", "Concat"} <= ops
+    x = np.random.default_rng(2).standard_normal((3, 2, 1, 512)).astype(np.float32)
+    rep = onnx_parity(path, net, x)
+    assert rep["max_abs_logit_diff"] < 1e-3 and rep["max_abs_snr_db_diff"] < 1e-2
+    for b in (128, 4096):
+        assert check_onnx_for_dla(export_onnx(net, tmp_path / f"p{b}.onnx", static_length=b)) == [], b

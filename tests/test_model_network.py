@@ -13,6 +13,7 @@ from rfclassify.labels import LABELS  # noqa: E402
 from rfclassify.model.flops import conv_macs, flops_per_bucket  # noqa: E402
 from rfclassify.model.network import (  # noqa: E402
     DEFAULT_ARCH,
+    PRODUCT_STEM,
     build_network,
     count_parameters,
     downsample_factor,
@@ -95,3 +96,44 @@ def test_flop_counter_matches_hand_count():
     flops = flops_per_bucket(build_network(), [128, 1024])
     # convolutions dominate and scale with length; heads are constant, so slightly sub-linear
     assert 7.5 < flops[1024] / flops[128] <= 8.0
+
+
+PRODUCT_ARCH = {"product_stem": PRODUCT_STEM}
+
+
+@pytest.mark.parametrize("length", [128, 1024])
+def test_product_stem_shapes_and_static_pool(length):
+    net = _randomized(build_network(PRODUCT_ARCH))
+    x = torch.randn(2, 2, 1, length)
+    with torch.no_grad():
+        logits, snr = net(x)
+        net.static_length, net.squeeze_outputs = length, False
+        st_logits, _ = net(x)
+    assert logits.shape == (2, len(LABELS)) and snr.shape == (2,)
+    assert torch.allclose(st_logits.flatten(1), logits, atol=1e-5)
+
+
+def test_product_stem_is_second_and_fourth_order_in_the_input():
+    # scaling the input by s scales the order-2 channels by s^2 and the order-4 ones by s^4
+    # (with BN shifts zeroed and eval-mode statistics, the branch is a pure product of linear maps)
+    net = build_network(PRODUCT_ARCH).eval()
+    for m in net.product.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.fill_(1.0)
+                m.bias.zero_()
+    x = torch.randn(1, 2, 1, 256)
+    with torch.no_grad():
+        one, two = net.product(x), net.product(2 * x)
+    o2 = PRODUCT_STEM["order2"]
+    assert torch.allclose(two[:, :o2], 4 * one[:, :o2], rtol=1e-4, atol=1e-5)
+    assert torch.allclose(two[:, o2:], 16 * one[:, o2:], rtol=1e-4, atol=1e-4)
+
+
+def test_product_stem_adds_its_channels_and_few_parameters():
+    plain, prod = build_network(), build_network(PRODUCT_ARCH)
+    assert prod.stages[0].proj.conv.in_channels == (
+        DEFAULT_ARCH["stem_channels"] + PRODUCT_STEM["order2"] + PRODUCT_STEM["order4"])
+    assert count_parameters(plain) < count_parameters(prod) <= 1_000_000
+    with pytest.raises(ValueError, match="odd"):
+        build_network({"product_stem": {**PRODUCT_STEM, "kernel": 30}})

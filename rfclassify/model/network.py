@@ -13,6 +13,15 @@ a chain of average pools of window <= 8 (DLA's limit) that is mathematically the
 The heads are 1x1 convolutions (no Gemm/MatMul/Flatten) so the whole graph can sit on DLA;
 the final conv of the SNR head outputs dB directly.
 
+Optional product stem (``arch["product_stem"]``): beside the linear stem, a branch whose
+outputs are elementwise products of two convolutions of the input (second order: products of
+a sample with a learned mix of its neighbours up to ``kernel // 2`` samples away, which spans
+lag products x[n] x*[n-k] and x[n]^2) and products of two 1x1 mixes of those (fourth order,
+spanning x^4 and squared lag products). A ReLU network can only approximate such products
+crudely, yet they carry what separates phase and amplitude constellations under a carrier
+offset (moments and cumulants C20/C21/C40/C42 are means of exactly these). The branch is
+made of DLA layers only: convolutions, elementwise Mul, Concat on channels.
+
 Every Conv is followed by a BatchNorm in training; export folds them (see export.py).
 """
 
@@ -44,7 +53,12 @@ DEFAULT_ARCH: dict[str, Any] = {
     "head_channels": 128,    # hidden width of the class head
     "snr_head_channels": 64,
     "snr_init_db": 5.0,      # bias of the SNR output at initialization (mid-range of training)
+    # optional multiplicative stem beside the 1xk stem (None: off); see ProductStem
+    "product_stem": None,
 }
+
+#: The product stem the A/B training run tried (see docs/model.md).
+PRODUCT_STEM: dict[str, int] = {"order2": 16, "order4": 16, "kernel": 31}
 
 #: DLA limits the network must respect (mirrored in dla_check.py, which checks the ONNX).
 MAX_POOL_WINDOW = 8
@@ -122,6 +136,25 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
         def forward(self, x):
             return torch.relu(x + self.b(self.a(x)))
 
+    class ProductStem(nn.Module):
+        """Second- and fourth-order features: Mul of two conv+BN branches (see module docstring)."""
+
+        def __init__(self, c_in: int, order2: int, order4: int, kernel: int):
+            super().__init__()
+            if kernel % 2 == 0:
+                raise ValueError(f"product_stem kernel must be odd (same-length output), got {kernel}")
+            self.a = ConvBN(c_in, order2, 1, relu=False)
+            self.b = ConvBN(c_in, order2, kernel, relu=False)
+            self.c = ConvBN(order2, order4, 1, relu=False) if order4 else None
+            self.d = ConvBN(order2, order4, 1, relu=False) if order4 else None
+            self.channels = order2 + order4
+
+        def forward(self, x):
+            p2 = self.a(x) * self.b(x)
+            if self.c is None:
+                return p2
+            return torch.cat([p2, self.c(p2) * self.d(p2)], dim=1)
+
     class Stage(nn.Module):
         def __init__(self, c_in: int, spec: dict[str, Any], pool: int):
             super().__init__()
@@ -142,6 +175,12 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
             self.squeeze_outputs = True            # False: 4-D outputs (static DLA graphs)
             self.stem = ConvBN(int(a["in_channels"]), int(a["stem_channels"]), int(a["stem_kernel"]))
             stages, c = [], int(a["stem_channels"])
+            self.product = None
+            if a.get("product_stem"):
+                ps = a["product_stem"]
+                self.product = ProductStem(int(a["in_channels"]), int(ps["order2"]), int(ps.get("order4", 0)),
+                                           int(ps["kernel"]))
+                c += self.product.channels
             for i, spec in enumerate(a["stages"]):
                 stages.append(Stage(c, spec, 1 if i == 0 else int(a["pool"])))
                 c = int(spec["channels"])
@@ -165,7 +204,10 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
             return x
 
         def forward(self, x):
-            f = self.global_pool(self.stages(self.stem(x)))
+            h = self.stem(x)
+            if self.product is not None:
+                h = torch.cat([h, self.product(x)], dim=1)
+            f = self.global_pool(self.stages(h))
             logits, snr = self.head(f), self.snr_head(f)
             if not self.squeeze_outputs:
                 return logits, snr
