@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rfclassify.serve.burst_cutter import CutterConfig, EnergyCutter, StreamTag, TagCutter
+from rfclassify.serve.burst_cutter import CutterConfig, EnergyCutter, StreamTag, TagCutter, block_power
 
 NOISE_POWER = 1e-3  # 30 dB below the bursts
 
@@ -152,3 +152,17 @@ def test_reset_after_gap_reports_lost_burst() -> None:
     assert cutter.reset(10**6) is True
     assert cutter.offset == 10**6
     assert cutter.reset(10**6 + 5) is False
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_block_has_the_same_power_whether_feed_or_flush_measures_it(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(32) + 1j * rng.standard_normal(32)).astype(np.complex64)
+    by_feed = EnergyCutter(CutterConfig(block_samples=32, epoch_blocks=1, history_blocks=1))
+    by_feed.feed(x)                              # one full block, decided at once
+    by_flush = EnergyCutter(CutterConfig(block_samples=64, epoch_blocks=1, history_blocks=1))
+    by_flush.feed(x)
+    by_flush.flush()                             # the same samples as a partial last block
+    # the detector keeps each decided block's power in its history (what the floor is taken from)
+    assert by_feed._history[-1] == by_flush._history[-1] == block_power(x)
+    assert block_power(x[None, :])[0] == block_power(x)

@@ -148,6 +148,15 @@ class _TagLog:
         return Segment(start, iq, inside, rx, truncated)
 
 
+def block_power(x: np.ndarray) -> np.ndarray:
+    """Mean power (float64) of each block: x is (n_blocks, block_samples), or one block (1-D).
+
+    The full blocks of feed() and the partial last block of flush() both use this, so a
+    block's power (and its on/off decision) does not depend on which of them measured it.
+    """
+    return np.mean(x.real.astype(np.float64) ** 2 + x.imag.astype(np.float64) ** 2, axis=-1)
+
+
 @dataclass
 class _BurstState:
     on_start: int          # first sample of the first on-block
@@ -196,7 +205,7 @@ class EnergyCutter:
         if n_blocks:
             end = self._block_pos + n_blocks * cfg.block_samples
             blocks = self._buf.get(self._block_pos, end).reshape(n_blocks, cfg.block_samples)
-            self._powers.append(np.mean(blocks.real.astype(np.float64) ** 2 + blocks.imag.astype(np.float64) ** 2, axis=1))
+            self._powers.append(block_power(blocks))
             self._n_powers += n_blocks
             self._block_pos = end
         out: list[Segment] = []
@@ -218,7 +227,7 @@ class EnergyCutter:
         tail = self._buf.end - self._block_pos
         if tail:
             x = self._buf.get(self._block_pos, self._buf.end)
-            powers = np.append(powers, np.mean(np.abs(x.astype(np.complex128)) ** 2))
+            powers = np.append(powers, block_power(x))
         if powers.shape[0]:
             out += self._decide(powers, cfg.block_samples, last_width=tail or None)
         if self._burst is not None:
