@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="network constructor overrides as JSON (default: network.DEFAULT_ARCH)")
     parser.add_argument("--channels-last", action="store_true", default=d["channels_last"],
                         help="CUDA only: NHWC activations for the convolutions (try if the GPU is the bottleneck)")
+    parser.add_argument("--cuda-graphs", action="store_true", default=d["cuda_graphs"],
+                        help="CUDA only: capture each bucket's training step as a CUDA graph and replay it "
+                             "(removes the per-kernel launch cost that bounds the eager loop)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
 
 
@@ -68,7 +71,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         out_dir=args.out, device=args.device, data=args.data, time_budget_s=args.time_budget_s,
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
-        log_every=args.log_every, arch=arch, channels_last=args.channels_last, checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
+        log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
+        checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

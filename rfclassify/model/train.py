@@ -32,6 +32,7 @@ from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
 from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
+from rfclassify.model.train_step import make_step, set_lr
 
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.json"
@@ -64,6 +65,7 @@ class TrainConfig:
     checkpoint_every_s: float = 180.0
     resume: str | None = None
     channels_last: bool = False       # NHWC activations on CUDA (tensor-core friendly; not measured yet)
+    cuda_graphs: bool = False         # replay each bucket's step as a CUDA graph (train_step.GraphedStep)
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -213,19 +215,22 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         torch.set_num_threads(max(1, usable_cpu_count() - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
     model = build_network(cfg.arch or None).to(device)
+    graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format
     model = model.to(memory_format=layout)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
-                            fused=device.startswith("cuda"))
+                            fused=device.startswith("cuda"), capturable=graphs)
     step, prior_s, history = 0, 0.0, []
     examples = {"fresh": 0, "reused": 0}
     if cfg.resume:
         ck = torch.load(cfg.resume, map_location=device, weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
+        for g in opt.param_groups:  # a checkpoint of an eager run can continue with graphs and back
+            g["capturable"] = graphs
         step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
         examples = dict(ck.get("examples", examples))
     gen = torch.Generator(device=device)
@@ -241,6 +246,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         p = 0.0 if cfg.steps is None else step / cfg.steps
         return max(p, 0.0 if budget is None else elapsed / budget)
 
+    # NOISE has only a nominal SNR and NaN means "no noise added": neither trains the SNR head
+    train_step = make_step(model, opt, cuda_graphs=graphs, max_grad_norm=5.0,
+                           label_smoothing=cfg.label_smoothing, snr_loss_weight=cfg.snr_loss_weight,
+                           noise_idx=noise_idx, bf16=use_bf16)
     src = _Source(cfg, recipe, pin=device.startswith("cuda"))
     # running sums stay on the device (no per-step synchronization): loss, ce, snr_loss, correct
     sums = torch.zeros(4, device=device)
@@ -258,28 +267,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             elapsed = prior_s + time.perf_counter() - t_start
             if progress(elapsed) >= 1.0:
                 break
-            for g in opt.param_groups:
-                g["lr"] = lr_at(progress(elapsed), cfg)
+            set_lr(opt, lr_at(progress(elapsed), cfg))
             (x, y, s), fresh = src.next(to_device)
             examples["fresh" if fresh else "reused"] += int(x.shape[0])
             x = augment(x, gen).contiguous(memory_format=layout)
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_bf16):
-                logits, snr_pred = model(x)
-            ce = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=cfg.label_smoothing)
-            # NOISE has only a nominal SNR and NaN means "no noise added": neither trains the SNR head
-            mask = ((y != noise_idx) & torch.isfinite(s)).float()
-            snr_l = torch.nn.functional.smooth_l1_loss(snr_pred.float(), torch.nan_to_num(s), beta=1.0,
-                                                       reduction="none")
-            snr_loss = (snr_l * mask).sum() / mask.sum().clamp(min=1.0)
-            loss = ce + cfg.snr_loss_weight * snr_loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            opt.step()
+            sums += train_step(x, y, s)
             step += 1
-            with torch.no_grad():
-                sums += torch.stack([loss.detach(), ce.detach(), snr_loss.detach(),
-                                     (logits.argmax(1) == y).sum().float()])
             n_since_log[0] += int(x.shape[0])
             n_since_log[1] += 1
             t_now = time.perf_counter()
@@ -393,7 +386,7 @@ def _log_line(step: int, elapsed: float, opt: Any, sums: Any, counts: list[int],
     n, k = float(counts[0]), float(max(counts[1], 1))
     seen = examples["fresh"] + examples["reused"]
     row = {
-        "step": step, "elapsed_s": round(elapsed, 2), "lr": opt.param_groups[0]["lr"],
+        "step": step, "elapsed_s": round(elapsed, 2), "lr": float(opt.param_groups[0]["lr"]),
         "loss": loss / k, "ce": ce / k, "snr_loss": snr_loss / k, "train_acc": correct / max(n, 1.0),
         "examples_per_s": (seen - last_examples) / max(dt, 1e-9),
         "fresh_fraction": examples["fresh"] / max(seen, 1),
