@@ -14,7 +14,13 @@ pytest.importorskip("matplotlib")
 
 from rfclassify.cli import main  # noqa: E402
 from rfclassify.labels import LABELS  # noqa: E402
-from rfclassify.model.evaluate import accuracy_summary, confusion, per_class_accuracy  # noqa: E402
+from rfclassify.model.evaluate import (  # noqa: E402
+    accuracy_summary,
+    burst_conditions,
+    condition_table,
+    confusion,
+    per_class_accuracy,
+)
 
 
 def test_accuracy_summary_by_hand():
@@ -31,6 +37,35 @@ def test_accuracy_summary_by_hand():
     assert s["snr_mae_db_0_20"] == pytest.approx(1.5) and s["snr_mae_n"] == 3
     assert per_class_accuracy(labels, pred)[LABELS[0]] == 0.5
     assert confusion(labels, pred)[0, 1] == 1
+
+
+def _params(n):
+    from rfclassify.dsp.synth import PARAM_DTYPE
+
+    p = np.zeros(n, PARAM_DTYPE)
+    for name in PARAM_DTYPE.names:
+        p[name] = np.nan if PARAM_DTYPE[name].kind == "f" else 0
+    return p
+
+
+def test_condition_table_by_hand():
+    p = _params(5)
+    p["fading_type"] = [1, 1, 2, 0, 0]
+    p["pa_backoff_db"][3] = 4.0                  # PA recorded only where applied
+    p["samples_per_symbol"] = [2.5, 9.0, 9.0, np.nan, 5.0]   # NaN: an analog burst
+    labels = np.array([LABELS.index(n) for n in ("64QAM", "BPSK", "16PSK", "FM", "256QAM")])
+    correct = np.array([False, True, True, True, False])
+    rows = {r["condition"]: r for r in condition_table(correct, p, labels)}
+    assert rows["Rayleigh fading"]["n_with"] == 2 and rows["Rayleigh fading"]["accuracy_with"] == 0.5
+    assert rows["Rayleigh fading"]["accuracy_without"] == pytest.approx(2 / 3)
+    assert rows["PA compression"]["n_with"] == 1 and rows["PA compression"]["accuracy_with"] == 1.0
+    assert rows["8-16 samples/symbol"]["n_with"] == 2 and rows["2-4 samples/symbol"]["accuracy_with"] == 0.0
+    assert rows["high-order class"]["n_with"] == 3 and rows["high-order class"]["accuracy_with"] == pytest.approx(1 / 3)
+    # high-order on a plain channel: only the 256QAM burst (no fading, no PA, no phase noise)
+    assert rows["high-order, no fading, phase noise or PA"]["n_with"] == 1
+    # a condition nobody has: no accuracy, not a crash; NaN phase noise counts as absent
+    assert rows["phase noise"]["n_with"] == 0 and np.isnan(rows["phase noise"]["accuracy_with"])
+    assert not burst_conditions(p, labels)["8-bit quantization"].any()
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +94,8 @@ def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, t
     assert set(card["flops_per_bucket"]) == {"128", "256", "512", "1024", "2048", "4096"}
     md = (card_dir / "MODEL_CARD.md").read_text()
     assert "## Evaluation: synth:tiny" in md and "| 1024 |" in md and "Open set" in md
+    assert "| high-order class |" in md  # the condition table (the tiny set has no high-order class: n/a)
+    assert {r["condition"] for r in ev["conditions_snr_ge_10db"]} >= {"Rayleigh fading", "8-16 samples/symbol"}
     assert "bursts via onnxruntime" in capsys.readouterr().out
     # a second evaluation (e.g. the GNU Radio set) merges into the card
     assert main(["evaluate", str(tiny_dataset), "--model-dir", str(model_dir), "--backend", "torch",

@@ -169,6 +169,13 @@ def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     if pc:
         lines += ["", "| class | accuracy | SNR >= 10 dB |", "|---|---:|---:|"]
         lines += [f"| {c} | {_pct(a)} | {_pct(pc10.get(c))} |" for c, a in pc.items()]
+    if ev.get("conditions_snr_ge_10db"):
+        lines += ["", "Accuracy at SNR >= 10 dB with and without each condition (from the parameters recorded "
+                      "with each burst; a condition the dataset does not record counts as absent):", "",
+                  "| condition | n with | accuracy with | n without | accuracy without |",
+                  "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['condition']} | {r['n_with']} | {_pct(r['accuracy_with'])} | {r['n_without']} "
+                  f"| {_pct(r['accuracy_without'])} |" for r in ev["conditions_snr_ge_10db"]]
     if ev.get("open_set"):
         lines += ["", f"Open set (calibrated confidence threshold; ECE {_num(ev.get('ece'), '.3f')}; "
                       f"default threshold {run.get('unknown_threshold')} accepts "

@@ -1,7 +1,9 @@
 """Accuracy measurements: per SNR, per class, per length bucket, confusion matrices, SNR error.
 
 `accuracy_summary` is the one place the numbers are defined (training validation and
-`rfclassify evaluate` both use it). `evaluate_file` runs an HDF5 dataset through the real
+`rfclassify evaluate` both use it). `condition_table` splits accuracy at SNR >= 10 dB by the
+generation parameters recorded with each burst (fading, phase noise, PA, samples per
+symbol, ...) and by class group, to show whether the channel or the classes limit a model. `evaluate_file` runs an HDF5 dataset through the real
 serving path (`rfclassify.engine.classifier.Classifier`) and writes tables and figures.
 """
 
@@ -21,6 +23,9 @@ from rfclassify.labels import LABEL_TO_INDEX, LABELS, NOISE_LABEL
 SNR_MAE_RANGE_DB = (0.0, 20.0)
 HIGH_SNR_DB = 10.0
 EVAL_FILE = "evaluation.json"
+#: Classes told apart only by fine amplitude/phase structure (orders above QPSK; APSK; QAM).
+HIGH_ORDER_LABELS: tuple[str, ...] = ("8PSK", "16PSK", "32PSK", "16APSK", "32APSK", "64APSK", "128APSK",
+                                      "16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
 
 
 def snr_bin_centres(snr_db: np.ndarray, width_db: float = 2.0) -> np.ndarray:
@@ -69,6 +74,46 @@ def per_class_accuracy(labels: np.ndarray, pred: np.ndarray, names: tuple[str, .
     if mask is not None:
         y, p = y[mask], p[mask]
     return {names[c]: float((p[y == c] == c).mean()) for c in range(len(names)) if (y == c).any()}
+
+
+def burst_conditions(params: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """Boolean masks of channel conditions and burst groups, from PARAM_DTYPE records.
+
+    A field a dataset does not record (NaN, e.g. phase noise in the GNU Radio set) counts as
+    the condition being absent."""
+    def num(name: str) -> np.ndarray:
+        return np.asarray(params[name], np.float64)
+
+    fading, pa = num("fading_type"), num("pa_backoff_db")
+    phase_noise = np.nan_to_num(num("phase_noise_deg_per_sqrt_sample")) > 0
+    sps = num("samples_per_symbol")
+    high_order = np.isin(np.asarray(labels), [LABEL_TO_INDEX[n] for n in HIGH_ORDER_LABELS])
+    return {
+        "Rayleigh fading": fading == 1,
+        "Rician fading": fading == 2,
+        "phase noise": phase_noise,
+        "PA compression": np.isfinite(pa),
+        "IQ imbalance": (np.nan_to_num(num("iq_gain_imbalance_db")) != 0)
+        | (np.nan_to_num(num("iq_phase_imbalance_deg")) != 0),
+        "8-bit quantization": num("quant_dtype_code") == 2,
+        "CFO above 0.005 cycles/sample": np.abs(np.nan_to_num(num("cfo_cyc_per_sample"))) > 0.005,
+        "2-4 samples/symbol": (sps >= 2) & (sps < 4),
+        "4-8 samples/symbol": (sps >= 4) & (sps < 8),
+        "8-16 samples/symbol": sps >= 8,
+        "high-order class": high_order,
+        "high-order, no fading, phase noise or PA": high_order & (fading == 0) & ~phase_noise & ~np.isfinite(pa),
+    }
+
+
+def condition_table(correct: np.ndarray, params: np.ndarray, labels: np.ndarray) -> list[dict[str, Any]]:
+    """Accuracy with and without each of burst_conditions (NaN accuracy where a side is empty)."""
+    ok = np.asarray(correct, bool)
+    rows = []
+    for name, m in burst_conditions(params, labels).items():
+        rows.append({"condition": name, "n_with": int(m.sum()), "n_without": int((~m).sum()),
+                     "accuracy_with": float(ok[m].mean()) if m.any() else float("nan"),
+                     "accuracy_without": float(ok[~m].mean()) if (~m).any() else float("nan")})
+    return rows
 
 
 def confusion(labels: np.ndarray, pred: np.ndarray, n_classes: int = len(LABELS)) -> np.ndarray:
@@ -124,6 +169,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
         snr = reader.snr_db.astype(np.float64)
+        params = reader.params
         n = len(reader)
         pred = np.full(n, -1)
         conf = np.zeros(n)
@@ -157,6 +203,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                        for b in np.unique(bucket[ok])},
         "per_class": per_class_accuracy(y_ok, p_ok),
         "per_class_snr_ge_10db": per_class_accuracy(y_ok, p_ok, mask=high),
+        "conditions_snr_ge_10db": condition_table(p_ok[high] == y_ok[high], params[ok][high], y_ok[high]),
         "open_set": threshold_table(probs[ok], y_ok),
         "ece": expected_calibration_error(probs[ok], y_ok) if ok.any() else float("nan"),
         "accepted_at_default_threshold": float((conf[ok] >= run["unknown_threshold"]).mean()) if ok.any() else 0.0,
