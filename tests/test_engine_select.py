@@ -23,7 +23,7 @@ def _no(message, kind=ProblemKind.NO_DEVICE):
 
 def test_tensorrt_is_skipped_without_its_backend_module_even_if_tensorrt_imports(monkeypatch):
     monkeypatch.setattr(select, "available", lambda name: True)
-    assert "no tensorrt backend module" in select.why_unusable("tensorrt", "cuda:0")
+    assert "no tensorrt backend module" in select.unusable("tensorrt", "cuda:0").message
 
 
 def test_auto_on_this_box_picks_onnxruntime_cpu(meta, tiny_model_dir, monkeypatch):

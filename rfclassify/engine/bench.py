@@ -25,7 +25,7 @@ from rfclassify._exceptions import ConfigError
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._optional import require
 from rfclassify.engine.base import PRECISIONS, device_kind
-from rfclassify.engine.select import backend_class, candidates, why_unusable
+from rfclassify.engine.select import backend_class, candidates, unusable
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _device_for(name: str, device: str | None) -> tuple[str | None, str]:
     """(device, '') for the first device backend `name` can use, or (None, why not)."""
     reasons = []
     for backend, dev in candidates(name, device):
-        problem = why_unusable(backend, dev)
+        problem = unusable(backend, dev)
         if problem is None:
             return dev, ""
         reasons.append(f"{dev}: {problem}")

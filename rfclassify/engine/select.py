@@ -127,12 +127,6 @@ def unusable(name: str, device: str) -> Problem | None:
     raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
 
 
-def why_unusable(name: str, device: str) -> str | None:
-    """The message of ``unusable(name, device)``, or None when the backend can run there."""
-    problem = unusable(name, device)
-    return None if problem is None else problem.message
-
-
 def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
     """(backend, device) pairs to try, in order, for a requested backend and optional device."""
     if backend == "auto":
