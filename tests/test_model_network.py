@@ -21,18 +21,6 @@ from rfclassify.model.network import (  # noqa: E402
 )
 
 
-def _randomized(net):
-    """Give BatchNorms non-trivial statistics so outputs depend on the input."""
-    g = torch.Generator().manual_seed(0)
-    for m in net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            with torch.no_grad():
-                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
-                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
-    return net.eval()
-
-
 @pytest.mark.parametrize("length", DEFAULT_BUCKETS_SAMPLES)
 def test_every_bucket_gives_both_outputs(length):
     net = build_network().eval()
@@ -70,8 +58,9 @@ def test_pool_chain_rejects_large_prime_factor():
 
 
 @pytest.mark.parametrize("length", [128, 1024, 4096])
-def test_static_pool_chain_equals_global_mean(length):
-    net = _randomized(build_network())
+def test_static_pool_chain_equals_global_mean(length, randomize_batchnorm):
+    torch.manual_seed(0)
+    net = randomize_batchnorm(build_network()).eval()
     x = torch.randn(2, 2, 1, length)
     with torch.no_grad():
         dyn_logits, dyn_snr = net(x)
@@ -102,8 +91,9 @@ PRODUCT_ARCH = {"product_stem": PRODUCT_STEM}
 
 
 @pytest.mark.parametrize("length", [128, 1024])
-def test_product_stem_shapes_and_static_pool(length):
-    net = _randomized(build_network(PRODUCT_ARCH))
+def test_product_stem_shapes_and_static_pool(length, randomize_batchnorm):
+    torch.manual_seed(0)
+    net = randomize_batchnorm(build_network(PRODUCT_ARCH)).eval()
     x = torch.randn(2, 2, 1, length)
     with torch.no_grad():
         logits, snr = net(x)
