@@ -113,6 +113,39 @@ def test_same_command_reproduces_the_weights(tmp_path):
     assert ids[0] == ids[1]
 
 
+def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path, capsys):
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.card import render_markdown
+
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+    assert main(["train", "--out", str(tmp_path / "a"), "--steps", "3", "--seed", "1", *tiny]) == 0
+    parent, parent_meta = load_trained(tmp_path / "a")
+    # a learning rate of ~0 keeps the weights where they started: the parent's, not a new draw
+    assert main(["train", "--out", str(tmp_path / "b"), "--steps", "2", "--seed", "2", "--lr", "1e-20",
+                 "--init-from", str(tmp_path / "a"), *tiny]) == 0
+    child, child_meta = load_trained(tmp_path / "b")
+    for name, w in parent.state_dict().items():
+        if name.endswith("weight"):
+            assert torch.allclose(w, child.state_dict()[name], atol=1e-6), name
+    t = child_meta.extra["training"]
+    assert t["init_from"] == parent_meta.model_id
+    assert t["lineage"]["steps"] == 5 and t["lineage"]["examples"] == 5 * 4
+    # a grandchild counts every run behind it, and the card says so
+    assert main(["train", "--out", str(tmp_path / "c"), "--steps", "1", "--seed", "2",
+                 "--init-from", str(tmp_path / "b"), *tiny]) == 0
+    err = capsys.readouterr().err
+    assert "--seed 2 is the parent model's seed" in err
+    t = ModelMeta.load(tmp_path / "c").extra["training"]
+    assert t["lineage"]["steps"] == 6 and t["lineage"]["examples"] == 6 * 4
+    assert f"Warm-started from `{child_meta.model_id}`" in render_markdown({
+        "model_id": "m", "labels": ["a"], "buckets_samples": [128], "min_samples": 64, "max_windows": 4,
+        "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {}, "training": t})
+    with pytest.raises(ConfigError, match="not both"):
+        TrainConfig(out_dir="x", steps=1, init_from="a", resume="a/checkpoint.pt")
+    with pytest.raises(ConfigError, match="--arch cannot be combined"):
+        TrainConfig(out_dir="x", steps=1, init_from="a", arch={"width": 8})
+
+
 class _SlowPool:
     """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
 

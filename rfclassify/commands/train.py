@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CUDA only: capture each bucket's training step as a CUDA graph and replay it "
                              "(removes the per-kernel launch cost that bounds the eager loop)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
+    parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
+                        help="start from a trained model's weights (and network) with a new optimizer and "
+                             "schedule; give a seed other than the parent's for new data")
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -72,7 +75,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
         log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
-        checkpoint_every_s=args.checkpoint_every_s, resume=args.resume,
+        checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

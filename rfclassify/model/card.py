@@ -61,13 +61,22 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
-            "started_utc") if k in training},
+            "started_utc", "init_from", "lineage") if k in training},
         "export": _read_json(mdir / "export_report.json") or meta.extra.get("export", {}),
         "evaluations": evals,
     })
     write_json(cdir / CARD_JSON, card)
     (cdir / CARD_MD).write_text(render_markdown(card))
     return card
+
+
+def _lineage_lines(t: dict[str, Any]) -> list[str]:
+    """The warm-start line of the training section (none for a run that started from random weights)."""
+    total = t.get("lineage")
+    if not t.get("init_from") or not total:
+        return []
+    return [f"- Warm-started from `{t['init_from']}`; over every run behind this model: {total['steps']:,} steps, "
+            f"{total['train_s']} s of training schedule, {total['examples']:,} bursts (fresh and reused)"]
 
 
 def render_markdown(card: dict[str, Any]) -> str:
@@ -114,6 +123,7 @@ def render_markdown(card: dict[str, Any]) -> str:
             "in all, start-up, validation and saving included)",
             f"- Data volume: {t.get('examples_fresh', 0):,} freshly synthesized bursts, "
             f"{t.get('examples_reused', 0):,} reuses of them with a random phase rotation / conjugation",
+            *_lineage_lines(t),
             f"- Data recipe: on-the-fly synthesis with the full impairment chain, SNR uniform "
             f"{recipe.get('snr_range_db')} dB, labels uniform, 2-16 samples/symbol; bucket time shares "
             f"{dict(zip(recipe.get('buckets_samples', []), recipe.get('time_share', [])))}; "

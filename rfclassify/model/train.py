@@ -1,7 +1,9 @@
 """The training loop: cross-entropy + SNR regression, AdamW, a time-based warmup/cosine schedule.
 
 Progress is ``max(step / steps, elapsed / time budget)``, so a ``--time-budget-s`` run ends
-with a fully annealed learning rate however fast the machine is. The budget is the wall time
+with a fully annealed learning rate however fast the machine is. ``--init-from`` starts from a
+trained model's weights with a new optimizer and schedule (a warm restart); the run records
+its parent and the totals over every run behind it. The budget is the wall time
 of the whole call (worker start-up included); the loop stops early enough to validate, fit
 the temperature and write every file before it runs out.
 
@@ -64,6 +66,7 @@ class TrainConfig:
     log_every: int = 100
     checkpoint_every_s: float = 180.0
     resume: str | None = None
+    init_from: str | None = None      # model directory whose weights start the run (new optimizer and schedule)
     channels_last: bool = False       # NHWC activations on CUDA (tensor-core friendly; not measured yet)
     cuda_graphs: bool = False         # replay each bucket's step as a CUDA graph (train_step.GraphedStep)
     arch: dict[str, Any] = field(default_factory=dict)
@@ -78,6 +81,10 @@ class TrainConfig:
             raise ConfigError(f"--time-budget-s must be > 0, got {self.time_budget_s}")
         if self.batch_size < 2 or self.workers < 0 or self.max_uses < 1:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
+        if self.init_from and self.resume:
+            raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
+        if self.init_from and self.arch:
+            raise ConfigError("--arch cannot be combined with --init-from: the network is the parent model's")
 
     def finish_reserve_s(self) -> float:
         """Time kept back from the budget for validation, calibration and saving."""
@@ -214,7 +221,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         # the synth workers own the cores; torch's spinning OpenMP threads would fight them
         torch.set_num_threads(max(1, usable_cpu_count() - cfg.workers))
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
-    model = build_network(cfg.arch or None).to(device)
+    parent: dict[str, Any] | None = None
+    if cfg.init_from:
+        model, parent = _load_parent(cfg.init_from)
+        if parent["seed"] == cfg.seed:
+            print(f"warning: --seed {cfg.seed} is the parent model's seed, so this run synthesizes the "
+                  "bursts it already trained on; give another seed for new data", file=sys.stderr, flush=True)
+    else:
+        model = build_network(cfg.arch or None)
+    model = model.to(device)
     graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format
     model = model.to(memory_format=layout)
@@ -233,6 +248,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             g["capturable"] = graphs
         step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
         examples = dict(ck.get("examples", examples))
+        parent = ck.get("parent")
     gen = torch.Generator(device=device)
     gen.manual_seed(cfg.seed + step)
     noise_idx = LABELS.index(NOISE_LABEL)
@@ -291,7 +307,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
-                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg)
+                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
         val = src.pool.validation(timeout=120.0) if src.pool else None
@@ -299,7 +315,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         src.close()
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
-    _checkpoint(out, model, opt, step, train_s, history, examples, cfg)
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent)
     return _finish(model, cfg, recipe, val, history, {
         "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
         "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
@@ -307,7 +323,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "ms_per_step_by_bucket": {str(b): round(1e3 * t / max(n, 1), 2) for b, (n, t) in sorted(step_time.items())},
         "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "parameters": count_parameters(model), "torch": torch.__version__,
-        "started_utc": started_utc,
+        "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
     }, t_start)
 
 
@@ -398,11 +414,33 @@ def _log_line(step: int, elapsed: float, opt: Any, sums: Any, counts: list[int],
     return row
 
 
-def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float,
-                history: list[dict[str, float]], examples: dict[str, int], cfg: TrainConfig) -> None:
+def _load_parent(model_dir: str) -> tuple[Any, dict[str, Any]]:
+    """(CPU model in train mode, lineage record) of the trained model that starts a warm-started run."""
+    from rfclassify.model.network import load_trained
+
+    model, meta = load_trained(model_dir)
+    t = meta.extra.get("training", {})
+    own = {"steps": t.get("steps", 0), "train_s": t.get("train_s", 0.0),
+           "examples": t.get("examples_fresh", 0) + t.get("examples_reused", 0)}
+    lineage = t.get("lineage", own)  # the parent's totals already count its own ancestors
+    return model.train(), {"model_id": meta.model_id, "seed": t.get("seed"), "steps": lineage["steps"],
+                           "train_s": lineage["train_s"], "examples": lineage["examples"]}
+
+
+def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples: dict[str, int]) -> dict[str, Any]:
+    """Run-record fields for a warm-started run: its parent and the totals over all the runs behind it."""
+    if parent is None:
+        return {}
+    return {"init_from": parent["model_id"], "lineage": {
+        "steps": parent["steps"] + step, "train_s": round(parent["train_s"] + train_s, 1),
+        "examples": parent["examples"] + examples["fresh"] + examples["reused"]}}
+
+
+def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],
+                examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None = None) -> None:
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
-                "config": asdict(cfg)}, tmp)
+                "config": asdict(cfg), "parent": parent}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
