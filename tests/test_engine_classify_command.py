@@ -117,3 +117,12 @@ def test_sigmf_datatypes():
     assert sigmf_dtype("rf64_le") == (np.dtype("<f8"), False)
     with pytest.raises(Exception, match="endianness"):
         sigmf_dtype("ci16")
+
+
+@pytest.mark.parametrize("command", ["classify", "serve", "bench", "export", "evaluate"])
+def test_an_empty_model_dir_is_refused_not_read_as_the_current_directory(command, tmp_path, capsys):
+    args = {"classify": ["classify", str(tmp_path / "x.sigmf-meta")], "serve": ["serve"], "bench": ["bench", "model"],
+            "export": ["export"], "evaluate": ["evaluate", str(tmp_path / "x.h5")]}
+    with pytest.raises(SystemExit) as exc:
+        main([*args[command], "--model-dir", ""])
+    assert exc.value.code == 2 and "--model-dir: must not be empty" in capsys.readouterr().err

@@ -6,10 +6,13 @@ import argparse
 import os
 from pathlib import Path
 
+from rfclassify.engine.options import model_dir_path
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", metavar="FILE.h5", help="HDF5 dataset (rfclassify dataset generate/gnuradio)")
-    parser.add_argument("--model-dir", default=None, help="model directory (default: shipped models/)")
+    parser.add_argument("--model-dir", type=model_dir_path, default=None,
+                        help="model directory (default: shipped models/)")
     parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
                         help="inference backend, through the serving Classifier (default auto)")
     parser.add_argument("--out", default=None,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from rfclassify.engine.options import model_dir_path
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-dir", default=None, help="trained model directory (default: shipped models/)")
+    parser.add_argument("--model-dir", type=model_dir_path, default=None,
+                        help="trained model directory (default: shipped models/)")
     parser.add_argument("--out", default=None, help="output directory (default: the model directory)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (>= 17)")
     parser.add_argument("--static-batch", type=int, default=None, metavar="N",

@@ -17,7 +17,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True
     fill_defaults=False: --backend and --precision are None unless given, so that a value
     from elsewhere (the daemon's config file) is not overridden by "auto"."""
     g = parser.add_argument_group("model and backend")
-    g.add_argument("--model-dir", type=Path, default=argparse.SUPPRESS if suppress_default else None,
+    g.add_argument("--model-dir", type=model_dir_path, default=argparse.SUPPRESS if suppress_default else None,
                    help="model directory (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
     if not backend:
         return
@@ -29,6 +29,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True
     g.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: chosen with the backend)")
     g.add_argument("--threads", type=int, default=None,
                    help="CPU threads (default: all this process may use)")
+
+
+def model_dir_path(text: str) -> Path:
+    """argparse type for --model-dir: a path, but not an empty one (Path("") would mean ".")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (leave the option out for the default model)")
+    return Path(text)
 
 
 def positive_ints(text: str) -> tuple[int, ...]:
