@@ -140,6 +140,9 @@ def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path
     assert f"Warm-started from `{child_meta.model_id}`" in render_markdown({
         "model_id": "m", "labels": ["a"], "buckets_samples": [128], "min_samples": 64, "max_windows": 4,
         "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {}, "training": t})
+    assert main(["train", "--out", str(tmp_path / "d"), "--steps", "1", "--init-from", str(tmp_path / "none"),
+                 *tiny]) == 2
+    assert "no model in" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="not both"):
         TrainConfig(out_dir="x", steps=1, init_from="a", resume="a/checkpoint.pt")
     with pytest.raises(ConfigError, match="--arch cannot be combined"):

@@ -1,11 +1,11 @@
 """The training loop: cross-entropy + SNR regression, AdamW, a time-based warmup/cosine schedule.
 
 Progress is ``max(step / steps, elapsed / time budget)``, so a ``--time-budget-s`` run ends
-with a fully annealed learning rate however fast the machine is. ``--init-from`` starts from a
-trained model's weights with a new optimizer and schedule (a warm restart); the run records
-its parent and the totals over every run behind it. The budget is the wall time
+with a fully annealed learning rate however fast the machine is. The budget is the wall time
 of the whole call (worker start-up included); the loop stops early enough to validate, fit
-the temperature and write every file before it runs out.
+the temperature and write every file before it runs out. ``--init-from`` starts from a
+trained model's weights with a new optimizer and schedule (a warm restart); the run records
+its parent and the totals over every run behind it.
 
 When data workers cannot keep up, the loop reuses recent batches (kept on the device) with a
 fresh random augmentation instead of waiting: a constant carrier-phase rotation and, for half
