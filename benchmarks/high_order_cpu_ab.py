@@ -135,8 +135,9 @@ def features(w: np.ndarray, channels: int) -> np.ndarray:
 
 
 def main(arm: str, length: int = 256, steps: int = 2500) -> dict:
-    arch, plain, peak_lr, torch_seed, *sps = ARMS.get(arm) or ({}, False, 3e-3, 0)
     resample = RESAMPLE_ARMS.get(arm, "")
+    # the resampling arms are the baseline plus a front end; any other unknown name is a KeyError
+    arch, plain, peak_lr, torch_seed, *sps = ARMS["iq" if resample else arm]
     channels = int(arch.get("in_channels", 2))
     torch.set_num_threads(2)
     rng = np.random.default_rng(5)

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.evaluate import evaluate_file
     from rfclassify.model.meta import default_model_dir
 
-    model_dir = Path(args.model_dir) if args.model_dir else default_model_dir()
+    model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
     card_dir = Path(args.card_dir) if args.card_dir else model_dir
     results = []
     for i, path in enumerate([args.dataset, *args.extra_eval]):
