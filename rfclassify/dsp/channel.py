@@ -239,13 +239,23 @@ def carrier(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
     phi0_deg = np.where(ph_on, rng.uniform(0, 360, b), 0.0)
     sigma_deg = np.where(pn_on, log_uniform(cfg.phase_noise_deg_per_sqrt_sample_range, b, rng), 0.0)
     t = np.arange(n)[None, :]
-    phase = np.deg2rad(phi0_deg)[:, None] + 2 * np.pi * (f0[:, None] * t + 0.5 * drift[:, None] * t * t)
+    # In place, one (B, N) float64 buffer: the same operations as the formula above.
+    phase = f0[:, None] * t
+    quad = 0.5 * drift[:, None] * t
+    quad *= t
+    phase += quad
+    phase *= 2 * np.pi
+    phase += np.deg2rad(phi0_deg)[:, None]
     if pn_on.any():
-        steps = rng.standard_normal((b, n)) * np.deg2rad(sigma_deg)[:, None]
-        phase = phase + np.cumsum(steps, axis=1)
+        steps = rng.standard_normal((b, n))
+        steps *= np.deg2rad(sigma_deg)[:, None]
+        phase += np.cumsum(steps, axis=1, out=steps)
     # Wrap in float64 (n^2 terms grow), rotate in float32: the burst is complex64 anyway.
-    phase = np.mod(phase, 2 * np.pi).astype(np.float32)
-    return x * (np.cos(phase) + 1j * np.sin(phase)), {
+    phase32 = np.mod(phase, 2 * np.pi, out=phase).astype(np.float32)
+    rot = np.empty((b, n), np.complex64)
+    np.cos(phase32, out=rot.real)
+    np.sin(phase32, out=rot.imag)
+    return np.multiply(x, rot, out=rot), {
         "cfo_cyc_per_sample": f0.astype(np.float32),
         "cfo_drift_cyc_per_sample2": drift.astype(np.float32),
         "phase_offset_deg": phi0_deg.astype(np.float32),

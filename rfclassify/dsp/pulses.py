@@ -94,6 +94,18 @@ def shape(symbols: np.ndarray, u: np.ndarray, table: np.ndarray, span: int,
     start = k0.astype(np.intp) - (span - 1) - first_symbol  # index of tap 0's symbol
     b = np.arange(u.shape[0])[:, None]
     taps = table[b, phase]  # (B, N, 2L)
+    if not np.iscomplexobj(symbols):
+        return _gather_dot(symbols, taps, b, start, span)
+    # Real taps on the I and Q planes apart: half the multiplies of complex taps.
+    out = np.empty(u.shape, symbols.dtype)
+    out.real = _gather_dot(np.ascontiguousarray(symbols.real), taps, b, start, span)
+    out.imag = _gather_dot(np.ascontiguousarray(symbols.imag), taps, b, start, span)
+    return out
+
+
+def _gather_dot(symbols: np.ndarray, taps: np.ndarray, b: np.ndarray, start: np.ndarray,
+                span: int) -> np.ndarray:
+    """(B, N): the 2 * span symbols from index start on, dotted with taps (B, N, 2L)."""
     windows = sliding_window_view(symbols, 2 * span, axis=1)  # (B, K - 2L + 1, 2L)
     syms = windows[b, start]  # (B, N, 2L)
-    return np.einsum("bnj,bnj->bn", syms, taps.astype(syms.dtype))
+    return np.einsum("bnj,bnj->bn", syms, taps.astype(syms.dtype, copy=False))
