@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from rfclassify.dsp import synth
+from rfclassify.dsp.rate import estimate_sps
 from rfclassify.dsp.synth import ChannelConfig, synthesize
 from rfclassify.dsp.windows import normalize_batch, to_model_input
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS
@@ -52,33 +53,10 @@ ARMS: dict[str, tuple] = {
 }
 #: arms that keep the synthesizer's 2..16 samples/symbol but resample every burst to TARGET_SPS
 #: before the network (crop the middle or zero-pad to the window): with the true rate (the
-#: ceiling of a symbol-rate-normalizing front end) or with estimate_sps() (a blind estimate)
+#: ceiling of a symbol-rate-normalizing front end) or with the product's blind estimate
+#: (rfclassify.dsp.rate.estimate_sps; the recorded run used its prototype, clipped to 1.8..20)
 RESAMPLE_ARMS = {"resample4_true": "true", "resample4_estimated": "estimated"}
 TARGET_SPS = 4.0
-
-
-def estimate_sps(iq: np.ndarray, power_fraction: float = 0.94, floor_percentile: float = 30.0,
-                 smooth_bins: int = 4, lo: float = 1.8, hi: float = 20.0) -> np.ndarray:
-    """Blind samples-per-symbol of each burst from its occupied bandwidth.
-
-    A root-raised-cosine burst puts 1 - 0.18 * rolloff of its power (91-97 % for rolloff
-    0.15-0.5) inside a band as wide as its symbol rate, wherever the carrier sits. So: the
-    periodogram, smoothed over `smooth_bins` native bins, minus a noise floor (a low
-    percentile of the bins), then the fewest bins that hold `power_fraction` of what is
-    left; sps = 1 / that width. On the high-order classes it lands within 25 % of the true
-    rate for 95-98 % of bursts at SNR >= 10 dB (256 and 1024 samples) and fails at 0 dB,
-    where the floor estimate takes in signal."""
-    from scipy.ndimage import uniform_filter1d
-
-    n = iq.shape[1]
-    nfft = max(1024, n)
-    psd = np.abs(np.fft.fft(iq * np.hanning(n), n=nfft, axis=1)) ** 2
-    psd = uniform_filter1d(psd, max(1, round(smooth_bins * nfft / n)), axis=1, mode="wrap")
-    signal = np.clip(psd - np.percentile(psd, floor_percentile, axis=1, keepdims=True), 0, None)
-    ranked = -np.sort(-signal, axis=1)
-    held = np.cumsum(ranked, axis=1) / np.maximum(ranked.sum(axis=1, keepdims=True), 1e-30)
-    width = (np.argmax(held >= power_fraction, axis=1) + 1) / nfft
-    return np.clip(1.0 / width, lo, hi)
 
 
 def resample_to(iq: np.ndarray, sps: np.ndarray, length: int) -> np.ndarray:

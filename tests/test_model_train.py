@@ -212,3 +212,50 @@ def test_training_from_an_hdf5_dataset(tmp_path):
     assert main(["train", "--out", str(out), "--data", str(data), "--steps", "2", "--batch-size", "2",
                  "--buckets", "128", "256", "--val-per-bucket", "4", "--device", "cpu"]) == 0
     assert (out / "model.pt").is_file()
+
+
+def test_rate_batches_land_in_the_bucket_serving_would_pick():
+    from rfclassify.dsp.rate import snr_offset_db
+
+    recipe = td.DataRecipe(buckets_samples=(128, 256, 512, 1024), batch_size=64, target_sps=4.0)
+    rows = td.make_rate_rows(recipe, 512, 64, np.random.default_rng(0))
+    assert sum(len(b["label"]) for b in rows.values()) == 64
+    assert len(rows) >= 2  # 512 received samples at 2..16 sps land in several buckets
+    for bucket, b in rows.items():
+        assert b["x"].shape[1:] == (2, 1, bucket)
+    # decimated rows train on the SNR the network sees: full-band SNR + the offset
+    snr = np.concatenate([b["snr_db"] for b in rows.values()])
+    assert snr.max() > recipe.snr_range_db[1] and snr.max() <= recipe.snr_range_db[1] + snr_offset_db(12) + 1e-4
+
+    batches = td.synthesized_batches(recipe, np.random.default_rng(1))
+    for _ in range(3):
+        b = next(batches)
+        assert len(b["label"]) == 64 and b["x"].shape[0] == 64
+        # windows of unit-RMS bursts: a window of a longer burst varies about 1, a padded one is
+        # its burst's samples (unit power over them) followed by zeros
+        p = (b["x"][:, :, 0, :] ** 2).sum(axis=1)
+        occupied = np.array([np.flatnonzero(r).max() + 1 for r in p])
+        p_occ = np.array([r[:n].mean() for r, n in zip(p, occupied)])
+        assert np.all(np.isfinite(b["x"])) and 0.5 < np.median(p_occ) < 1.5 and p_occ.max() < 5
+
+
+def test_rate_validation_set_fills_every_bucket():
+    recipe = td.DataRecipe(buckets_samples=(128, 256, 512), batch_size=32, target_sps=4.0)
+    val = td.validation_set(recipe, 40, np.random.SeedSequence(3))
+    assert sorted(val) == [128, 256, 512]
+    assert all(len(v["label"]) == 40 and v["x"].shape[-1] == b for b, v in val.items())
+
+
+def test_target_sps_is_recorded_and_must_match_the_parent(tmp_path, capsys):
+    from rfclassify._exceptions import ConfigError
+
+    tiny = ["--workers", "0", "--batch-size", "8", "--buckets", "128", "256", "--val-per-bucket", "8",
+            "--device", "cpu", "--steps", "2"]
+    assert main(["train", "--out", str(tmp_path / "r"), "--target-sps", "4", *tiny]) == 0
+    meta = ModelMeta.load(tmp_path / "r")
+    assert meta.symbol_rate == {"target_sps": 4.0} and meta.bucket_policy.rate is not None
+    assert main(["train", "--out", str(tmp_path / "p"), "--init-from", str(tmp_path / "r"), "--seed", "3",
+                 *tiny]) == 2
+    assert "differs from the parent model's 4.0" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="synthesized data only"):
+        TrainConfig(out_dir="x", steps=1, data="d.h5", target_sps=4.0)

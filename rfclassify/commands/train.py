@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda-graphs", action="store_true", default=d["cuda_graphs"],
                         help="CUDA only: capture each bucket's training step as a CUDA graph and replay it "
                              "(removes the per-kernel launch cost that bounds the eager loop)")
+    parser.add_argument("--target-sps", type=float, default=d["target_sps"], metavar="SPS",
+                        help="resample every burst to about SPS samples/symbol before bucketing "
+                             "(blind symbol-rate estimate; recorded in model.json so serving does the same)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -76,6 +79,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
         log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
         checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
+        target_sps=args.target_sps,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

@@ -15,6 +15,12 @@ The classifier averages the windows' log-probabilities; the number of windows is
 Normalization happens once per burst, before windowing: remove the mean (DC) and scale to
 unit RMS power. A burst that is not finite or has zero power after DC removal cannot be
 normalized and is rejected (``non_finite`` / ``zero_power``).
+
+A policy with a symbol-rate normalizer (``rate``, from a model whose model.json asks for one;
+see ``rfclassify.dsp.rate``) resamples the normalized burst to about its target samples per
+symbol, and the rule above then applies to the resampled length n'. The minimum length is
+checked on the burst as received; a resampled burst shorter than the smallest bucket is
+zero-padded to it whatever n' is.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfclassify._exceptions import ConfigError, MessageError
+from rfclassify.dsp.rate import SymbolRateNormalizer
 
 DEFAULT_BUCKETS_SAMPLES: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)
 DEFAULT_MIN_SAMPLES = 64
@@ -38,6 +45,7 @@ class BucketPolicy:
     buckets_samples: tuple[int, ...] = DEFAULT_BUCKETS_SAMPLES
     min_samples: int = DEFAULT_MIN_SAMPLES
     max_windows: int = DEFAULT_MAX_WINDOWS
+    rate: SymbolRateNormalizer | None = None  # resample to a target samples/symbol first
 
     def __post_init__(self) -> None:
         b = tuple(int(x) for x in self.buckets_samples)
@@ -58,6 +66,10 @@ class BucketPolicy:
         if n_samples < self.min_samples:
             raise MessageError(
                 "too_short", f"{n_samples} samples; the minimum is {self.min_samples}")
+        return self.bucket_for_length(n_samples)
+
+    def bucket_for_length(self, n_samples: int) -> int:
+        """The bucket rule without the minimum: for a resampled burst whose original passed it."""
         fitting = [b for b in self.buckets_samples if b <= n_samples]
         return fitting[-1] if fitting else self.buckets_samples[0]
 
@@ -114,7 +126,8 @@ class BurstWindows:
 
     bucket_samples: int
     windows: np.ndarray  # (n_windows, bucket_samples) complex64
-    n_samples: int
+    n_samples: int       # as received, before any resampling
+    snr_offset_db: float = 0.0  # subtract from the network's SNR estimate (rfclassify.dsp.rate)
 
     @property
     def n_windows(self) -> int:
@@ -128,10 +141,15 @@ def burst_to_windows(iq: np.ndarray, policy: BucketPolicy) -> BurstWindows:
     if n >= 0:
         b = policy.bucket_for(n)  # too_short before paying for normalization
     x = normalize_burst(arr)      # bad_shape for anything not 1-D, so b is set below
-    if n < b:
+    offset_db = 0.0
+    if policy.rate is not None:
+        x, offset_db = policy.rate.apply(x)
+        b = policy.bucket_for_length(x.shape[0])
+    m = int(x.shape[0])
+    if m < b:
         w = np.zeros((1, b), dtype=np.complex64)
-        w[0, :n] = x
-        return BurstWindows(b, w, n)
-    starts = policy.window_starts(n)
+        w[0, :m] = x
+        return BurstWindows(b, w, n, offset_db)
+    starts = policy.window_starts(m)
     idx = starts[:, None] + np.arange(b)[None, :]
-    return BurstWindows(b, x[idx], n)
+    return BurstWindows(b, x[idx], n, offset_db)

@@ -157,7 +157,8 @@ class Classifier:
         ok=False and reject_reason set; it never raises for one bad burst.
 
         sample_rate (Hz) is recorded in the results only: the model is trained across 2-16
-        samples/symbol, so nothing is resampled.
+        samples/symbol, so nothing is resampled to a nominal rate (a model with a symbol-rate
+        normalizer resamples each burst by its own estimated symbol rate instead).
         """
         if isinstance(bursts, np.ndarray) and bursts.ndim == 1:
             raise InputError("classify takes a sequence of bursts; wrap a single burst in a list")
@@ -180,7 +181,8 @@ class Classifier:
                 n_w = w.n_windows  # type: ignore[union-attr]
                 results[i] = self.results_from_outputs(
                     logits[offset:offset + n_w], snr_db[offset:offset + n_w],
-                    w.n_samples, bucket, sample_rate=rate)  # type: ignore[union-attr]
+                    w.n_samples, bucket, sample_rate=rate,  # type: ignore[union-attr]
+                    snr_offset_db=w.snr_offset_db)  # type: ignore[union-attr]
                 offset += n_w
         return [r for r in results if r is not None]
 
@@ -212,10 +214,14 @@ class Classifier:
         return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
 
     def results_from_outputs(self, logits: np.ndarray, snr_db: np.ndarray, n_samples: int,
-                             bucket_samples: int, sample_rate: float | None = None) -> ClassificationResult:
-        """One burst's result from its windows' outputs: logits (W, n_labels), snr_db (W,)."""
+                             bucket_samples: int, sample_rate: float | None = None,
+                             snr_offset_db: float = 0.0) -> ClassificationResult:
+        """One burst's result from its windows' outputs: logits (W, n_labels), snr_db (W,).
+
+        snr_offset_db: the burst's BurstWindows.snr_offset_db (resampling's SNR gain), taken off
+        the estimate so the result reports the SNR over the burst's full sampled band."""
         probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
-        return make_result(probs, snr, self.labels, n_samples=n_samples, bucket=bucket_samples,
+        return make_result(probs, snr - snr_offset_db, self.labels, n_samples=n_samples, bucket=bucket_samples,
                            windows=int(np.shape(logits)[0]), unknown_threshold=self.meta.unknown_threshold,
                            top_k=self.top_k, sample_rate_hz=sample_rate)
 

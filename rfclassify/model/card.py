@@ -55,7 +55,8 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
     card = clean_json({
         "model_id": meta.model_id, "labels": list(meta.labels),
         "buckets_samples": list(meta.buckets_samples), "min_samples": meta.min_samples,
-        "max_windows": meta.max_windows, "arch": meta.arch, "parameters": count_parameters(net),
+        "max_windows": meta.max_windows, "symbol_rate": meta.symbol_rate, "arch": meta.arch,
+        "parameters": count_parameters(net),
         "flops_per_bucket": flops_per_bucket(net, meta.buckets_samples),
         "temperature": meta.temperature, "unknown_threshold": meta.unknown_threshold,
         "training": {k: training.get(k) for k in (
@@ -95,7 +96,10 @@ def render_markdown(card: dict[str, Any]) -> str:
         f"than {card['min_samples']} are rejected, shorter than the smallest bucket are zero-padded, "
         f"longer ones are cut into up to {card['max_windows']} windows of their bucket whose "
         "log-probabilities are averaged (rfclassify/dsp/windows.py).",
-        "- Normalization: per burst, DC removed and scaled to unit RMS before windowing.", "",
+        "- Normalization: per burst, DC removed and scaled to unit RMS before windowing.",
+        *([f"- Symbol-rate front end: each burst resampled to about {card['symbol_rate']['target_sps']:g} "
+           "samples/symbol (blind estimate) before bucketing (rfclassify/dsp/rate.py)."]
+          if card.get("symbol_rate") else []), "",
         "## Network", "",
         f"Parameters: {card['parameters']:,}. FLOPs = 2 x conv multiply-accumulates per window.", "",
         "| bucket | FLOPs per window | DLA check (static graph) | max abs logit diff ONNX vs torch |",

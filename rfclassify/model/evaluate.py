@@ -185,7 +185,9 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                     rejects[r.reject_reason] = rejects.get(r.reject_reason, 0) + 1
                     continue
                 pred[i] = LABEL_TO_INDEX[r.top[0][0]]
-                conf[i], snr_est[i], bucket[i] = r.confidence, r.snr_db, r.bucket
+                # the bucket of the burst as received (a rate-normalizing model may run it in another)
+                conf[i], snr_est[i] = r.confidence, r.snr_db
+                bucket[i] = clf.policy.bucket_for_length(r.n_samples)
                 probs[i] = r.probabilities
         elapsed = time.perf_counter() - t0
         run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.rate import SymbolRateNormalizer
 from rfclassify.dsp.windows import BucketPolicy
 from rfclassify.labels import LABELS
 
@@ -37,6 +38,9 @@ class ModelMeta:
     weights_file: str = "model.pt"      # torch state_dict
     onnx_file: str = "model.onnx"       # fp32, dynamic batch and length
     int8_onnx_file: str = ""            # Q/DQ ONNX, once calibrated
+    #: SymbolRateNormalizer.to_dict() when the model was trained on rate-normalized bursts;
+    #: empty (older models too) = bursts go to the network at their own rate
+    symbol_rate: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -45,7 +49,8 @@ class ModelMeta:
 
     @property
     def bucket_policy(self) -> BucketPolicy:
-        return BucketPolicy(self.buckets_samples, self.min_samples, self.max_windows)
+        return BucketPolicy(self.buckets_samples, self.min_samples, self.max_windows,
+                            SymbolRateNormalizer.from_dict(self.symbol_rate))
 
     def with_updates(self, **changes: Any) -> ModelMeta:
         return replace(self, **changes)

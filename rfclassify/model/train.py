@@ -69,6 +69,7 @@ class TrainConfig:
     init_from: str | None = None      # model directory whose weights start the run (new optimizer and schedule)
     channels_last: bool = False       # NHWC activations on CUDA (tensor-core friendly; not measured yet)
     cuda_graphs: bool = False         # replay each bucket's step as a CUDA graph (train_step.GraphedStep)
+    target_sps: float | None = None   # symbol-rate normalizer (rfclassify.dsp.rate); None: off
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -85,6 +86,12 @@ class TrainConfig:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         if self.init_from and self.arch:
             raise ConfigError("--arch cannot be combined with --init-from: the network is the parent model's")
+        if self.target_sps is not None and self.data:
+            raise ConfigError("--target-sps works with synthesized data only, not with --data")
+        if self.target_sps is not None:
+            from rfclassify.dsp.rate import SymbolRateNormalizer
+
+            SymbolRateNormalizer(self.target_sps)  # validates the range
 
     def finish_reserve_s(self) -> float:
         """Time kept back from the budget for validation, calibration and saving."""
@@ -220,10 +227,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.workers and not cfg.data:
         # the synth workers own the cores; torch's spinning OpenMP threads would fight them
         torch.set_num_threads(max(1, usable_cpu_count() - cfg.workers))
-    recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size)
+    recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
+                           target_sps=cfg.target_sps)
     parent: dict[str, Any] | None = None
     if cfg.init_from:
         model, parent = _load_parent(cfg.init_from)
+        if parent["target_sps"] != cfg.target_sps:
+            raise ConfigError(f"--target-sps {cfg.target_sps} differs from the parent model's "
+                              f"{parent['target_sps']}: its weights learned the other input")
         if parent["seed"] == cfg.seed:
             print(f"warning: --seed {cfg.seed} is the parent model's seed, so this run synthesizes the "
                   "bursts it already trained on; give another seed for new data", file=sys.stderr, flush=True)
@@ -374,6 +385,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     meta = ModelMeta(model_id=model_id, buckets_samples=recipe.buckets_samples,
                      min_samples=recipe.min_samples, temperature=round(cal["temperature"], 5),
                      unknown_threshold=cal["unknown_threshold"], arch=model_cpu.arch,
+                     symbol_rate=recipe.rate.to_dict() if recipe.rate else {},
                      extra={"training": {k: v for k, v in training.items() if k != "config"},
                             "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
     meta.save(out)
@@ -424,7 +436,8 @@ def _load_parent(model_dir: str) -> tuple[Any, dict[str, Any]]:
            "examples": t.get("examples_fresh", 0) + t.get("examples_reused", 0)}
     lineage = t.get("lineage", own)  # the parent's totals already count its own ancestors
     return model.train(), {"model_id": meta.model_id, "seed": t.get("seed"), "steps": lineage["steps"],
-                           "train_s": lineage["train_s"], "examples": lineage["examples"]}
+                           "train_s": lineage["train_s"], "examples": lineage["examples"],
+                           "target_sps": meta.symbol_rate.get("target_sps")}
 
 
 def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples: dict[str, int]) -> dict[str, Any]:

@@ -7,6 +7,13 @@ serving feeds the network. On-the-fly data uses the full impairment chain
 smallest bucket's batches made of short bursts (64..127 samples) zero-padded as the bucket rule
 pads them.
 
+With a symbol-rate normalizer (``DataRecipe.target_sps``), a burst's bucket is only known once
+it has been resampled (``rfclassify.dsp.rate``), as in serving. Then bursts are synthesized
+at a bucket's length (drawn as above), resampled, and each lands in the bucket of its
+resampled length: one random window of it, or zero-padded when shorter than the smallest
+bucket. ``RateBatches`` collects those rows until a bucket has a full batch. The SNR target
+becomes the SNR the network sees, full-band SNR + ``snr_offset_db``; serving subtracts it.
+
 Workers are spawned (no fork: the parent has torch and maybe CUDA), each with its own
 SeedSequence child, and push ready float32 batches (plain numpy dicts) through a bounded
 queue. Nothing here imports torch.
@@ -24,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
 from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
 from rfclassify.labels import LABELS
 
@@ -44,6 +52,7 @@ class DataRecipe:
     min_samples: int = BucketPolicy().min_samples
     labels: tuple[str, ...] = LABELS
     channel: str = "full"  # ChannelConfig(): every impairment on
+    target_sps: float | None = None  # resample to this many samples/symbol (None: no resampling)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -57,29 +66,46 @@ class DataRecipe:
         w = np.asarray(self.time_share, float) / np.asarray(self.buckets_samples, float)
         return w / w.sum()
 
+    @property
+    def rate(self) -> SymbolRateNormalizer | None:
+        return None if self.target_sps is None else SymbolRateNormalizer(self.target_sps)
+
+    @property
+    def policy(self) -> BucketPolicy:
+        return BucketPolicy(self.buckets_samples, self.min_samples, rate=self.rate)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["bucket_probabilities"] = [round(float(p), 4) for p in self.bucket_probabilities()]
         return d
 
 
-def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> Batch:
-    """One batch of `n` synthesized, normalized bursts for `bucket` (see module docstring)."""
-    from rfclassify.dsp.synth import ChannelConfig, synthesize  # scipy etc.: only in workers
-
+def _draw(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
+          ) -> tuple[list[str], np.ndarray, list[tuple[int, int, int]]]:
+    """Labels, SNRs and (first row, end row, length) parts of n bursts drawn for `bucket`."""
     label_idx = rng.integers(0, len(recipe.labels), n)
     labels = [recipe.labels[i] for i in label_idx]
     snr = rng.uniform(*recipe.snr_range_db, n).astype(np.float32)
-    channel = ChannelConfig()
     n_short = 0
     if bucket == min(recipe.buckets_samples) and recipe.min_samples < bucket:
         n_short = int(round(recipe.short_fraction * n))
-    x = np.zeros((n, 2, 1, bucket), np.float32)
-    y = np.zeros(n, np.int64)
-    s = np.zeros(n, np.float32)
     parts = [(0, n - n_short, bucket)]
     if n_short:
         parts.append((n - n_short, n, int(rng.integers(recipe.min_samples, bucket))))
+    return labels, snr, parts
+
+
+def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> Batch:
+    """One batch of `n` synthesized, normalized bursts for `bucket` (no symbol-rate normalizer)."""
+    from rfclassify.dsp.synth import ChannelConfig, synthesize  # scipy etc.: only in workers
+
+    if recipe.target_sps is not None:
+        raise ValueError("a rate-normalizing recipe makes batches with RateBatches")
+    labels, snr, parts = _draw(recipe, bucket, n, rng)
+    channel = ChannelConfig()
+    x = np.zeros((n, 2, 1, bucket), np.float32)
+    y = np.zeros(n, np.int64)
+    s = np.zeros(n, np.float32)
     for lo, hi, length in parts:
         if hi <= lo:
             continue
@@ -90,9 +116,93 @@ def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
     return {"x": x, "label": y, "snr_db": s}
 
 
+def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> dict[int, Batch]:
+    """n bursts drawn for `bucket`, rate-normalized and cut as serving cuts them, by the bucket they land in."""
+    from rfclassify.dsp.synth import ChannelConfig, synthesize
+
+    rate, policy = recipe.rate, recipe.policy
+    if rate is None:
+        raise ValueError("make_rate_rows needs a recipe with target_sps; use make_batch")
+    labels, snr, parts = _draw(recipe, bucket, n, rng)
+    out: dict[int, list[Batch]] = {}
+    for lo, hi, length in parts:
+        if hi <= lo:
+            continue
+        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=ChannelConfig())
+        iq = normalize_batch(sb.iq)
+        grid = rate.grid_index(iq)
+        for k in np.unique(grid):
+            rows = np.flatnonzero(grid == k)
+            y = rate.resample(iq[rows], int(k))
+            m = y.shape[1]
+            b = policy.bucket_for_length(m)
+            w = np.zeros((rows.size, b), np.complex64)
+            if m >= b:  # one random window, as training data is one window per burst
+                start = rng.integers(0, m - b + 1, rows.size)
+                w[:] = y[np.arange(rows.size)[:, None], start[:, None] + np.arange(b)[None, :]]
+            else:
+                w[:, :m] = y
+            out.setdefault(b, []).append({
+                "x": to_model_input(w), "label": sb.label_index[rows].astype(np.int64),
+                "snr_db": (sb.snr_db[rows] + np.float32(snr_offset_db(int(k)))).astype(np.float32)})
+    return {b: _concat(parts_b) for b, parts_b in out.items()}
+
+
+def _concat(parts: list[Batch]) -> Batch:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+class RateBatches:
+    """Single-bucket batches of rate-normalized bursts: rows collect per bucket until one is full."""
+
+    def __init__(self, recipe: DataRecipe, rng: np.random.Generator) -> None:
+        self.recipe, self.rng = recipe, rng
+        self.pending: dict[int, list[Batch]] = {}
+        self.counts: dict[int, int] = {}
+
+    def add(self, rows: dict[int, Batch]) -> None:
+        for b, batch in rows.items():
+            self.pending.setdefault(b, []).append(batch)
+            self.counts[b] = self.counts.get(b, 0) + len(batch["label"])
+
+    def take(self, bucket: int, n: int) -> Batch:
+        """The first n rows collected for `bucket` (the caller checked there are n)."""
+        whole = _concat(self.pending[bucket])
+        head = {k: v[:n] for k, v in whole.items()}
+        rest = {k: v[n:] for k, v in whole.items()}
+        self.pending[bucket] = [rest] if len(rest["label"]) else []
+        self.counts[bucket] -= n
+        return head
+
+    def next(self) -> Batch:
+        """The next full batch of recipe.batch_size rows, synthesizing as needed."""
+        r, n = self.recipe, self.recipe.batch_size
+        probs = r.bucket_probabilities()
+        while True:
+            full = [b for b, c in self.counts.items() if c >= n]
+            if full:
+                return self.take(max(full, key=lambda b: self.counts[b]), n)
+            bucket = int(self.rng.choice(r.buckets_samples, p=probs))
+            self.add(make_rate_rows(r, bucket, n, self.rng))
+
+
+def _rate_validation_set(recipe: DataRecipe, per_bucket: int, rng: np.random.Generator) -> dict[int, Batch]:
+    """per_bucket rate-normalized bursts in each bucket, drawing where rows are still missing."""
+    acc = RateBatches(recipe, rng)
+    for _ in range(64 * len(recipe.buckets_samples) * max(1, per_bucket // 256 + 1)):
+        short = [b for b in recipe.buckets_samples if acc.counts.get(b, 0) < per_bucket]
+        if not short:
+            break
+        acc.add(make_rate_rows(recipe, short[-1], 256, rng))
+    return {int(b): acc.take(b, min(per_bucket, acc.counts.get(b, 0)))
+            for b in recipe.buckets_samples if acc.counts.get(b, 0)}
+
+
 def validation_set(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence) -> dict[int, Batch]:
     """A fixed held-out set: `per_bucket` bursts per bucket, from its own seed stream."""
     rng = np.random.default_rng(seed_seq)
+    if recipe.target_sps is not None:
+        return _rate_validation_set(recipe, per_bucket, rng)
     out: dict[int, Batch] = {}
     for b in recipe.buckets_samples:
         parts = [make_batch(recipe, b, min(256, per_bucket - i), rng) for i in range(0, per_bucket, 256)]
@@ -106,12 +216,22 @@ def seed_streams(seed: int, n_workers: int) -> tuple[np.random.SeedSequence, lis
     return children[0], children[1:]
 
 
-def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
-    rng = np.random.default_rng(seed_seq)
+def synthesized_batches(recipe: DataRecipe, rng: np.random.Generator) -> Iterator[Batch]:
+    """Training batches forever, each of one bucket drawn by the recipe's probabilities."""
+    if recipe.target_sps is not None:
+        acc = RateBatches(recipe, rng)
+        while True:
+            yield acc.next()
     probs = recipe.bucket_probabilities()
-    while not stop.is_set():
+    while True:
         bucket = int(rng.choice(recipe.buckets_samples, p=probs))
-        batch = make_batch(recipe, bucket, recipe.batch_size, rng)
+        yield make_batch(recipe, bucket, recipe.batch_size, rng)
+
+
+def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
+    batches = synthesized_batches(recipe, np.random.default_rng(seed_seq))
+    while not stop.is_set():
+        batch = next(batches)
         while not stop.is_set():
             try:
                 out_q.put(batch, timeout=0.5)
@@ -212,11 +332,7 @@ class SynthPool:
 def inline_batches(recipe: DataRecipe, seed: int) -> Iterator[Batch]:
     """Batches made in this process (--workers 0): slow but bit-reproducible, for tests and debugging."""
     _, (seq,) = seed_streams(seed, 1)
-    rng = np.random.default_rng(seq)
-    probs = recipe.bucket_probabilities()
-    while True:
-        bucket = int(rng.choice(recipe.buckets_samples, p=probs))
-        yield make_batch(recipe, bucket, recipe.batch_size, rng)
+    yield from synthesized_batches(recipe, np.random.default_rng(seq))
 
 
 def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
@@ -226,6 +342,8 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
     DatasetReader.iter_batches, so every batch has a single bucket length."""
     from rfclassify.data.reader import DatasetReader
 
+    if recipe.target_sps is not None:
+        raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
     policy = BucketPolicy(recipe.buckets_samples, recipe.min_samples)
     rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
     with DatasetReader(path) as reader:

@@ -74,7 +74,8 @@ class EngineAdapter:
         for p, n_w in zip(batch.items, batch.counts(), strict=True):
             out.append(clf.results_from_outputs(
                 logits[offset:offset + n_w], snr_db[offset:offset + n_w], p.windows.n_samples,
-                batch.bucket_samples, sample_rate=p.burst.sample_rate_hz))
+                batch.bucket_samples, sample_rate=p.burst.sample_rate_hz,
+                snr_offset_db=p.windows.snr_offset_db))
             offset += n_w
         return out
 
