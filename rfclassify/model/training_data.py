@@ -205,8 +205,8 @@ def validation_set(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.Seed
         return _rate_validation_set(recipe, per_bucket, rng)
     out: dict[int, Batch] = {}
     for b in recipe.buckets_samples:
-        parts = [make_batch(recipe, b, min(256, per_bucket - i), rng) for i in range(0, per_bucket, 256)]
-        out[int(b)] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        out[int(b)] = _concat([make_batch(recipe, b, min(256, per_bucket - i), rng)
+                               for i in range(0, per_bucket, 256)])
     return out
 
 
