@@ -66,6 +66,9 @@ def test_model_json_turns_it_on_and_older_models_keep_the_plain_pipeline(tmp_pat
     assert ModelMeta(model_id="old").bucket_policy.rate is None
     ModelMeta(model_id="new", symbol_rate={"target_sps": 4.0}).save(tmp_path)
     assert ModelMeta.load(tmp_path).bucket_policy.rate == SymbolRateNormalizer(4.0)
+    for bad in ({"target_sps": "fast"}, {"sps": 4}, [4]):
+        with pytest.raises(ConfigError, match="symbol_rate must look like"):
+            ModelMeta(model_id="bad", symbol_rate=bad).bucket_policy
 
 
 def test_windows_bucket_by_the_resampled_length_and_keep_the_received_one():

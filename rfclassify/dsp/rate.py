@@ -122,7 +122,12 @@ class SymbolRateNormalizer:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SymbolRateNormalizer | None:
         """The normalizer model.json asks for, or None for a model trained without one."""
-        return cls(float(d["target_sps"])) if d else None
+        if not d:
+            return None
+        try:
+            return cls(float(d["target_sps"]))
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"model.json: symbol_rate must look like {{\"target_sps\": 4.0}}, got {d!r}") from None
 
 
 def snr_offset_db(grid_index: int) -> float:
