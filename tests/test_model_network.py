@@ -127,3 +127,31 @@ def test_product_stem_adds_its_channels_and_few_parameters():
     assert count_parameters(plain) < count_parameters(prod) <= 1_000_000
     with pytest.raises(ValueError, match="odd"):
         build_network({"product_stem": {**PRODUCT_STEM, "kernel": 30}})
+
+
+def test_arch_dla_problems_are_found_before_training_and_agree_with_the_onnx_check(tmp_path):
+    """The constructor-level check flags what the exported graph's DLA check flags."""
+    import json
+
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.dla_check import check_onnx_for_dla
+    from rfclassify.model.export import export_onnx
+    from rfclassify.model.network import DEFAULT_ARCH, build_network, dla_arch_problems
+    from rfclassify.model.train import TrainConfig
+
+    deep = json.loads(json.dumps(DEFAULT_ARCH))
+    deep["stages"][2]["dilations"] = [1, 2, 4]  # kernel 3 at dilation 4 pads 4 >= 3
+    assert dla_arch_problems(DEFAULT_ARCH, (128, 256, 512, 1024, 2048, 4096)) == []
+    (problem,) = dla_arch_problems(deep)
+    assert "stage 2 unit 2" in problem and "pads 4" in problem
+    for arch, bad in ((DEFAULT_ARCH, False), (deep, True)):
+        path = tmp_path / f"{bad}.onnx"
+        export_onnx(build_network(arch).eval(), path, static_length=128)
+        violations = check_onnx_for_dla(str(path))
+        assert bool(violations) == bad
+        assert all("not smaller than the kernel" in v.reason for v in violations)
+    assert "bucket 1000" in dla_arch_problems(None, (1000,))[0]
+    with pytest.raises(ConfigError, match="would not run on the DLA: stage 2 unit 2"):
+        TrainConfig(out_dir="x", steps=1, arch=deep)
+    with pytest.raises(ConfigError, match="bucket 1000"):
+        TrainConfig(out_dir="x", steps=1, buckets_samples=(128, 1000))

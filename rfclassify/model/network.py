@@ -104,6 +104,46 @@ def pool_chain(length: int, max_window: int = MAX_POOL_WINDOW) -> list[int]:
     return sorted(windows, reverse=True) or [1]
 
 
+def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, ...] = ()) -> list[str]:
+    """What in `arch` would keep the exported graph off the DLA (empty: nothing), without torch.
+
+    The same limits ``dla_check`` holds the exported ONNX to, applied to the constructor
+    arguments, so a training run with a bad ``--arch`` fails in a second rather than after
+    the device time is spent: each convolution's kernel, dilation and padding (this network
+    pads dilation * (kernel - 1) // 2 on each side), the stage pool window, and for each
+    bucket a global-pool chain of windows <= 8."""
+    from rfclassify.model.dla_check import CONV_DILATION, CONV_KERNEL, CONV_PAD_MAX
+
+    a = arch_with_defaults(arch)
+    convs = [("stem", int(a["stem_kernel"]), 1)]
+    if a.get("product_stem"):
+        convs.append(("product_stem", int(a["product_stem"]["kernel"]), 1))
+    for i, spec in enumerate(a["stages"]):
+        convs += [(f"stage {i} unit {j}", int(spec["kernel"]), int(d)) for j, d in enumerate(spec["dilations"])]
+    out = []
+    for where, k, d in convs:
+        pad = d * (k - 1) // 2
+        if not CONV_KERNEL[0] <= k <= CONV_KERNEL[1]:
+            out.append(f"{where}: kernel {k} outside {CONV_KERNEL[0]}..{CONV_KERNEL[1]}")
+        if not CONV_DILATION[0] <= d <= CONV_DILATION[1]:
+            out.append(f"{where}: dilation {d} outside {CONV_DILATION[0]}..{CONV_DILATION[1]}")
+        if pad > CONV_PAD_MAX or (pad >= k and pad > 0):
+            out.append(f"{where}: kernel {k} with dilation {d} pads {pad}; DLA needs padding < kernel "
+                       f"and <= {CONV_PAD_MAX}")
+    if not 1 <= int(a["pool"]) <= MAX_POOL_WINDOW:
+        out.append(f"pool {a['pool']} outside 1..{MAX_POOL_WINDOW}")
+    for b in buckets_samples:
+        down = downsample_factor(a)
+        if b % down:
+            out.append(f"bucket {b} is not a multiple of the backbone's downsampling ({down})")
+            continue
+        try:
+            pool_chain(b // down)
+        except ValueError as exc:
+            out.append(f"bucket {b}: {exc}")
+    return out
+
+
 def build_network(arch: dict[str, Any] | None = None) -> Any:
     """The classifier as a torch.nn.Module; `forward(x)` returns (logits, snr_db)."""
     torch = require("torch", "the classifier network")

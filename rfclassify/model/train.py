@@ -86,6 +86,13 @@ class TrainConfig:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         if self.init_from and self.arch:
             raise ConfigError("--arch cannot be combined with --init-from: the network is the parent model's")
+        # before any device time is spent: the product only ships networks the DLA can run
+        # (with --init-from the network is the parent's, checked when it was trained)
+        from rfclassify.model.network import dla_arch_problems
+
+        problems = dla_arch_problems(None if self.init_from else self.arch, tuple(self.buckets_samples))
+        if problems:
+            raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.target_sps is not None and self.data:
             raise ConfigError("--target-sps works with synthesized data only, not with --data")
         if self.target_sps is not None:
