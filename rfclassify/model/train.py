@@ -90,7 +90,7 @@ class TrainConfig:
         # (with --init-from the network is the parent's, checked when it was trained)
         from rfclassify.model.network import dla_arch_problems
 
-        problems = dla_arch_problems(None if self.init_from else self.arch, tuple(self.buckets_samples))
+        problems = [] if self.init_from else dla_arch_problems(self.arch, tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.target_sps is not None and self.data:
