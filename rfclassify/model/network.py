@@ -132,8 +132,8 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
                        f"and <= {CONV_PAD_MAX}")
     if not 1 <= int(a["pool"]) <= MAX_POOL_WINDOW:
         out.append(f"pool {a['pool']} outside 1..{MAX_POOL_WINDOW}")
+    down = downsample_factor(a)
     for b in buckets_samples:
-        down = downsample_factor(a)
         if b % down:
             out.append(f"bucket {b} is not a multiple of the backbone's downsampling ({down})")
             continue

@@ -120,7 +120,8 @@ def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Gener
     """n bursts drawn for `bucket`, rate-normalized and cut as serving cuts them, by the bucket they land in."""
     from rfclassify.dsp.synth import ChannelConfig, synthesize
 
-    rate, policy = recipe.rate, recipe.policy
+    policy = recipe.policy
+    rate = policy.rate
     if rate is None:
         raise ValueError("make_rate_rows needs a recipe with target_sps; use make_batch")
     labels, snr, parts = _draw(recipe, bucket, n, rng)
