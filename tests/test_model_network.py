@@ -155,3 +155,54 @@ def test_arch_dla_problems_are_found_before_training_and_agree_with_the_onnx_che
         TrainConfig(out_dir="x", steps=1, arch=deep)
     with pytest.raises(ConfigError, match="bucket 1000"):
         TrainConfig(out_dir="x", steps=1, buckets_samples=(128, 1000))
+
+
+def _deeper(arch, extra):
+    """`arch` with `extra[i]` dilations appended to stage i."""
+    stages = [{**s, "dilations": list(s["dilations"]) + list(add)} for s, add in zip(arch["stages"], extra)]
+    return {**arch, "stages": stages}
+
+
+def test_grown_network_starts_as_the_parent_and_then_learns_past_it():
+    from rfclassify.model.network import grow_network, growth_problems
+
+    torch.manual_seed(0)
+    parent = build_network().train()
+    with torch.no_grad():  # move the BN statistics and scales off their defaults, as training does
+        parent(torch.randn(16, 2, 1, 256))
+        for m in parent.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+    deeper = _deeper(parent.arch, [[1], [], [2], [], [], [1, 2]])
+    grown = grow_network(parent, parent.arch, deeper)
+    assert count_parameters(grown) > count_parameters(parent)
+    assert len(grown.stages[5].units) == 3 and len(grown.stages[1].units) == 1
+    x = torch.randn(4, 2, 1, 512)
+    with torch.no_grad():
+        (a, sa), (b, sb) = parent.eval()(x), grown.eval()(x)
+    assert torch.equal(a, b) and torch.equal(sa, sb)
+    # the added units are real parameters: one optimizer step changes the function
+    grown.train()
+    opt = torch.optim.SGD(grown.parameters(), lr=0.1)
+    logits, _ = grown(x)
+    torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2, 3])).backward()
+    assert grown.stages[5].units[2].b.bn.weight.grad.abs().sum() > 0
+    opt.step()
+    with torch.no_grad():
+        assert not torch.equal(grown.eval()(x)[0], a)
+    assert growth_problems(parent.arch, deeper) == []
+
+
+def test_growth_refuses_anything_but_appended_units():
+    from rfclassify.model.network import grow_network, growth_problems
+
+    base = build_network().arch
+    wider = {**base, "stages": [{**base["stages"][0], "channels": 40}, *base["stages"][1:]]}
+    assert growth_problems(base, wider) == ["stage 0 channels: 32 -> 40"]
+    reordered = _deeper(base, [[], [], [], [], [], []])
+    reordered["stages"][2] = {**base["stages"][2], "dilations": [2, 1]}
+    assert "stage 2 dilations [1, 2] -> [2, 1]" in growth_problems(base, reordered)[0]
+    assert growth_problems(base, {**base, "head_channels": 64}) == ["head_channels: 128 -> 64"]
+    assert "only units can be added" in growth_problems(base, {**base, "stages": base["stages"][:5]})[0]
+    with pytest.raises(ValueError, match="stage 0 channels"):
+        grow_network(build_network(), base, wider)

@@ -15,7 +15,7 @@ from rfclassify.cli import main  # noqa: E402
 from rfclassify.labels import LABELS  # noqa: E402
 from rfclassify.model import training_data as td  # noqa: E402
 from rfclassify.model.meta import ModelMeta  # noqa: E402
-from rfclassify.model.network import load_trained  # noqa: E402
+from rfclassify.model.network import count_parameters, load_trained  # noqa: E402
 from rfclassify.model.train import TrainConfig, augment, lr_at  # noqa: E402
 
 
@@ -145,8 +145,27 @@ def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path
     assert "no model in" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="not both"):
         TrainConfig(out_dir="x", steps=1, init_from="a", resume="a/checkpoint.pt")
-    with pytest.raises(ConfigError, match="--arch cannot be combined"):
-        TrainConfig(out_dir="x", steps=1, init_from="a", arch={"width": 8})
+    # --arch with --init-from deepens the parent: its weights, added units at identity
+    deeper = {"stages": [{**s, "dilations": [*s["dilations"], 1]} for s in parent.arch["stages"]]}
+    assert main(["train", "--out", str(tmp_path / "g"), "--steps", "1", "--seed", "3", "--lr", "1e-20",
+                 "--init-from", str(tmp_path / "a"), "--arch", json.dumps(deeper), *tiny]) == 0
+    grown, grown_meta = load_trained(tmp_path / "g")
+    assert [len(s["dilations"]) for s in grown_meta.arch["stages"]] == [len(s["dilations"]) + 1
+                                                                         for s in parent.arch["stages"]]
+    assert grown_meta.extra["training"]["grown_from_parameters"] == count_parameters(parent)
+    state = grown.state_dict()
+    for name, w in parent.state_dict().items():  # (BN running statistics move with any step)
+        if name.endswith("weight"):
+            assert torch.allclose(w, state[name], atol=1e-6), name
+    added = [n for n in state if n not in parent.state_dict() and n.endswith("b.bn.weight")]
+    assert len(added) == len(parent.arch["stages"])
+    assert all(state[n].abs().max() < 1e-12 for n in added)  # each added unit still the identity
+    wider = {"stages": [{**parent.arch["stages"][0], "channels": 40}, *parent.arch["stages"][1:]]}
+    assert main(["train", "--out", str(tmp_path / "h"), "--steps", "1", "--seed", "3",
+                 "--init-from", str(tmp_path / "a"), "--arch", json.dumps(wider), *tiny]) == 2
+    assert "stage 0 channels: 32 -> 40" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="would not run on the DLA"):  # checked before the parent loads
+        TrainConfig(out_dir="x", steps=1, init_from="a", arch={"stem_kernel": 40})
 
 
 class _SlowPool:

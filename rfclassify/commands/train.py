@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-every-s", type=float, default=d["checkpoint_every_s"])
     # JSON text, not the dict: None stands for TrainConfig's default (no overrides)
     parser.add_argument("--arch", default=None, metavar="JSON",
-                        help="network constructor overrides as JSON (default: network.DEFAULT_ARCH)")
+                        help="network constructor overrides as JSON (default: network.DEFAULT_ARCH); with "
+                             "--init-from, the parent's network with residual units appended to its stages")
     parser.add_argument("--channels-last", action="store_true", default=d["channels_last"],
                         help="CUDA only: NHWC activations for the convolutions (try if the GPU is the bottleneck)")
     parser.add_argument("--cuda-graphs", action="store_true", default=d["cuda_graphs"],

@@ -76,7 +76,9 @@ def _lineage_lines(t: dict[str, Any]) -> list[str]:
     total = t.get("lineage")
     if not t.get("init_from") or not total:
         return []
-    return [f"- Warm-started from `{t['init_from']}`; over every run behind this model: {total['steps']:,} steps, "
+    grown = (f" (deepened from its {t['grown_from_parameters']:,} parameters, added units starting as identity)"
+             if t.get("grown_from_parameters") else "")
+    return [f"- Warm-started from `{t['init_from']}`{grown}; over every run behind this model: {total['steps']:,} steps, "
             f"{total['train_s']} s of training schedule, {total['examples']:,} bursts (fresh and reused)"]
 
 

@@ -144,6 +144,50 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
     return out
 
 
+def growth_problems(parent_arch: dict[str, Any] | None, arch: dict[str, Any] | None) -> list[str]:
+    """Why `arch` is not a deepening of `parent_arch` that starts as the same function (empty: it is).
+
+    A deepening keeps every constructor argument and every stage's width and kernel, and only
+    appends residual units to stages (the parent's dilation list is a prefix of the new one).
+    Each new unit starts as the identity (its last BatchNorm scale is zero, see ResUnit), so
+    the grown network computes exactly what the parent did and training adds capacity from
+    there instead of from scratch."""
+    old, new = arch_with_defaults(parent_arch), arch_with_defaults(arch)
+    out = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+           if k != "stages" and old.get(k) != new.get(k)]
+    if len(old["stages"]) != len(new["stages"]):
+        return out + [f"{len(old['stages'])} stages -> {len(new['stages'])}; only units can be added"]
+    for i, (a, b) in enumerate(zip(old["stages"], new["stages"])):
+        for k in ("channels", "kernel"):
+            if int(a[k]) != int(b[k]):
+                out.append(f"stage {i} {k}: {a[k]} -> {b[k]}")
+        da, db = [int(d) for d in a["dilations"]], [int(d) for d in b["dilations"]]
+        if db[:len(da)] != da:
+            out.append(f"stage {i} dilations {da} -> {db}: the parent's units must stay first, unchanged")
+    return out
+
+
+def grow_network(parent: Any, parent_arch: dict[str, Any] | None, arch: dict[str, Any]) -> Any:
+    """A network of `arch` holding `parent`'s weights, its added residual units at identity.
+
+    Raises ValueError (naming every difference) when `arch` is not a deepening of
+    `parent_arch` (see growth_problems)."""
+    problems = growth_problems(parent_arch, arch)
+    if problems:
+        raise ValueError("the network is not the parent's with units added: " + "; ".join(problems))
+    grown = build_network(arch)
+    missing, unexpected = grown.load_state_dict(parent.state_dict(), strict=False)
+    parent_units = [len(s["dilations"]) for s in arch_with_defaults(parent_arch)["stages"]]
+    for key in missing:  # only the appended units may lack weights: stages.<i>.units.<j>.*
+        parts = key.split(".")
+        if not (len(parts) > 4 and parts[0] == "stages" and parts[2] == "units"
+                and int(parts[3]) >= parent_units[int(parts[1])]):
+            raise ValueError(f"grown network has no parent weights for {key}")
+    if unexpected:
+        raise ValueError(f"parent weights unused by the grown network: {sorted(unexpected)[:3]}")
+    return grown.train(parent.training)
+
+
 def build_network(arch: dict[str, Any] | None = None) -> Any:
     """The classifier as a torch.nn.Module; `forward(x)` returns (logits, snr_db)."""
     torch = require("torch", "the classifier network")

@@ -84,13 +84,12 @@ class TrainConfig:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
         if self.init_from and self.resume:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
-        if self.init_from and self.arch:
-            raise ConfigError("--arch cannot be combined with --init-from: the network is the parent model's")
         # before any device time is spent: the product only ships networks the DLA can run
-        # (with --init-from the network is the parent's, checked when it was trained)
+        # (with --init-from and no --arch the network is the parent's, checked when it was trained)
         from rfclassify.model.network import dla_arch_problems
 
-        problems = [] if self.init_from else dla_arch_problems(self.arch, tuple(self.buckets_samples))
+        problems = [] if self.init_from and not self.arch else dla_arch_problems(self.arch,
+                                                                                 tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.target_sps is not None and self.data:
@@ -239,6 +238,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     parent: dict[str, Any] | None = None
     if cfg.init_from:
         model, parent = _load_parent(cfg.init_from)
+        if cfg.arch:  # a deeper network that starts as the parent (network.grow_network)
+            from rfclassify.model.network import grow_network
+
+            try:
+                grown = grow_network(model, model.arch, {**model.arch, **cfg.arch})  # --arch overrides the parent's
+            except ValueError as exc:
+                raise ConfigError(f"--arch with --init-from: {exc}") from None
+            parent["grown_from_parameters"] = count_parameters(model)
+            model = grown
         if parent["target_sps"] != cfg.target_sps:
             raise ConfigError(f"--target-sps {cfg.target_sps} differs from the parent model's "
                               f"{parent['target_sps']}: its weights learned the other input")
@@ -451,7 +459,8 @@ def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples:
     """Run-record fields for a warm-started run: its parent and the totals over all the runs behind it."""
     if parent is None:
         return {}
-    return {"init_from": parent["model_id"], "lineage": {
+    grown = {"grown_from_parameters": parent["grown_from_parameters"]} if "grown_from_parameters" in parent else {}
+    return {"init_from": parent["model_id"], **grown, "lineage": {
         "steps": parent["steps"] + step, "train_s": round(parent["train_s"] + train_s, 1),
         "examples": parent["examples"] + examples["fresh"] + examples["reused"]}}
 
