@@ -22,12 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from rfclassify.dsp import channel as ch
+# Runnable as `python3 benchmarks/high_order_bound.py` from a checkout without PYTHONPATH.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rfclassify.dsp import channel as ch  # noqa: E402 (after the path fix)
 from rfclassify.dsp import measure
 from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
