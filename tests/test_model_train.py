@@ -153,6 +153,10 @@ def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path
     assert [len(s["dilations"]) for s in grown_meta.arch["stages"]] == [len(s["dilations"]) + 1
                                                                          for s in parent.arch["stages"]]
     assert grown_meta.extra["training"]["grown_from_parameters"] == count_parameters(parent)
+    assert f"deepened from its {count_parameters(parent):,} parameters" in render_markdown({
+        "model_id": "m", "labels": ["a"], "buckets_samples": [128], "min_samples": 64, "max_windows": 4,
+        "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {},
+        "training": grown_meta.extra["training"]})
     state = grown.state_dict()
     for name, w in parent.state_dict().items():  # (BN running statistics move with any step)
         if name.endswith("weight"):
