@@ -5,20 +5,23 @@ benchmarks/high_order_bound.py (`symbol_loglik`, `class_loglik`: imported, not c
 matched-filter symbol samples of REAL synthesizer bursts (`rfclassify.dsp.synth.synthesize`,
 1024 samples); only how the symbols are obtained and what the channel is change:
 
-    R1 genie sync (recorded sps, SRO, timing, roll-off, CFO, drift, phase), ChannelConfig.clean() + AWGN
-    R2 the same genie on the full default chain (fading, phase noise, PA, IQ, DC, quantization left in)
-    R3 blind receiver (nothing recorded is used), clean channel + AWGN
-    R4 the same blind receiver on the full default chain (no equalizer, no phase tracking)
+    R1  genie sync (recorded sps, SRO, timing, roll-off, DC, gain, CFO, drift, phase), clean channel + AWGN
+    R2  the same genie on the full default chain (fading, phase noise, PA, IQ imbalance, quantization stay)
+    R2c R2's genie clock, DC, gain and carrier, then the blind receiver's carrier step, full chain
+    R3  blind receiver (nothing recorded is used), clean channel + AWGN
+    R4  the same blind receiver on the full default chain (no equalizer, no phase tracking)
 
-The blind receiver (`LadderDecider.decide_blind`): unit RMS, the mean removed only where 0 Hz holds a line;
-symbol rate from the cyclostationary line of |x|^2 (2x FFT interpolation first, so the line at
-1/T never aliases, Hann window, parabolic peak interpolation) and timing from that line's
-phase; carrier frequency from the centroid of the band the rate says the signal occupies; the
-RRC matched filter with roll-off 0.3 (the true one is 0.15..0.5); N0 from the spectrum outside
-that band. The residual carrier (frequency and phase) is estimated per hypothesis group from
-the M-th power line of the symbols (M = 4 for QAM/APSK, M = 8/16/32 for 8/16/32PSK; an M-fold
-ambiguity is a symmetry of that hypothesis, so harmless), and every class is scored on the
-symbols derotated by its own group's estimate (a generalized likelihood test).
+The blind receiver (`LadderDecider.decide_blind`): unit RMS, the mean removed only where 0 Hz
+holds a line; symbol-rate candidates from the cyclostationary line of |x|^2 (2x FFT
+interpolation first, so the line at 1/T never aliases; searched within 1.35x of the product's
+occupied-bandwidth `estimate_sps`) and timing from that line's phase; carrier frequency from
+the centroid of the band the rate says the signal occupies; the RRC matched filter with
+roll-off 0.3 (the true one is 0.15..0.5); N0 from the spectrum outside that band. The residual
+carrier (frequency and phase) is estimated per hypothesis group from the M-th power line of the
+symbols (M = 8/16/32 for 8/16/32PSK, 4 and 12 for QAM, the sparsest ring of APSK; an M-fold
+ambiguity is a symmetry of that hypothesis, so harmless); every class is scored on the symbols
+derotated by its own group's estimate, N0 x (1, 4, 16), and the rate candidate (3) with the
+best likelihood ratio per symbol against a Gaussian wins (a generalized likelihood test).
 
     python3 benchmarks/high_order_sync_ladder.py [--quick] [--json PATH] [--seed N]
 """
@@ -58,6 +61,7 @@ RATE_NFFT = 1 << 16                  # |x|^2 line search transform (2x interpola
 CARRIER_ORDERS = (4, 8, 16, 32)      # M-th power carrier estimates
 N0_GRID = (1.0, 4.0, 16.0)           # N0 factors tried per class (a generalized likelihood)
 DC_LINE_RATIO = 10.0                 # 0 Hz bin over its neighbours above which the mean is LO leakage
+DD_ITERATIONS = 0                    # decision-directed phase passes per class (2 cost 7 points)
 COARSE_TOLERANCE = 1.35              # the line is searched within this factor of estimate_sps
 
 
@@ -200,6 +204,25 @@ def estimate_carrier_and_noise(x: np.ndarray, sps: float) -> tuple[float, float]
     return f0, min(max(floor, 1e-6), 0.999)
 
 
+def _vv(y: np.ndarray, m: int) -> np.ndarray:
+    """Viterbi & Viterbi nonlinearity |y| e^{j M arg y}. The line's phase at zero carrier
+    phase must be taken with the same weighting the estimator uses: for cross 32QAM, E c^4 and
+    E |c| e^{j4 arg c} have opposite signs (a 45 degree error that makes it 32APSK)."""
+    r = np.maximum(np.abs(y), 1e-12)
+    return y ** m / r ** (m - 1)
+
+
+def _carrier_features(alphabet: np.ndarray) -> tuple[tuple[float, ...], ...]:
+    """Every carrier feature a class is scored with (the largest likelihood wins): the one of
+    _carrier_feature, plus the 12th power where that line is strong (16QAM, 16APSK)."""
+    first = _carrier_feature(alphabet)
+    feats = [first]
+    moment = np.mean(_vv(alphabet, 12))
+    if first[0] == 4 and first[2] == 0 and abs(moment) > 0.3 * np.mean(np.abs(alphabet)):
+        feats.append((12, float(np.angle(moment)), 0.0, 0.0))
+    return tuple(tuple(round(v, 4) for v in f) for f in feats)
+
+
 def _carrier_feature(alphabet: np.ndarray) -> tuple[int, float, float, float]:
     """(M, arg of the line at zero carrier phase, ring radius, kernel width) of the M-th power
     carrier estimate for one alphabet: the whole alphabet with the smallest M in
@@ -207,8 +230,8 @@ def _carrier_feature(alphabet: np.ndarray) -> tuple[int, float, float, float]:
     are rotated so that all those moments cancel) the M of its ring with the fewest points,
     measured on the symbols near that ring only (radius 0 means the whole alphabet)."""
     for m in CARRIER_ORDERS:
-        moment = np.mean(alphabet ** m)
-        if abs(moment) > 0.05 * np.mean(np.abs(alphabet) ** m):
+        moment = np.mean(_vv(alphabet, m))
+        if abs(moment) > 0.05 * np.mean(np.abs(alphabet)):
             return m, float(np.angle(moment)), 0.0, 0.0
     radii = np.unique(np.round(np.abs(alphabet), 6))
     counts = [int(np.sum(np.isclose(np.abs(alphabet), r, atol=1e-5))) for r in radii]
@@ -245,12 +268,11 @@ class LadderDecider:
     def __init__(self) -> None:
         self.hyp = hypotheses()
         first = [int(np.flatnonzero(self.hyp.variant_class == c)[0]) for c in range(len(HIGH_ORDER_LABELS))]
-        self.feature = [tuple(round(v, 4) for v in _carrier_feature(self.hyp.alphabets[v])) for v in first]
-        self.groups = []  # (carrier feature, variant indices, sub-hypotheses)
-        for feat in sorted(set(self.feature)):
-            classes = [c for c, fc in enumerate(self.feature) if fc == feat]
-            variants = np.flatnonzero(np.isin(self.hyp.variant_class, classes))
-            self.groups.append((feat, variants, _sub_hypotheses(self.hyp, variants)))
+        self.feature = [_carrier_features(self.hyp.alphabets[v]) for v in first]
+        self.groups = []  # per class: (carrier features, decision alphabet, variant indices, sub-hypotheses)
+        for c, v in enumerate(first):
+            variants = np.flatnonzero(self.hyp.variant_class == c)
+            self.groups.append((self.feature[c], self.hyp.alphabets[v], variants, _sub_hypotheses(self.hyp, variants)))
 
     def decide_known(self, y: np.ndarray, n0: float) -> int:
         """The bound's likelihood decision on symbols already synchronized, N0 a nuisance over
@@ -258,50 +280,63 @@ class LadderDecider:
         t = variant_totals(y, n0, self.hyp)
         return int(class_loglik(t, np.ones(len(N0_GRID), int), self.hyp).max(axis=0).argmax())
 
-    def _group_score(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float,
-                     feature: tuple, sub: Hypotheses, rolloff: float = BLIND_ROLLOFF, sro_ppm: float = 0.0
-                     ) -> tuple[np.ndarray, float, int]:
-        """(per-variant log-likelihood ratio against CN(0, 1 + N0), summed over symbols; the
-        carrier estimate; symbol count) of one hypothesis group. The residual carrier comes
-        from the M-th power line of the symbols, twice: the first pass refines the frequency
-        the matched filter runs at (the alias nearest the spectral estimate), the second gives
-        the frequency and phase the symbols are derotated by."""
-        m, off, radius, width = feature
-        m = int(m)
+    @staticmethod
+    def _carrier(y: np.ndarray, feature: tuple) -> tuple[float, float]:
+        """(M x residual cycles per symbol, the nearest alias to 0; line phase) of the M-th
+        power line of symbols y."""
+        m, _, radius, width = feature
+        z = _vv(y, int(m))
+        if radius > 0:  # APSK: the symbols near its sparsest ring
+            z = z * np.exp(-0.5 * ((np.abs(y) - radius) / width) ** 2)
+        spec = np.abs(np.fft.fft(z, max(4096, 8 * y.size)))
+        j = float(np.argmax(spec))
+        ji = int(j)
+        if 0 < ji < spec.size - 1:
+            a, b, c = np.log(spec[ji - 1:ji + 2] + 1e-300)
+            j += 0.5 * (a - c) / (a - 2 * b + c)
+        nu = (j / spec.size + 0.5) % 1.0 - 0.5
+        k = np.arange(y.size) - (y.size - 1) / 2.0
+        return nu, float(np.angle(np.sum(z * np.exp(-2j * np.pi * nu * k))))
+
+    def _feature_symbols(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float, feature: tuple,
+                         rolloff: float, sro_ppm: float) -> tuple[np.ndarray, float]:
+        """(derotated unit-energy symbols, carrier frequency) for one carrier feature: the M-th
+        power line twice, the first pass refining the frequency the matched filter runs at, the
+        second giving the frequency and phase the symbols are derotated by; then
+        DD_ITERATIONS decision-directed phase passes (0: none, see the .md)."""
+        m, off = int(feature[0]), feature[1]
         n = np.arange(x.size)
         for final in (False, True):
             y = unit_energy(symbols_at(x * np.exp(-2j * np.pi * f0 * n), sps, rolloff, timing, sro_ppm), n0)
-            k = np.arange(y.size) - (y.size - 1) / 2.0
-            r = np.maximum(np.abs(y), 1e-12)
-            z = y ** m / r ** (m - 1)  # Viterbi & Viterbi, |y|^1 weight
-            if radius > 0:  # APSK: the symbols near its sparsest ring
-                z = z * np.exp(-0.5 * ((r - radius) / width) ** 2)
-            spec = np.abs(np.fft.fft(z, max(4096, 8 * y.size)))
-            j = float(np.argmax(spec))
-            ji = int(j)
-            if 0 < ji < spec.size - 1:
-                a, b, c = np.log(spec[ji - 1:ji + 2] + 1e-300)
-                j += 0.5 * (a - c) / (a - 2 * b + c)
-            nu = (j / spec.size + 0.5) % 1.0 - 0.5  # M x (cycles per symbol), nearest alias to 0
+            nu, angle = self._carrier(y, feature)
             if not final:
                 f0 += nu / (m * sps)
-        line = np.sum(z * np.exp(-2j * np.pi * nu * k))
-        phase = (np.angle(line) - off) / m + 2 * np.pi * nu * k / m
-        y = y * np.exp(-1j * phase)
-        e = np.abs(y) ** 2
-        reference = np.sum(e / (1 + n0) + np.log(1 + n0))  # minus log CN(y; 0, 1 + N0), less log pi
-        return variant_totals(y, n0, sub) + reference, f0, y.size
+        k = np.arange(y.size) - (y.size - 1) / 2.0
+        return y * np.exp(-1j * ((angle - off) / m + 2 * np.pi * nu * k / m)), f0 + nu / (m * sps)
 
     def score_classes(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float,
                       rolloff: float = BLIND_ROLLOFF, sro_ppm: float = 0.0) -> tuple[np.ndarray, list[float]]:
-        """(12,) log-likelihood ratio per symbol of each class against a Gaussian, every
-        hypothesis group derotated by its own M-th power carrier estimate; and each group's
-        refined carrier frequency."""
+        """(12,) log-likelihood ratio per symbol of each class against a Gaussian (N0 x N0_GRID),
+        each class on the symbols derotated by its own carrier estimate (the best of its
+        features); and each class's carrier frequency estimate (its first feature's)."""
+        cache: dict[tuple, tuple[np.ndarray, float]] = {}
         totals = np.empty((len(N0_GRID), self.hyp.sizes.size))
         f_est, count = [], 1
-        for feat, variants, sub in self.groups:
-            totals[:, variants], f_m, count = self._group_score(x, sps, timing, f0, n0, feat, sub, rolloff, sro_ppm)
-            f_est.append(f_m)
+        for feats, alphabet, variants, sub in self.groups:
+            best = None
+            for feat in feats:
+                if feat not in cache:
+                    cache[feat] = self._feature_symbols(x, sps, timing, f0, n0, feat, rolloff, sro_ppm)
+                y = cache[feat][0]
+                for _ in range(DD_ITERATIONS):
+                    s = y * np.conj(alphabet[np.argmin(np.abs(y[:, None] - alphabet[None, :]), axis=1)])
+                    y = y * np.exp(-1j * np.angle(np.sum(s)))
+                e = np.abs(y) ** 2
+                t = variant_totals(y, n0, sub) + np.sum(e / (1 + n0) + np.log(1 + n0))  # minus log CN(y; 0, 1 + N0)
+                best = t if best is None else np.maximum(best, t)
+            totals[:, variants] = best
+            f_est.append(cache[feats[0]][1])
+            count = y.size
         return class_loglik(totals, np.ones(len(N0_GRID), int), self.hyp).max(axis=0) / count, f_est
 
     def decide_genie_clock(self, x: np.ndarray, p: np.void) -> int:
@@ -325,7 +360,7 @@ class LadderDecider:
             c = int(cls.argmax())
             if cls[c] > best[0]:
                 best = (float(cls[c]), c, {"sps": sps, "timing_samples": timing, "cfo_cyc_per_sample": f0,
-                                           "cfo_refined_cyc_per_sample": f_est[[g[0] for g in self.groups].index(self.feature[c])],
+                                           "cfo_refined_cyc_per_sample": f_est[c],
                                            "snr_db": 10 * math.log10(snr)})
         return best[1], best[2]
 
@@ -353,6 +388,7 @@ def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB) -> dict:
     cond_hits = {"R2": {}, "R2c": {}, "R4": {}}
     est = {"rate_rel_err": [], "rate_rel_err_occupied_bw": [], "cfo_err": [], "cfo_refined_err": [], "snr_err_db": [], "snr_db": []}
     confusion = {r: np.zeros((n_class, n_class), np.int64) for r in rungs}
+    rate_ok, rate_hit = {"R3": [], "R4": []}, {"R3": [], "R4": []}
     for snr in snrs:
         clean = synthesize(labels, N_SAMPLES, rng, snr, ChannelConfig.clean())
         full = synthesize(labels, N_SAMPLES, rng, snr, ChannelConfig())
@@ -364,6 +400,10 @@ def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB) -> dict:
             pred["R2c"][i] = dec.decide_genie_clock(full.iq[i], full.params[i])
             for r, batch in (("R3", clean), ("R4", full)):
                 pred[r][i], e = dec.decide_blind(batch.iq[i])
+                p = batch.params[i]
+                true_sps = float(p["samples_per_symbol"]) / (1 + 1e-6 * float(p["sro_ppm"]))
+                rate_ok[r].append(abs(e["sps"] / true_sps - 1) < 5e-3)
+                rate_hit[r].append(pred[r][i] == truth[i])
                 if r == "R4":
                     p = batch.params[i]
                     true_sps = float(p["samples_per_symbol"]) / (1 + 1e-6 * float(p["sro_ppm"]))
@@ -393,6 +433,9 @@ def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB) -> dict:
                                                  for r, cells in rungs.items()}}
     out["by_condition_snr_ge_10db"] = {r: {k: _acc(np.concatenate(v)) for k, v in d.items()}
                                        for r, d in cond_hits.items()}
+    out["blind_by_rate_estimate_snr_ge_10db"] = {
+        r: {"rate_within_0p5pct": _acc(np.array(rate_hit[r])[np.array(rate_ok[r])]),
+            "rate_off": _acc(np.array(rate_hit[r])[~np.array(rate_ok[r])])} for r in rate_ok}
     rel = np.abs(np.array(est["rate_rel_err"]))
     rel_bw = np.abs(np.array(est["rate_rel_err_occupied_bw"]))
     cfo = np.abs(np.array(est["cfo_err"]))
@@ -423,21 +466,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261202)
     args = ap.parse_args(argv)
     per_class = 2 if args.quick else 40
+    snrs = (10.0, 30.0) if args.quick else SNRS_DB
     t0 = time.perf_counter()
-    res = run(per_class, args.seed)
+    res = run(per_class, args.seed, snrs)
     elapsed = time.perf_counter() - t0
     names = {"R1": "genie sync, clean+AWGN", "R2": "genie sync, full channel",
              "R2c": "genie clock+CFO, full ch.", "R3": "blind sync, clean+AWGN", "R4": "blind sync, full channel"}
     print(f"12 high-order classes, {N_SAMPLES} samples, {per_class} bursts/class/SNR; accuracy % +- se")
-    print("rung                         | " + " | ".join(f"{s:>4.0f} dB     " for s in SNRS_DB) + " | >= 10 dB")
+    print("rung                         | " + " | ".join(f"{s:>4.0f} dB     " for s in snrs) + " | >= 10 dB")
     for r, cells in res["per_snr"].items():
         print(f"{r} {names[r]:<26}| " + " | ".join(_pct(c) for c in cells) + f" | {_pct(res['mean_snr_ge_10db'][r])}")
     print(f"CNN (shipped): {100 * CNN_HIGH_ORDER_GE10:.1f} (>= 10 dB), {100 * CNN_NO_FADING_PN_PA_GE10:.1f} without fading/PN/PA")
     for r, d in res["by_condition_snr_ge_10db"].items():
         print(f"{r} by condition (>= 10 dB): " + ", ".join(f"{k} {_pct(v)} (n={v['n']})" for k, v in d.items()))
+    for r, d in res["blind_by_rate_estimate_snr_ge_10db"].items():
+        print(f"{r} by rate estimate (>= 10 dB): " + ", ".join(f"{k} {_pct(v)} (n={v['n']})" for k, v in d.items()))
     print("blind estimates (full channel): " + json.dumps(clean_json(res["blind_estimates_full_channel"])))
     print(f"{elapsed:.0f} s")
-    res |= {"config": {"seed": args.seed, "quick": args.quick, "n_samples": N_SAMPLES, "snr_db": list(SNRS_DB),
+    res |= {"config": {"seed": args.seed, "quick": args.quick, "n_samples": N_SAMPLES, "snr_db": list(snrs),
                        "bursts_per_class_per_snr": per_class, "classes": list(HIGH_ORDER_LABELS),
                        "blind_rolloff": BLIND_ROLLOFF, "edge_symbols": EDGE_SYMBOLS,
                        "carrier_orders": list(CARRIER_ORDERS),
