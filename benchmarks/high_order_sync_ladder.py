@@ -18,7 +18,8 @@ occupied-bandwidth `estimate_sps`) and timing from that line's phase; carrier fr
 the centroid of the band the rate says the signal occupies; the RRC matched filter with
 roll-off 0.3 (the true one is 0.15..0.5); N0 from the spectrum outside that band. The residual
 carrier (frequency and phase) is estimated per hypothesis group from the M-th power line of the
-symbols (M = 8/16/32 for 8/16/32PSK, 4 and 12 for QAM, the sparsest ring of APSK; an M-fold
+symbols (M = 8/16/32 for 8/16/32PSK, 4 for QAM (also 12 for 16QAM/16APSK), 16 or the inner
+ring for the other APSK, the smallest M with a line; an M-fold
 ambiguity is a symmetry of that hypothesis, so harmless); every class is scored on the symbols
 derotated by its own group's estimate, N0 x (1, 4, 16), and the rate candidate (3) with the
 best likelihood ratio per symbol against a Gaussian wins (a generalized likelihood test).
@@ -302,8 +303,7 @@ class LadderDecider:
                          rolloff: float, sro_ppm: float) -> tuple[np.ndarray, float]:
         """(derotated unit-energy symbols, carrier frequency) for one carrier feature: the M-th
         power line twice, the first pass refining the frequency the matched filter runs at, the
-        second giving the frequency and phase the symbols are derotated by; then
-        DD_ITERATIONS decision-directed phase passes (0: none, see the .md)."""
+        second giving the frequency and phase the symbols are derotated by."""
         m, off = int(feature[0]), feature[1]
         n = np.arange(x.size)
         for final in (False, True):
