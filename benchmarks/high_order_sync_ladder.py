@@ -65,6 +65,16 @@ N0_GRID = (1.0, 4.0, 16.0)           # N0 factors tried per class (a generalized
 DC_LINE_RATIO = 10.0                 # 0 Hz bin over its neighbours above which the mean is LO leakage
 DD_ITERATIONS = 0                    # decision-directed phase passes per class (2 cost 7 points)
 COARSE_TOLERANCE = 1.35              # the line is searched within this factor of estimate_sps
+# Options of the blind receiver (off by default: the baseline of the .md). --equalizer cma:
+EQ_TAPS = 9                          # fractionally spaced (T/2) blind equalizer taps: +-2 symbols
+CMA_ITERATIONS = 150                 # full-batch CMA gradient steps on the burst's symbols
+CMA_STEP = 0.3                       # step on unit-power T/2 input
+# CMA's modulus only sets the output gain (the cost scales as R2^2 with taps x sqrt(R2)), which
+# unit_energy removes; 16QAM's E|c|^4/E|c|^2 = 1.32 is the conventional middle value.
+CMA_R2 = 1.32
+# --phase-search: QAM phase from the likelihood on a grid over [0, pi/2) instead of the M-th power
+PHASE_GRID = 32                      # coarse points, then PHASE_GRID // 4 around the best
+PHASE_SEARCH_SYMBOLS = 128           # evenly spaced symbols the grid is scored on (cost)
 
 
 def symbols_at(x: np.ndarray, sps: float, rolloff: float, timing_samples: float, sro_ppm: float = 0.0,
@@ -82,6 +92,62 @@ def symbols_at(x: np.ndarray, sps: float, rolloff: float, timing_samples: float,
     centre = (np.arange(y.size) * sps + timing_samples) / scale  # sample index in x
     keep = (centre >= edge_symbols * sps) & (centre <= x.size - 1 - edge_symbols * sps)
     return y[keep]
+
+
+def half_symbol_regressors(x: np.ndarray, sps: float, rolloff: float, timing_samples: float,
+                           sro_ppm: float = 0.0, n_taps: int = EQ_TAPS) -> np.ndarray:
+    """(symbols, n_taps) complex: the RRC matched-filter output at T/2 spacing around each symbol
+    instant symbols_at keeps (row k: samples k*sps + timing + (j - n_taps//2) * sps/2), the input
+    of a fractionally spaced equalizer whose centre tap alone gives symbols_at's symbols."""
+    scale = 1 + 1e-6 * sro_ppm
+    pad = int(math.ceil((RRC_SPAN_SYMBOLS + n_taps / 4 + 1) * sps)) + 2
+    xp = np.concatenate([np.zeros(pad), np.asarray(x, np.complex128), np.zeros(pad)])
+    t0 = timing_samples + pad * scale - RRC_SPAN_SYMBOLS * sps
+    on = measure.matched_filter(xp, sps, rolloff, t0, sro_ppm)
+    half = measure.matched_filter(xp, sps, rolloff, t0, sro_ppm, symbol_shift=0.5)
+    s2 = np.empty(2 * on.size, np.complex128)
+    s2[0::2], s2[1::2] = on, half  # s2[2k] = symbol k, s2[2k+1] half a symbol later
+    centre = (np.arange(on.size) * sps + timing_samples) / scale
+    keep = np.flatnonzero((centre >= EDGE_SYMBOLS * sps) & (centre <= x.size - 1 - EDGE_SYMBOLS * sps))
+    lag = np.arange(n_taps) - n_taps // 2
+    idx = 2 * keep[:, None] + lag[None, :]
+    return np.where((idx >= 0) & (idx < s2.size), s2[np.clip(idx, 0, s2.size - 1)], 0.0)
+
+
+def cma_taps(regressors: np.ndarray, iterations: int = CMA_ITERATIONS, step: float = CMA_STEP,
+             r2: float = CMA_R2) -> np.ndarray:
+    """Blind fractionally spaced equalizer taps by the constant-modulus algorithm: full-batch
+    gradient descent on mean (|y|^2 - R2)^2 over the burst's symbols, y = regressors @ w, from
+    a centre spike (vectorized; a burst is too short for a per-symbol LMS to converge anyway).
+    Phase-blind, so it runs before the carrier step."""
+    x = regressors / math.sqrt(max(float(np.mean(np.abs(regressors) ** 2)), 1e-30))
+    w = np.zeros(x.shape[1], np.complex128)
+    w[x.shape[1] // 2] = math.sqrt(r2)
+    for _ in range(iterations):
+        y = x @ w
+        w = w - step * (x.conj().T @ ((np.abs(y) ** 2 - r2) * y)) / y.size
+        if not np.all(np.isfinite(w)) or np.sum(np.abs(w) ** 2) > 1e3 * r2:  # diverged: no equalizer
+            w = np.zeros(x.shape[1], np.complex128)
+            w[x.shape[1] // 2] = 1.0
+            break
+    return w
+
+
+def search_phase(y: np.ndarray, alphabet: np.ndarray, period: float = math.pi / 2,
+                 n_grid: int = PHASE_GRID, n_symbols: int = PHASE_SEARCH_SYMBOLS) -> float:
+    """The rotation in [0, period) that best fits unit-energy symbols y to alphabet: the sum of
+    squared distances to the nearest point (the max-log likelihood) on an n_grid grid over
+    n_symbols evenly spaced symbols, then n_grid // 4 points within one grid step of the best."""
+    sub = y[np.linspace(0, y.size - 1, min(n_symbols, y.size)).astype(int)]
+
+    def cost(phi: np.ndarray) -> np.ndarray:
+        z = sub[None, :] * np.exp(-1j * phi)[:, None]
+        return np.min(np.abs(z[:, :, None] - alphabet[None, None, :]) ** 2, axis=2).sum(axis=1)
+
+    grid = np.arange(n_grid) * period / n_grid
+    best = grid[int(np.argmin(cost(grid)))]
+    fine = best + np.linspace(-1, 1, n_grid // 4 + 1) * period / n_grid
+    return float(fine[int(np.argmin(cost(fine)))] % period)
 
 
 def unit_energy(y: np.ndarray, n0: float) -> np.ndarray:
@@ -267,7 +333,13 @@ def variant_totals(y: np.ndarray, n0: float, hyp: Hypotheses) -> np.ndarray:
 class LadderDecider:
     """Per-burst decisions of the rungs; caches the hypothesis groups of the blind carrier step."""
 
-    def __init__(self) -> None:
+    def __init__(self, equalizer: str = "none", phase_search: bool = False) -> None:
+        """equalizer "cma": the blind receiver's symbols come from a T/2-spaced CMA equalizer
+        (cma_taps, per rate candidate); phase_search: QAM classes take their carrier phase from
+        search_phase on their own alphabet instead of the M-th power line."""
+        if equalizer not in ("none", "cma"):
+            raise ValueError(f"equalizer must be 'none' or 'cma', not {equalizer!r}")
+        self.equalizer, self.phase_search = equalizer, phase_search
         self.hyp = hypotheses()
         first = [int(np.flatnonzero(self.hyp.variant_class == c)[0]) for c in range(len(HIGH_ORDER_LABELS))]
         self.feature = [_carrier_features(self.hyp.alphabets[v]) for v in first]
@@ -301,14 +373,19 @@ class LadderDecider:
         return nu, float(np.angle(np.sum(z * np.exp(-2j * np.pi * nu * k))))
 
     def _feature_symbols(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float, feature: tuple,
-                         rolloff: float, sro_ppm: float) -> tuple[np.ndarray, float]:
+                         rolloff: float, sro_ppm: float, taps: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """(derotated unit-energy symbols, carrier frequency) for one carrier feature: the M-th
         power line twice, the first pass refining the frequency the matched filter runs at, the
-        second giving the frequency and phase the symbols are derotated by."""
+        second giving the frequency and phase the symbols are derotated by. taps: a T/2
+        equalizer (half_symbol_regressors) the matched-filter output goes through."""
         m, off = int(feature[0]), feature[1]
         n = np.arange(x.size)
         for final in (False, True):
-            y = unit_energy(symbols_at(x * np.exp(-2j * np.pi * f0 * n), sps, rolloff, timing, sro_ppm), n0)
+            xb = x * np.exp(-2j * np.pi * f0 * n)
+            if taps is None:
+                y = unit_energy(symbols_at(xb, sps, rolloff, timing, sro_ppm), n0)
+            else:
+                y = unit_energy(half_symbol_regressors(xb, sps, rolloff, timing, sro_ppm, taps.size) @ taps, n0)
             nu, angle = self._carrier(y, feature)
             if not final:
                 f0 += nu / (m * sps)
@@ -323,12 +400,18 @@ class LadderDecider:
         cache: dict[tuple, tuple[np.ndarray, float]] = {}
         totals = np.empty((len(N0_GRID), self.hyp.sizes.size))
         f_est, count = [], 1
-        for feats, alphabet, variants, sub in self.groups:
+        taps = None
+        if self.equalizer == "cma":  # once per rate candidate, at the centroid carrier
+            xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
+            taps = cma_taps(half_symbol_regressors(xb, sps, rolloff, timing, sro_ppm))
+        for c, (feats, alphabet, variants, sub) in enumerate(self.groups):
             best = None
             for feat in feats:
                 if feat not in cache:
-                    cache[feat] = self._feature_symbols(x, sps, timing, f0, n0, feat, rolloff, sro_ppm)
+                    cache[feat] = self._feature_symbols(x, sps, timing, f0, n0, feat, rolloff, sro_ppm, taps)
                 y = cache[feat][0]
+                if self.phase_search and HIGH_ORDER_LABELS[c].endswith("QAM"):
+                    y = y * np.exp(-1j * search_phase(y, alphabet))
                 for _ in range(DD_ITERATIONS):
                     s = y * np.conj(alphabet[np.argmin(np.abs(y[:, None] - alphabet[None, :]), axis=1)])
                     y = y * np.exp(-1j * np.angle(np.sum(s)))
@@ -378,15 +461,19 @@ def _mean(cells: list[dict]) -> dict:
     return {"accuracy": float(acc.mean()), "se": float(np.sqrt(np.sum(se ** 2)) / acc.size)}
 
 
-def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB) -> dict:
-    """All four rungs at every SNR; returns the results dict written to JSON."""
+def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB, equalizer: str = "none",
+        phase_search: bool = False, blind_only: bool = False) -> dict:
+    """All rungs at every SNR (only the blind R3, R4 when blind_only: the same bursts, as the
+    synthesizer draws them in the same order); returns the results dict written to JSON."""
     rng = np.random.default_rng(seed)
-    dec = LadderDecider()
+    dec = LadderDecider(equalizer, phase_search)
     n_class = len(HIGH_ORDER_LABELS)
     labels = [lb for lb in HIGH_ORDER_LABELS for _ in range(per_class)]
     truth = np.repeat(np.arange(n_class), per_class)
     rungs = {"R1": [], "R2": [], "R2c": [], "R3": [], "R4": []}
     cond_hits = {"R2": {}, "R2c": {}, "R4": {}}
+    if blind_only:
+        rungs, cond_hits = {"R3": [], "R4": []}, {"R4": {}}
     est = {"rate_rel_err": [], "rate_rel_err_occupied_bw": [], "cfo_err": [], "cfo_refined_err": [], "snr_err_db": [], "snr_db": []}
     confusion = {r: np.zeros((n_class, n_class), np.int64) for r in rungs}
     rate_ok, rate_hit = {"R3": [], "R4": []}, {"R3": [], "R4": []}
@@ -396,9 +483,10 @@ def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB) -> dict:
         coarse = estimate_sps(full.iq)
         pred = {r: np.empty(truth.size, int) for r in rungs}
         for i in range(truth.size):
-            for r, batch in (("R1", clean), ("R2", full)):
-                pred[r][i] = dec.decide_known(*genie_symbols(batch.iq[i], batch.params[i]))
-            pred["R2c"][i] = dec.decide_genie_clock(full.iq[i], full.params[i])
+            if not blind_only:
+                for r, batch in (("R1", clean), ("R2", full)):
+                    pred[r][i] = dec.decide_known(*genie_symbols(batch.iq[i], batch.params[i]))
+                pred["R2c"][i] = dec.decide_genie_clock(full.iq[i], full.params[i])
             for r, batch in (("R3", clean), ("R4", full)):
                 pred[r][i], e = dec.decide_blind(batch.iq[i])
                 p = batch.params[i]
@@ -465,12 +553,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small smoke run (< 30 s)")
     ap.add_argument("--json", default=None, help="write the results to this path")
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--per-class", type=int, default=None, help="bursts per class per SNR (default 40, quick 2)")
+    ap.add_argument("--equalizer", choices=("none", "cma"), default="none",
+                    help="blind receiver: T/2-spaced CMA equalizer after the matched filter")
+    ap.add_argument("--phase-search", action="store_true",
+                    help="blind receiver: QAM carrier phase by a likelihood grid search, not the M-th power")
+    ap.add_argument("--blind-only", action="store_true",
+                    help="only R3, R4; with --json, stored under blind_variants[<variant>] of that file")
     args = ap.parse_args(argv)
-    per_class = 2 if args.quick else 40
+    per_class = args.per_class or (2 if args.quick else 40)
     snrs = (10.0, 30.0) if args.quick else SNRS_DB
+    variant = "+".join([f"eq_{args.equalizer}"] * (args.equalizer != "none") + ["phase_search"] * args.phase_search) \
+        or "baseline"
     t0 = time.perf_counter()
-    res = run(per_class, args.seed, snrs)
+    res = run(per_class, args.seed, snrs, args.equalizer, args.phase_search, args.blind_only)
     elapsed = time.perf_counter() - t0
+    print(f"blind receiver variant: {variant}")
     names = {"R1": "genie sync, clean+AWGN", "R2": "genie sync, full channel",
              "R2c": "genie clock+CFO, full ch.", "R3": "blind sync, clean+AWGN", "R4": "blind sync, full channel"}
     print(f"12 high-order classes, {N_SAMPLES} samples, {per_class} bursts/class/SNR; accuracy % +- se")
@@ -485,12 +583,21 @@ def main(argv: list[str] | None = None) -> int:
     print("blind estimates (full channel): " + json.dumps(clean_json(res["blind_estimates_full_channel"])))
     print(f"{elapsed:.0f} s")
     res |= {"config": {"seed": args.seed, "quick": args.quick, "n_samples": N_SAMPLES, "snr_db": list(snrs),
+                       "variant": variant, "equalizer": args.equalizer, "phase_search": args.phase_search,
+                       "eq_taps": EQ_TAPS, "cma_iterations": CMA_ITERATIONS, "cma_step": CMA_STEP,
+                       "phase_grid": PHASE_GRID, "phase_search_symbols": PHASE_SEARCH_SYMBOLS,
                        "bursts_per_class_per_snr": per_class, "classes": list(HIGH_ORDER_LABELS),
                        "blind_rolloff": BLIND_ROLLOFF, "edge_symbols": EDGE_SYMBOLS,
                        "carrier_orders": list(CARRIER_ORDERS),
                        "cnn_high_order_snr_ge_10db": CNN_HIGH_ORDER_GE10,
                        "cnn_no_fading_pn_pa_snr_ge_10db": CNN_NO_FADING_PN_PA_GE10},
             "elapsed_s": elapsed}
+    if args.json and args.blind_only:  # a variant of the blind rungs goes beside the full run's keys
+        path = Path(args.json)
+        full = json.loads(path.read_text()) if path.exists() else {}
+        res.pop("confusion", None)
+        full.setdefault("blind_variants", {})[variant] = clean_json(res)
+        res = full
     if args.json:
         with open(args.json, "w") as f:
             json.dump(clean_json(res), f, indent=1)

@@ -82,3 +82,37 @@ def test_carrier_features_use_a_moment_each_alphabet_has() -> None:
     assert orders["16QAM"] == [4, 12] and orders["32QAM"] == [4] and orders["256QAM"] == [4]
     # 64APSK's rings cancel every whole-alphabet moment up to 32: its inner 4-point ring is used
     assert orders["64APSK"] == [4] and feat["64APSK"][0][2] > 0
+
+
+def _evm_after_phase_search_db(y: np.ndarray, alphabet: np.ndarray) -> float:
+    y = y / np.sqrt(np.mean(np.abs(y) ** 2))
+    return measure.evm_db(y * np.exp(-1j * lad.search_phase(y, alphabet, n_symbols=y.size)), alphabet)
+
+
+def test_cma_equalizer_undoes_a_two_tap_isi_channel() -> None:
+    # 16QAM at 30 dB through x[n] + 0.6j x[n - sps/2]: the plain matched filter is ISI-limited
+    # (about -11 dB EVM); the T/2 CMA equalizer must take several dB of that off. A wrong tap
+    # layout, sign of the gradient or regressor lag leaves it at -11 dB or diverges.
+    b = synthesize(["16QAM"] * 3, 1024, np.random.default_rng(11), 30.0, ChannelConfig.only("timing"))
+    alphabet = constellation("16QAM")
+    for x, p in list(zip(b.iq, b.params, strict=True))[1:]:  # sps 3.1 and 5.8 (enough symbols)
+        sps, rolloff, timing = float(p["samples_per_symbol"]), float(p["rolloff"]), float(p["timing_offset_samples"])
+        d = int(round(sps / 2))
+        xi = x.astype(np.complex128)
+        xi[d:] += 0.6j * x[:-d]
+        plain = lad.symbols_at(xi, sps, rolloff, timing)
+        regressors = lad.half_symbol_regressors(xi, sps, rolloff, timing)
+        assert np.allclose(regressors[:, lad.EQ_TAPS // 2], plain)  # the centre tap is the plain receiver
+        isi_db = _evm_after_phase_search_db(plain, alphabet)
+        cma_db = _evm_after_phase_search_db(regressors @ lad.cma_taps(regressors), alphabet)
+        assert isi_db > -13.0
+        assert cma_db < isi_db - 3.0
+
+
+def test_phase_search_finds_a_qam_rotation() -> None:
+    rng = np.random.default_rng(12)
+    alphabet = constellation("64QAM")
+    y = alphabet[rng.integers(0, alphabet.size, 400)] * np.exp(1j * 0.3)
+    y = y + 0.05 * (rng.standard_normal(y.size) + 1j * rng.standard_normal(y.size))
+    phi = lad.search_phase(y, alphabet)
+    assert abs((phi - 0.3 + np.pi / 4) % (np.pi / 2) - np.pi / 4) < 0.02
