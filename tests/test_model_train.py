@@ -172,6 +172,32 @@ def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path
         TrainConfig(out_dir="x", steps=1, init_from="a", arch={"stem_kernel": 40})
 
 
+def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+    deeper = {"stages": [{"channels": 32, "kernel": 3, "dilations": [1, 1]}, {"channels": 48, "kernel": 3,
+                                                                            "dilations": [1]}]}
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "1", "--arch", json.dumps(deeper), *tiny]) == 0
+    ck = str(out / "checkpoint.pt")
+    # without --arch: the checkpoint's network, not the default one
+    assert main(["train", "--out", str(out), "--steps", "2", "--resume", ck, *tiny]) == 0
+    assert ModelMeta.load(out).arch["stages"] == deeper["stages"]
+    assert ModelMeta.load(out).extra["training"]["steps"] == 2
+    assert main(["train", "--out", str(out), "--steps", "3", "--resume", ck, "--arch", json.dumps(deeper), *tiny]) == 0
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--steps", "4", "--resume", ck, "--arch", '{"head_channels": 64}',
+                 *tiny]) == 2
+    assert "--arch differs from the network" in capsys.readouterr().err
+    # a checkpoint written before the network was recorded in it, resumed with the wrong --arch
+    old = torch.load(ck, weights_only=False)
+    del old["arch"]
+    torch.save(old, tmp_path / "old.pt")
+    assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "old.pt"), *tiny]) == 2
+    assert "holds another network" in capsys.readouterr().err
+    assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "none.pt"), *tiny]) == 2
+    assert "no checkpoint at" in capsys.readouterr().err
+
+
 class _SlowPool:
     """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
 

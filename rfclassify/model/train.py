@@ -254,7 +254,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             print(f"warning: --seed {cfg.seed} is the parent model's seed, so this run synthesizes the "
                   "bursts it already trained on; give another seed for new data", file=sys.stderr, flush=True)
     else:
-        model = build_network(cfg.arch or None)
+        ck = _load_checkpoint(cfg, device) if cfg.resume else None
+        model = build_network(ck["arch"] if ck and ck.get("arch") else cfg.arch or None)
     model = model.to(device)
     graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format
@@ -267,8 +268,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     step, prior_s, history = 0, 0.0, []
     examples = {"fresh": 0, "reused": 0}
     if cfg.resume:
-        ck = torch.load(cfg.resume, map_location=device, weights_only=False)
-        model.load_state_dict(ck["model"])
+        try:
+            model.load_state_dict(ck["model"])
+        except RuntimeError:  # a checkpoint from before the network was recorded in it
+            raise ConfigError(f"{cfg.resume} holds another network than this one; give the --arch it was "
+                              "trained with") from None
         opt.load_state_dict(ck["optimizer"])
         for g in opt.param_groups:  # a checkpoint of an eager run can continue with graphs and back
             g["capturable"] = graphs
@@ -465,11 +469,29 @@ def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples:
         "examples": parent["examples"] + examples["fresh"] + examples["reused"]}}
 
 
+def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
+    """The checkpoint a --resume continues (tensors on `device`), its network checked against --arch.
+
+    The checkpoint records the whole network (since the fifth session), so a run trained with
+    --arch, deepened or not, resumes without repeating it; an --arch that disagrees is refused."""
+    from rfclassify.model.network import arch_with_defaults
+
+    torch = require("torch")
+    try:
+        ck = torch.load(cfg.resume, map_location=device, weights_only=False)
+    except FileNotFoundError:
+        raise ConfigError(f"no checkpoint at {cfg.resume}") from None
+    if ck.get("arch") and cfg.arch and arch_with_defaults({**ck["arch"], **cfg.arch}) != ck["arch"]:
+        raise ConfigError(f"--arch differs from the network {cfg.resume} was trained with; leave it out "
+                          "to continue that network")
+    return ck
+
+
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],
                 examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None = None) -> None:
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+    torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
                 "config": asdict(cfg), "parent": parent}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
