@@ -24,7 +24,13 @@ ambiguity is a symmetry of that hypothesis, so harmless); every class is scored 
 derotated by its own group's estimate, N0 x (1, 4, 16), and the rate candidate (3) with the
 best likelihood ratio per symbol against a Gaussian wins (a generalized likelihood test).
 
-    python3 benchmarks/high_order_sync_ladder.py [--quick] [--json PATH] [--seed N]
+Options of the blind receiver (off by default): --equalizer cma, a 9-tap T/2 CMA equalizer on
+the matched-filter output (--dd-passes N decision-directed least-squares refits per class);
+--phase-search, QAM phase from the likelihood on a grid instead of the M-th power line.
+With --blind-only only R3 and R4 run, stored under blind_variants[<variant>] of --json.
+
+    python3 benchmarks/high_order_sync_ladder.py [--quick] [--json PATH] [--seed N] [--per-class N]
+        [--blind-only] [--equalizer {none,cma}] [--dd-passes N] [--phase-search]
 """
 
 from __future__ import annotations
@@ -333,13 +339,14 @@ def variant_totals(y: np.ndarray, n0: float, hyp: Hypotheses) -> np.ndarray:
 class LadderDecider:
     """Per-burst decisions of the rungs; caches the hypothesis groups of the blind carrier step."""
 
-    def __init__(self, equalizer: str = "none", phase_search: bool = False) -> None:
+    def __init__(self, equalizer: str = "none", phase_search: bool = False, dd_passes: int = 0) -> None:
         """equalizer "cma": the blind receiver's symbols come from a T/2-spaced CMA equalizer
-        (cma_taps, per rate candidate); phase_search: QAM classes take their carrier phase from
-        search_phase on their own alphabet instead of the M-th power line."""
+        (cma_taps, per rate candidate), followed by dd_passes decision-directed least-squares
+        refits of its taps per class (on that class's alphabet); phase_search: QAM classes take
+        their carrier phase from search_phase on their own alphabet instead of the M-th power."""
         if equalizer not in ("none", "cma"):
             raise ValueError(f"equalizer must be 'none' or 'cma', not {equalizer!r}")
-        self.equalizer, self.phase_search = equalizer, phase_search
+        self.equalizer, self.phase_search, self.dd_passes = equalizer, phase_search, dd_passes
         self.hyp = hypotheses()
         first = [int(np.flatnonzero(self.hyp.variant_class == c)[0]) for c in range(len(HIGH_ORDER_LABELS))]
         self.feature = [_carrier_features(self.hyp.alphabets[v]) for v in first]
@@ -373,11 +380,14 @@ class LadderDecider:
         return nu, float(np.angle(np.sum(z * np.exp(-2j * np.pi * nu * k))))
 
     def _feature_symbols(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float, feature: tuple,
-                         rolloff: float, sro_ppm: float, taps: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """(derotated unit-energy symbols, carrier frequency) for one carrier feature: the M-th
-        power line twice, the first pass refining the frequency the matched filter runs at, the
-        second giving the frequency and phase the symbols are derotated by. taps: a T/2
-        equalizer (half_symbol_regressors) the matched-filter output goes through."""
+                         rolloff: float, sro_ppm: float, taps: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, float, np.ndarray | None]:
+        """(derotated unit-energy symbols, carrier frequency, regressors) for one carrier
+        feature: the M-th power line twice, the first pass refining the frequency the matched
+        filter runs at, the second giving the frequency and phase the symbols are derotated by.
+        taps: a T/2 equalizer (half_symbol_regressors) the matched-filter output goes through;
+        then regressors are its input, scaled and derotated like the symbols (regressors @ taps
+        is the symbols), for decision-directed passes; else None."""
         m, off = int(feature[0]), feature[1]
         n = np.arange(x.size)
         for final in (False, True):
@@ -385,19 +395,22 @@ class LadderDecider:
             if taps is None:
                 y = unit_energy(symbols_at(xb, sps, rolloff, timing, sro_ppm), n0)
             else:
-                y = unit_energy(half_symbol_regressors(xb, sps, rolloff, timing, sro_ppm, taps.size) @ taps, n0)
+                reg = unit_energy(half_symbol_regressors(xb, sps, rolloff, timing, sro_ppm, taps.size), 0.0)
+                y = unit_energy(reg @ taps, n0)
+                reg = reg * math.sqrt((1 + n0) / max(float(np.mean(np.abs(reg @ taps) ** 2)), 1e-30))
             nu, angle = self._carrier(y, feature)
             if not final:
                 f0 += nu / (m * sps)
         k = np.arange(y.size) - (y.size - 1) / 2.0
-        return y * np.exp(-1j * ((angle - off) / m + 2 * np.pi * nu * k / m)), f0 + nu / (m * sps)
+        rot = np.exp(-1j * ((angle - off) / m + 2 * np.pi * nu * k / m))
+        return y * rot, f0 + nu / (m * sps), None if taps is None else reg * rot[:, None]
 
     def score_classes(self, x: np.ndarray, sps: float, timing: float, f0: float, n0: float,
                       rolloff: float = BLIND_ROLLOFF, sro_ppm: float = 0.0) -> tuple[np.ndarray, list[float]]:
         """(12,) log-likelihood ratio per symbol of each class against a Gaussian (N0 x N0_GRID),
         each class on the symbols derotated by its own carrier estimate (the best of its
         features); and each class's carrier frequency estimate (its first feature's)."""
-        cache: dict[tuple, tuple[np.ndarray, float]] = {}
+        cache: dict[tuple, tuple[np.ndarray, float, np.ndarray | None]] = {}
         totals = np.empty((len(N0_GRID), self.hyp.sizes.size))
         f_est, count = [], 1
         taps = None
@@ -409,9 +422,15 @@ class LadderDecider:
             for feat in feats:
                 if feat not in cache:
                     cache[feat] = self._feature_symbols(x, sps, timing, f0, n0, feat, rolloff, sro_ppm, taps)
-                y = cache[feat][0]
+                y, _, reg = cache[feat]
                 if self.phase_search and HIGH_ORDER_LABELS[c].endswith("QAM"):
-                    y = y * np.exp(-1j * search_phase(y, alphabet))
+                    rot = np.exp(-1j * search_phase(y, alphabet))
+                    y, reg = y * rot, None if reg is None else reg * rot
+                for _ in range(self.dd_passes if reg is not None else 0):
+                    # refit the T/2 taps to this class's nearest points (least squares, a block
+                    # decision-directed equalizer: it also takes out residual phase and gain)
+                    d = alphabet[np.argmin(np.abs(y[:, None] - alphabet[None, :]), axis=1)]
+                    y = unit_energy(reg @ np.linalg.lstsq(reg, d, rcond=None)[0], n0)
                 for _ in range(DD_ITERATIONS):
                     s = y * np.conj(alphabet[np.argmin(np.abs(y[:, None] - alphabet[None, :]), axis=1)])
                     y = y * np.exp(-1j * np.angle(np.sum(s)))
@@ -462,11 +481,11 @@ def _mean(cells: list[dict]) -> dict:
 
 
 def run(per_class: int, seed: int, snrs: tuple[float, ...] = SNRS_DB, equalizer: str = "none",
-        phase_search: bool = False, blind_only: bool = False) -> dict:
+        phase_search: bool = False, blind_only: bool = False, dd_passes: int = 0) -> dict:
     """All rungs at every SNR (only the blind R3, R4 when blind_only: the same bursts, as the
     synthesizer draws them in the same order); returns the results dict written to JSON."""
     rng = np.random.default_rng(seed)
-    dec = LadderDecider(equalizer, phase_search)
+    dec = LadderDecider(equalizer, phase_search, dd_passes)
     n_class = len(HIGH_ORDER_LABELS)
     labels = [lb for lb in HIGH_ORDER_LABELS for _ in range(per_class)]
     truth = np.repeat(np.arange(n_class), per_class)
@@ -556,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-class", type=int, default=None, help="bursts per class per SNR (default 40, quick 2)")
     ap.add_argument("--equalizer", choices=("none", "cma"), default="none",
                     help="blind receiver: T/2-spaced CMA equalizer after the matched filter")
+    ap.add_argument("--dd-passes", type=int, default=0,
+                    help="with --equalizer: decision-directed least-squares tap refits per class")
     ap.add_argument("--phase-search", action="store_true",
                     help="blind receiver: QAM carrier phase by a likelihood grid search, not the M-th power")
     ap.add_argument("--blind-only", action="store_true",
@@ -563,10 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     per_class = args.per_class or (2 if args.quick else 40)
     snrs = (10.0, 30.0) if args.quick else SNRS_DB
-    variant = "+".join([f"eq_{args.equalizer}"] * (args.equalizer != "none") + ["phase_search"] * args.phase_search) \
-        or "baseline"
+    variant = "+".join([f"eq_{args.equalizer}"] * (args.equalizer != "none")
+                       + [f"dd{args.dd_passes}"] * (args.equalizer != "none" and args.dd_passes > 0)
+                       + ["phase_search"] * args.phase_search) or "baseline"
     t0 = time.perf_counter()
-    res = run(per_class, args.seed, snrs, args.equalizer, args.phase_search, args.blind_only)
+    res = run(per_class, args.seed, snrs, args.equalizer, args.phase_search, args.blind_only, args.dd_passes)
     elapsed = time.perf_counter() - t0
     print(f"blind receiver variant: {variant}")
     names = {"R1": "genie sync, clean+AWGN", "R2": "genie sync, full channel",
@@ -584,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{elapsed:.0f} s")
     res |= {"config": {"seed": args.seed, "quick": args.quick, "n_samples": N_SAMPLES, "snr_db": list(snrs),
                        "variant": variant, "equalizer": args.equalizer, "phase_search": args.phase_search,
+                       "dd_passes": args.dd_passes,
                        "eq_taps": EQ_TAPS, "cma_iterations": CMA_ITERATIONS, "cma_step": CMA_STEP,
                        "phase_grid": PHASE_GRID, "phase_search_symbols": PHASE_SEARCH_SYMBOLS,
                        "bursts_per_class_per_snr": per_class, "classes": list(HIGH_ORDER_LABELS),
