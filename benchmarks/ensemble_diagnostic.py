@@ -20,6 +20,7 @@ import numpy as np
 from rfclassify.data.reader import DatasetReader
 from rfclassify.dsp.windows import burst_to_windows
 from rfclassify.engine.classifier import Classifier
+from rfclassify.model.evaluate import accuracy_summary
 
 
 def burst_log_probs(clf: Classifier, bursts: list[np.ndarray]) -> np.ndarray:
@@ -35,9 +36,9 @@ def burst_log_probs(clf: Classifier, bursts: list[np.ndarray]) -> np.ndarray:
 
 
 def summary(log_probs: np.ndarray, labels: np.ndarray, snr_db: np.ndarray) -> tuple[float, float]:
-    """(mean accuracy over the SNR grid, accuracy at SNR >= 10 dB)."""
-    ok = log_probs.argmax(axis=1) == labels
-    return float(np.mean([ok[snr_db == v].mean() for v in np.unique(snr_db)])), float(ok[snr_db >= 10].mean())
+    """(mean accuracy over the SNR grid, accuracy at SNR >= 10 dB), as `rfclassify evaluate` computes them."""
+    acc = accuracy_summary(labels, log_probs.argmax(axis=1), snr_db)
+    return acc["mean_accuracy_over_snr"], acc["accuracy_snr_ge_10db"]
 
 
 def main() -> None:

@@ -30,24 +30,29 @@ from high_order_sync_ladder import LadderDecider  # noqa: E402
 
 from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.model.evaluate import (  # noqa: E402
+    HIGH_ORDER_LABELS,
+    HIGH_SNR_DB,
+    accuracy_summary,
+    burst_conditions,
+)
 
 
-def scores(pred: np.ndarray, labels: np.ndarray, snr_db: np.ndarray, high: np.ndarray,
-           params: np.ndarray) -> dict[str, float]:
-    """Accuracy overall, and of the high-order classes at >= 10 dB by channel condition."""
+def scores(pred: np.ndarray, labels: np.ndarray, snr_db: np.ndarray, params: np.ndarray) -> dict[str, float]:
+    """Accuracy overall (as `rfclassify evaluate` computes it), and of the high-order classes at
+    >= 10 dB by channel condition (evaluate's burst_conditions)."""
+    acc = accuracy_summary(labels, pred, snr_db)
     ok = pred == labels
-    hi = (snr_db >= 10) & high
-    fading = params["fading_type"] > 0
-    clean = (~fading & (np.nan_to_num(params["phase_noise_deg_per_sqrt_sample"]) == 0)
-             & ~(np.nan_to_num(params["pa_backoff_db"]) > 0))
-    return {"mean_over_snr": float(np.mean([ok[snr_db == v].mean() for v in np.unique(snr_db)])),
-            "snr_ge_10db": float(ok[snr_db >= 10].mean()),
+    cond = burst_conditions(params, labels)
+    hi = (snr_db >= HIGH_SNR_DB) & cond["high-order class"]
+    fading = cond["Rayleigh fading"] | cond["Rician fading"]
+    clean = hi & cond["high-order, no fading, phase noise or PA"]
+    return {"mean_over_snr": acc["mean_accuracy_over_snr"], "snr_ge_10db": acc["accuracy_snr_ge_10db"],
             "high_order_snr_ge_10db": float(ok[hi].mean()),
             "high_order_snr_ge_10db_fading": float(ok[hi & fading].mean()),
             "high_order_snr_ge_10db_no_fading": float(ok[hi & ~fading].mean()),
-            "high_order_snr_ge_10db_no_fading_pn_pa": float(ok[hi & clean].mean()),
-            "n_high_order_snr_ge_10db": int(hi.sum()), "n_no_fading_pn_pa": int((hi & clean).sum())}
+            "high_order_snr_ge_10db_no_fading_pn_pa": float(ok[clean].mean()),
+            "n_high_order_snr_ge_10db": int(hi.sum()), "n_no_fading_pn_pa": int(clean.sum())}
 
 
 def main() -> None:
@@ -79,11 +84,10 @@ def main() -> None:
         n_refined += 1
     cost_ms = 1e3 * (time.perf_counter() - t0) / max(n_refined, 1)
     lab, snr = labels[idx], snr_db[idx]
-    high = np.isin(lab, high_idx)
     out = {"data": args.data, "length": args.length, "n": int(idx.size), "refined": n_refined,
            "refiner_ms_per_burst": round(cost_ms, 1), "model": clf.model_id,
-           "cnn": scores(cnn, lab, snr, high, params),
-           "cnn_plus_refiner": scores(refined, lab, snr, high, params)}
+           "cnn": scores(cnn, lab, snr, params),
+           "cnn_plus_refiner": scores(refined, lab, snr, params)}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
