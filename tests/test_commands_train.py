@@ -33,7 +33,7 @@ def test_every_option_default_is_the_train_config_default():
         assert default == field.default, (action.dest, action.default, field.default)
         checked.add(field.name)
     assert {"device", "batch_size", "lr", "workers", "seed", "buckets_samples", "val_per_bucket",
-            "log_every", "checkpoint_every_s", "channels_last", "resume"} <= checked
+            "log_every", "checkpoint_every_s", "channels_last", "resume", "normalization"} <= checked
 
 
 def test_options_not_given_build_the_default_train_config():
@@ -49,3 +49,15 @@ def test_given_options_reach_the_config():
         60.0, 0.01, (128, 256), {"width": 8}, True)
     with pytest.raises(ConfigError, match="--arch must be a JSON object"):
         train_command.config_from_args(_parser().parse_args(["--out", "run", "--steps", "1", "--arch", "[1]"]))
+
+
+def test_normalization_option_reaches_the_config_and_rejects_unknown_names(capsys):
+    cfg = train_command.config_from_args(_parser().parse_args(["--out", "run", "--steps", "1",
+                                                               "--normalization", "keep_dc"]))
+    assert cfg.normalization == "keep_dc"
+    # not given: train() takes the parent's or the checkpoint's, else remove_dc
+    assert train_command.config_from_args(_parser().parse_args(["--out", "run", "--steps", "1"])
+                                          ).normalization is None
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args(["--out", "run", "--steps", "1", "--normalization", "none"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from rfclassify._exceptions import InputError
+from rfclassify._exceptions import ConfigError, InputError
 from rfclassify.data import schema
 from rfclassify.data.reader import DatasetReader
 from rfclassify.dsp.synth import PARAM_DTYPE, synthesize
@@ -93,6 +93,30 @@ def test_iter_batches_groups_equal_lengths_and_fits_to_length(written):
         rng_batches = list(ds.iter_batches(2, shuffle_rng=np.random.default_rng(0)))
         assert sorted(np.concatenate([x.indices for x in rng_batches]).tolist()) == [0, 1, 2, 3, 4]
         assert all(len(set(ds.lengths[x.indices])) == 1 for x in rng_batches)
+
+
+def test_iter_batches_normalizes_like_serving_with_keep_dc(tmp_path):
+    rng = np.random.default_rng(5)
+    sb = synthesize(["QPSK", "FM", "AM-DSB-SC"], 300, rng, snr_db=np.array([10.0, 10.0, 10.0]))
+    # a DC offset large enough that removing it or not is a big difference, one burst with no power
+    iq = np.concatenate([sb.iq + np.array([[2 - 1j], [0.5j], [-3.0]], np.complex64),
+                         np.zeros((1, 300), np.complex64)])
+    path = tmp_path / "dc.h5"
+    with schema.DatasetWriter(path, _attrs(), PARAM_DTYPE) as w:
+        w.append(iq, np.zeros(4, np.int16), np.zeros(4), np.zeros(4, PARAM_DTYPE))
+        w.commit()
+    with DatasetReader(path) as ds:
+        kept = next(ds.iter_batches(8, length_samples=256, normalize=True, normalization="keep_dc"))
+        removed = next(ds.iter_batches(8, length_samples=256, normalize=True))
+        whole = next(ds.iter_batches(8, normalize=True, normalization="keep_dc"))
+        for i in range(3):
+            np.testing.assert_allclose(kept.iq[i], normalize_burst(iq[i], "keep_dc")[:256], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(whole.iq[i], normalize_burst(iq[i], "keep_dc"), rtol=1e-5, atol=1e-6)
+            # normalized over the whole burst, then cropped: the crop keeps the burst's DC
+            assert abs(kept.iq[i].mean() - removed.iq[i].mean()) > 0.3
+        assert not kept.iq[3].any()  # cannot be normalized: left as is
+        with pytest.raises(ConfigError, match="unknown normalization"):
+            next(ds.iter_batches(8, normalize=True, normalization="dc"))
 
 
 def test_bucket_selection_follows_the_serving_rule(written):

@@ -198,6 +198,69 @@ def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):
     assert "no checkpoint at" in capsys.readouterr().err
 
 
+def test_keep_dc_training_is_recorded_served_and_kept_on_resume(tmp_path, capsys):
+    import dataclasses
+
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.dsp.windows import normalize_batch
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.card import render_markdown
+
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "1", "--normalization", "keep_dc", *tiny]) == 0
+    meta = ModelMeta.load(out)
+    assert meta.normalization == "keep_dc" and meta.bucket_policy.normalization == "keep_dc"
+    assert json.loads((out / "model.json").read_text())["normalization"] == "keep_dc"
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["training"]["recipe"]["normalization"] == "keep_dc"
+    assert log["training"]["config"]["normalization"] == "keep_dc"
+    clf = Classifier.load(out, backend="torch")
+    assert clf.policy.normalization == "keep_dc"  # serving normalizes as the model was trained
+    # a keep_dc recipe's batches are the keep_dc normalization of what a remove_dc recipe draws
+    plain = td.DataRecipe(buckets_samples=(128,), batch_size=4, short_fraction=0.0)
+    keep = dataclasses.replace(plain, normalization="keep_dc")
+    a, b = td.make_batch(keep, 128, 4, np.random.default_rng(0)), td.make_batch(plain, 128, 4, np.random.default_rng(0))
+    np.testing.assert_array_equal(a["label"], b["label"])
+    iq_b = b["x"][:, 0, 0] + 1j * b["x"][:, 1, 0]
+    mean_free = lambda x: x - x.mean(axis=-1, keepdims=True)  # noqa: E731
+    iq_a = a["x"][:, 0, 0] + 1j * a["x"][:, 1, 0]
+    np.testing.assert_allclose(mean_free(iq_a), mean_free(iq_b), atol=1e-4)  # same bursts, same scale
+    assert np.abs(iq_b.mean(axis=1)).max() < 1e-4 and np.abs(iq_a.mean(axis=1)).max() > 0.1  # DC kept
+    np.testing.assert_allclose(normalize_batch(iq_a, "keep_dc"), iq_a, atol=1e-4)  # already keep_dc-normalized
+    with pytest.raises(ConfigError, match="unknown normalization"):
+        td.DataRecipe(normalization="dc")
+    assert "`keep_dc`" in render_markdown({
+        "model_id": "m", "labels": ["a"], "buckets_samples": [128], "min_samples": 64, "max_windows": 4,
+        "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {},
+        "normalization": "keep_dc"})
+    capsys.readouterr()
+    # resuming with another normalization would train the network on inputs it never saw
+    ck = str(out / "checkpoint.pt")
+    assert main(["train", "--out", str(out), "--steps", "2", "--resume", ck, "--normalization", "remove_dc",
+                 *tiny]) == 2
+    err = capsys.readouterr().err
+    assert "--normalization keep_dc" in err and len(err.strip().splitlines()) == 1
+    # a checkpoint from before the option existed was trained with remove_dc
+    old = torch.load(ck, weights_only=False)
+    del old["config"]["normalization"]
+    torch.save(old, tmp_path / "old.pt")
+    assert main(["train", "--out", str(out), "--steps", "2", "--resume", str(tmp_path / "old.pt"),
+                 "--normalization", "keep_dc", *tiny]) == 2
+    assert "--normalization remove_dc" in capsys.readouterr().err
+    assert ModelMeta.load(out).extra["training"]["steps"] == 1  # neither refused resume touched the model
+    # left out, the normalization is the checkpoint's on --resume and the parent's on --init-from
+    assert main(["train", "--out", str(out), "--steps", "2", "--resume", ck, *tiny]) == 0
+    assert ModelMeta.load(out).normalization == "keep_dc"
+    assert ModelMeta.load(out).extra["training"]["steps"] == 2
+    child = tmp_path / "child"
+    assert main(["train", "--out", str(child), "--steps", "1", "--init-from", str(out), "--seed", "3", *tiny]) == 0
+    assert ModelMeta.load(child).normalization == "keep_dc"
+    assert main(["train", "--out", str(tmp_path / "back"), "--steps", "1", "--init-from", str(out), "--seed", "3",
+                 "--normalization", "remove_dc", *tiny]) == 0  # asked for: the fine-tune switches
+    assert ModelMeta.load(tmp_path / "back").normalization == "remove_dc"
+
+
 class _SlowPool:
     """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
 

@@ -24,6 +24,8 @@ def train_defaults() -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.dsp.windows import NORMALIZATIONS  # numpy, like train_defaults
+
     d = train_defaults()
     parser.add_argument("--out", required=True, help="output directory (model.pt, model.json, logs, curves)")
     parser.add_argument("--device", default=d["device"], help=f"auto | cpu | cuda | cuda:N (default {d['device']})")
@@ -55,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-sps", type=float, default=d["target_sps"], metavar="SPS",
                         help="resample every burst to about SPS samples/symbol before bucketing "
                              "(blind symbol-rate estimate; recorded in model.json so serving does the same)")
+    parser.add_argument("--normalization", choices=NORMALIZATIONS, default=d["normalization"],
+                        help="per-burst normalization: remove_dc subtracts the mean; keep_dc keeps it relative "
+                             "to the rest (a centred carrier stays visible); recorded in model.json so serving "
+                             "does the same (default: the parent's with --init-from, the checkpoint's with "
+                             "--resume, else remove_dc)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -80,7 +87,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
         log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
         checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
-        target_sps=args.target_sps,
+        target_sps=args.target_sps, normalization=args.normalization,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

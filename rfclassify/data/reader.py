@@ -21,7 +21,7 @@ import numpy as np
 
 from rfclassify._exceptions import InputError, MessageError
 from rfclassify.data import schema
-from rfclassify.dsp.windows import BucketPolicy, normalize_burst
+from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_burst
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,8 @@ class DatasetReader:
     def iter_batches(self, batch_size: int, length_samples: int | None = None,
                      shuffle_rng: np.random.Generator | None = None,
                      indices: Sequence[int] | np.ndarray | None = None,
-                     normalize: bool = False, drop_last: bool = False) -> Iterator[Batch]:
+                     normalize: bool = False, drop_last: bool = False,
+                     normalization: str = "remove_dc") -> Iterator[Batch]:
         """Yield batches of equal-length bursts.
 
         length_samples None: bursts keep their length; each batch holds bursts of one length
@@ -173,9 +174,9 @@ class DatasetReader:
         length_samples L: every burst becomes one window of L samples, like a model input:
         a longer burst is cropped (random start with `shuffle_rng`, else its first L
         samples), a shorter one is zero-padded at the end (as the serving bucket rule does).
-        normalize: remove DC and scale to unit power per whole burst *before* cropping,
-        exactly as serving does (rfclassify.dsp.windows.normalize_burst); a burst that
-        cannot be normalized (all zeros) is left as is.
+        normalize: normalize each whole burst *before* cropping, exactly as serving does
+        (rfclassify.dsp.windows.normalize_burst with `normalization`, by default removing
+        DC and scaling to unit power); a burst that cannot be normalized (all zeros) is left as is.
         shuffle_rng: shuffle examples (and the order of length groups); None keeps file order.
         indices: restrict to these examples (e.g. `indices_for_bucket(1024)`).
         """
@@ -183,6 +184,7 @@ class DatasetReader:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         if length_samples is not None and length_samples < 1:
             raise InputError(f"length_samples must be >= 1, got {length_samples}")
+        check_normalization(normalization)
         idx = np.arange(len(self)) if indices is None else np.asarray(indices, dtype=np.int64).ravel()
         if shuffle_rng is not None:
             idx = idx[shuffle_rng.permutation(idx.size)]
@@ -198,7 +200,7 @@ class DatasetReader:
                 continue
             bursts = self.read(chunk)
             if normalize:
-                bursts = [_normalized(b) for b in bursts]
+                bursts = [_normalized(b, normalization) for b in bursts]
             if length_samples is None:
                 iq = np.stack(bursts).astype(np.complex64, copy=False)
             else:
@@ -217,9 +219,9 @@ class DatasetReader:
         self.close()
 
 
-def _normalized(burst: np.ndarray) -> np.ndarray:
+def _normalized(burst: np.ndarray, normalization: str) -> np.ndarray:
     try:
-        return normalize_burst(burst)
+        return normalize_burst(burst, normalization)
     except MessageError:
         return burst
 

@@ -12,8 +12,18 @@ The rule, for a burst of n complex samples and buckets B (ascending, default
   windows still span the whole burst but no longer overlap (and may leave gaps).
 
 The classifier averages the windows' log-probabilities; the number of windows is reported.
-Normalization happens once per burst, before windowing: remove the mean (DC) and scale to
-unit RMS power. A burst that is not finite or has zero power after DC removal cannot be
+Normalization happens once per burst, before windowing, in one of two ways (``NORMALIZATIONS``;
+a model records the one it was trained with in model.json):
+
+* ``remove_dc`` (every model before the sixth session): subtract the mean (DC) and scale to
+  unit RMS power.
+* ``keep_dc``: scale the burst so that its mean-free part has unit RMS power, and keep the
+  mean in that scale, its magnitude capped at ``DC_CAP``. Removing the mean also removes a
+  signal's own 0 Hz content (the carrier of AM with carrier at zero frequency offset, the mean
+  of OOK and ASK), which a channelizer that centres each burst puts exactly there; keeping it
+  relative to the rest lets the network tell a carrier from a small receiver DC offset.
+
+Either way, a burst that is not finite or whose mean-free part has zero power cannot be
 normalized and is rejected (``non_finite`` / ``zero_power``).
 
 A policy with a symbol-rate normalizer (``rate``, from a model whose model.json asks for one;
@@ -36,6 +46,12 @@ from rfclassify.dsp.rate import SymbolRateNormalizer
 DEFAULT_BUCKETS_SAMPLES: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)
 DEFAULT_MIN_SAMPLES = 64
 DEFAULT_MAX_WINDOWS = 16
+NORMALIZATIONS: tuple[str, ...] = ("remove_dc", "keep_dc")
+#: keep_dc: largest |mean| kept, relative to the RMS of the mean-free part (DC power 18 dB above it)
+DC_CAP = 8.0
+#: a mean-free part this far below the burst's total power is rounding residue of a constant
+#: burst (float32 keeps ~1e-14 of it), not signal: such a burst has "no power after DC removal"
+ZERO_POWER_RELATIVE = 1e-10
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,7 @@ class BucketPolicy:
     min_samples: int = DEFAULT_MIN_SAMPLES
     max_windows: int = DEFAULT_MAX_WINDOWS
     rate: SymbolRateNormalizer | None = None  # resample to a target samples/symbol first
+    normalization: str = "remove_dc"          # one of NORMALIZATIONS
 
     def __post_init__(self) -> None:
         b = tuple(int(x) for x in self.buckets_samples)
@@ -59,6 +76,10 @@ class BucketPolicy:
             raise ConfigError(f"min_samples must be in 1..{b[0]} (the smallest bucket), got {self.min_samples}")
         if self.max_windows < 1:
             raise ConfigError(f"max_windows must be >= 1, got {self.max_windows}")
+        check_normalization(self.normalization)
+        if self.rate is not None and self.normalization != "remove_dc":
+            # the rate estimate would take the kept DC line for signal, and resampling rescales it
+            raise ConfigError("a symbol-rate normalizer works with the remove_dc normalization only")
         object.__setattr__(self, "buckets_samples", b)
 
     def bucket_for(self, n_samples: int) -> int:
@@ -84,31 +105,57 @@ class BucketPolicy:
         return np.round(np.linspace(0, n_samples - b, count)).astype(np.int64)
 
 
-def normalize_burst(iq: np.ndarray) -> np.ndarray:
-    """DC-free, unit-RMS complex64 copy of a 1-D burst; MessageError if it can't be normalized."""
+def check_normalization(name: str) -> str:
+    """`name` if it is one of NORMALIZATIONS; ConfigError naming the choices otherwise."""
+    if name not in NORMALIZATIONS:
+        raise ConfigError(f"unknown normalization {name!r}; choose one of {', '.join(NORMALIZATIONS)}")
+    return name
+
+
+def _kept_dc(mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The mean in the scaled burst's units, its magnitude capped at DC_CAP."""
+    dc = mean * scale
+    mag = np.abs(dc)
+    return dc * np.minimum(1.0, DC_CAP / np.maximum(mag, 1e-30))
+
+
+def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
+    """Normalized complex64 copy of a 1-D burst (module docstring); MessageError if it can't be normalized."""
     x = np.asarray(iq)
     if x.ndim != 1:
         raise MessageError("bad_shape", f"a burst must be 1-D, got shape {x.shape}")
     x = x.astype(np.complex128, copy=False)
     if not np.all(np.isfinite(x)):
         raise MessageError("non_finite", "burst contains NaN or Inf samples")
-    x = x - x.mean()
+    total = float(np.mean(x.real**2 + x.imag**2)) if x.size else 0.0
+    mean = x.mean() if x.size else 0j
+    x = x - mean
     power = float(np.mean(x.real**2 + x.imag**2)) if x.size else 0.0
-    if not power > 1e-30:
+    if not power > max(1e-30, ZERO_POWER_RELATIVE * total):
         raise MessageError("zero_power", "burst has no power after DC removal")
-    return (x / math.sqrt(power)).astype(np.complex64)
+    scale = 1.0 / math.sqrt(power)
+    x = x * scale
+    if check_normalization(normalization) == "keep_dc":
+        x = x + _kept_dc(np.asarray(mean), np.asarray(scale))
+    return x.astype(np.complex64)
 
 
-def normalize_batch(iq: np.ndarray) -> np.ndarray:
+def normalize_batch(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
     """normalize_burst for a (batch, n) array of equal-length bursts, vectorized.
 
     Rows with zero power come back as zeros (training data never has them; the serving
     path uses normalize_burst, which rejects them)."""
     x = np.asarray(iq, dtype=np.complex64)
-    x = x - x.mean(axis=1, keepdims=True)
+    total = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
+    mean = x.mean(axis=1, keepdims=True)
+    x = x - mean
     power = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
-    scale = np.where(power > 1e-30, 1.0 / np.sqrt(np.maximum(power, 1e-30)), 0.0)
-    return (x * scale).astype(np.complex64)
+    live = power > np.maximum(1e-30, ZERO_POWER_RELATIVE * total)
+    scale = np.where(live, 1.0 / np.sqrt(np.maximum(power, 1e-30)), 0.0)
+    x = x * scale
+    if check_normalization(normalization) == "keep_dc":
+        x = x + _kept_dc(mean, scale)
+    return x.astype(np.complex64)
 
 
 def to_model_input(windows: np.ndarray) -> np.ndarray:
@@ -140,7 +187,7 @@ def burst_to_windows(iq: np.ndarray, policy: BucketPolicy) -> BurstWindows:
     n = int(arr.shape[0]) if arr.ndim == 1 else -1
     if n >= 0:
         b = policy.bucket_for(n)  # too_short before paying for normalization
-    x = normalize_burst(arr)      # bad_shape for anything not 1-D, so b is set below
+    x = normalize_burst(arr, policy.normalization)  # bad_shape for anything not 1-D, so b is set below
     offset_db = 0.0
     if policy.rate is not None:
         x, offset_db = policy.rate.apply(x)

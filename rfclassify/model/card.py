@@ -55,7 +55,8 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
     card = clean_json({
         "model_id": meta.model_id, "labels": list(meta.labels),
         "buckets_samples": list(meta.buckets_samples), "min_samples": meta.min_samples,
-        "max_windows": meta.max_windows, "symbol_rate": meta.symbol_rate, "arch": meta.arch,
+        "max_windows": meta.max_windows, "symbol_rate": meta.symbol_rate,
+        "normalization": meta.normalization, "arch": meta.arch,
         "parameters": count_parameters(net),
         "flops_per_bucket": flops_per_bucket(net, meta.buckets_samples),
         "temperature": meta.temperature, "unknown_threshold": meta.unknown_threshold,
@@ -98,7 +99,10 @@ def render_markdown(card: dict[str, Any]) -> str:
         f"than {card['min_samples']} are rejected, shorter than the smallest bucket are zero-padded, "
         f"longer ones are cut into up to {card['max_windows']} windows of their bucket whose "
         "log-probabilities are averaged (rfclassify/dsp/windows.py).",
-        "- Normalization: per burst, DC removed and scaled to unit RMS before windowing.",
+        ("- Normalization: per burst, before windowing, the mean-free part scaled to unit RMS and the "
+         "mean kept in that scale (capped; `keep_dc`, rfclassify/dsp/windows.py)."
+         if card.get("normalization") == "keep_dc" else
+         "- Normalization: per burst, DC removed and scaled to unit RMS before windowing."),
         *([f"- Symbol-rate front end: each burst resampled to about {card['symbol_rate']['target_sps']:g} "
            "samples/symbol (blind estimate) before bucketing (rfclassify/dsp/rate.py)."]
           if card.get("symbol_rate") else []), "",

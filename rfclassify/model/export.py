@@ -104,8 +104,9 @@ def onnx_parity(onnx_path: str | os.PathLike[str], model: Any, x: np.ndarray) ->
     }
 
 
-def parity_inputs(length: int, seed: int = 0, n_random: int = 4, n_real: int = 8) -> dict[str, np.ndarray]:
-    """Random Gaussian input and real synthesized, normalized bursts of `length` samples."""
+def parity_inputs(length: int, seed: int = 0, n_random: int = 4, n_real: int = 8,
+                  normalization: str = "remove_dc") -> dict[str, np.ndarray]:
+    """Random Gaussian input and real synthesized bursts of `length` samples, normalized as the model expects."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.dsp.windows import normalize_batch, to_model_input
     from rfclassify.labels import LABELS
@@ -114,7 +115,7 @@ def parity_inputs(length: int, seed: int = 0, n_random: int = 4, n_real: int = 8
     labels = [LABELS[i] for i in rng.integers(0, len(LABELS), n_real)]
     real = synthesize(labels, length, rng, snr_db=rng.uniform(0, 30, n_real))
     return {"random": rng.standard_normal((n_random, 2, 1, length)).astype(np.float32),
-            "synth": to_model_input(normalize_batch(real.iq))}
+            "synth": to_model_input(normalize_batch(real.iq, normalization))}
 
 
 def _worst(reports: list[dict[str, float]]) -> dict[str, float]:
@@ -146,12 +147,12 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     report: dict[str, Any] = {"opset": opset, "onnx_file": meta.onnx_file, "static_batch": static_batch,
                               "dynamic": {}, "static": {}}
     for length in parity_lengths:
-        inputs = parity_inputs(length)
+        inputs = parity_inputs(length, normalization=meta.normalization)
         report["dynamic"][str(length)] = {k: onnx_parity(dyn, model, x) for k, x in inputs.items()}
     for b in meta.buckets_samples:
         rel = f"static/{static_onnx_name(b, static_batch)}"
         path = export_onnx(model, out / rel, opset=opset, static_length=b, batch_size=static_batch)
-        inputs = parity_inputs(b)
+        inputs = parity_inputs(b, normalization=meta.normalization)
         if static_batch:
             inputs = {k: np.resize(x, (static_batch, *x.shape[1:])) for k, x in inputs.items()}
         violations = check_onnx_for_dla(path)

@@ -41,6 +41,9 @@ class ModelMeta:
     #: SymbolRateNormalizer.to_dict() when the model was trained on rate-normalized bursts;
     #: empty (older models too) = bursts go to the network at their own rate
     symbol_rate: dict[str, Any] = field(default_factory=dict)
+    #: per-burst normalization the model was trained with (rfclassify.dsp.windows.NORMALIZATIONS);
+    #: older model.json files lack it and mean the only one they had, remove_dc
+    normalization: str = "remove_dc"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -50,7 +53,7 @@ class ModelMeta:
     @property
     def bucket_policy(self) -> BucketPolicy:
         return BucketPolicy(self.buckets_samples, self.min_samples, self.max_windows,
-                            SymbolRateNormalizer.from_dict(self.symbol_rate))
+                            SymbolRateNormalizer.from_dict(self.symbol_rate), self.normalization)
 
     def with_updates(self, **changes: Any) -> ModelMeta:
         return replace(self, **changes)

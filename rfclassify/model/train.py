@@ -22,7 +22,7 @@ import queue
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import numpy as np
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
+from rfclassify.dsp.windows import check_normalization
 from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
 from rfclassify.model.train_step import make_step, set_lr
@@ -70,6 +71,9 @@ class TrainConfig:
     channels_last: bool = False       # NHWC activations on CUDA (tensor-core friendly; not measured yet)
     cuda_graphs: bool = False         # replay each bucket's step as a CUDA graph (train_step.GraphedStep)
     target_sps: float | None = None   # symbol-rate normalizer (rfclassify.dsp.rate); None: off
+    #: per-burst normalization (rfclassify.dsp.windows.NORMALIZATIONS); None: the parent's with
+    #: --init-from, the checkpoint's with --resume, remove_dc otherwise
+    normalization: str | None = None
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -92,6 +96,8 @@ class TrainConfig:
                                                                                  tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
+        if self.normalization is not None:
+            check_normalization(self.normalization)
         if self.target_sps is not None and self.data:
             raise ConfigError("--target-sps works with synthesized data only, not with --data")
         if self.target_sps is not None:
@@ -233,9 +239,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.workers and not cfg.data:
         # the synth workers own the cores; torch's spinning OpenMP threads would fight them
         torch.set_num_threads(max(1, usable_cpu_count() - cfg.workers))
-    recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
-                           target_sps=cfg.target_sps)
     parent: dict[str, Any] | None = None
+    ck: dict[str, Any] | None = None
     if cfg.init_from:
         model, parent = _load_parent(cfg.init_from)
         if cfg.arch:  # a deeper network that starts as the parent (network.grow_network)
@@ -256,6 +261,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     else:
         ck = _load_checkpoint(cfg, device) if cfg.resume else None
         model = build_network(ck["arch"] if ck and ck.get("arch") else cfg.arch or None)
+    if cfg.normalization is None:  # keep what the weights learned on, unless told otherwise
+        inherited = parent["normalization"] if parent else _checkpoint_normalization(ck) if ck else "remove_dc"
+        cfg = replace(cfg, normalization=inherited)
+    recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
+                           target_sps=cfg.target_sps, normalization=cfg.normalization)
     model = model.to(device)
     graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format
@@ -405,6 +415,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
                      min_samples=recipe.min_samples, temperature=round(cal["temperature"], 5),
                      unknown_threshold=cal["unknown_threshold"], arch=model_cpu.arch,
                      symbol_rate=recipe.rate.to_dict() if recipe.rate else {},
+                     normalization=recipe.normalization,
                      extra={"training": {k: v for k, v in training.items() if k != "config"},
                             "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
     meta.save(out)
@@ -456,7 +467,7 @@ def _load_parent(model_dir: str) -> tuple[Any, dict[str, Any]]:
     lineage = t.get("lineage", own)  # the parent's totals already count its own ancestors
     return model.train(), {"model_id": meta.model_id, "seed": t.get("seed"), "steps": lineage["steps"],
                            "train_s": lineage["train_s"], "examples": lineage["examples"],
-                           "target_sps": meta.symbol_rate.get("target_sps")}
+                           "target_sps": meta.symbol_rate.get("target_sps"), "normalization": meta.normalization}
 
 
 def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples: dict[str, int]) -> dict[str, Any]:
@@ -484,7 +495,16 @@ def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
     if ck.get("arch") and cfg.arch and arch_with_defaults({**ck["arch"], **cfg.arch}) != ck["arch"]:
         raise ConfigError(f"--arch differs from the network {cfg.resume} was trained with; leave it out "
                           "to continue that network")
+    trained_with = _checkpoint_normalization(ck)
+    if cfg.normalization is not None and trained_with != cfg.normalization:
+        raise ConfigError(f"{cfg.resume} was trained with --normalization {trained_with}, not "
+                          f"{cfg.normalization}; give the same one to continue it")
     return ck
+
+
+def _checkpoint_normalization(ck: dict[str, Any]) -> str:
+    """The normalization a checkpoint's run trained with (checkpoints from before it was recorded: remove_dc)."""
+    return ck.get("config", {}).get("normalization") or "remove_dc"
 
 
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],

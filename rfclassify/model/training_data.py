@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
-from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
+from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_batch, to_model_input
 from rfclassify.labels import LABELS
 
 Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
@@ -53,9 +53,12 @@ class DataRecipe:
     labels: tuple[str, ...] = LABELS
     channel: str = "full"  # ChannelConfig(): every impairment on
     target_sps: float | None = None  # resample to this many samples/symbol (None: no resampling)
+    normalization: str = "remove_dc"  # per-burst normalization (rfclassify.dsp.windows.NORMALIZATIONS)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_normalization(self.normalization)
+        self.policy  # noqa: B018 -- BucketPolicy refuses a rate normalizer with keep_dc: fail at once
         if len(self.time_share) != len(self.buckets_samples):
             # a bucket list given on the command line: weight 1024 double, the rest equal
             share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
@@ -72,7 +75,8 @@ class DataRecipe:
 
     @property
     def policy(self) -> BucketPolicy:
-        return BucketPolicy(self.buckets_samples, self.min_samples, rate=self.rate)
+        return BucketPolicy(self.buckets_samples, self.min_samples, rate=self.rate,
+                            normalization=self.normalization)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -110,7 +114,7 @@ def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
         if hi <= lo:
             continue
         sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=channel)
-        x[lo:hi, :, :, :length] = to_model_input(normalize_batch(sb.iq))
+        x[lo:hi, :, :, :length] = to_model_input(normalize_batch(sb.iq, recipe.normalization))
         y[lo:hi] = sb.label_index
         s[lo:hi] = sb.snr_db
     return {"x": x, "label": y, "snr_db": s}
@@ -130,7 +134,7 @@ def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Gener
         if hi <= lo:
             continue
         sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=ChannelConfig())
-        iq = normalize_batch(sb.iq)
+        iq = normalize_batch(sb.iq, recipe.normalization)
         grid = rate.grid_index(iq)
         for k in np.unique(grid):
             rows = np.flatnonzero(grid == k)
@@ -345,7 +349,7 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
 
     if recipe.target_sps is not None:
         raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
-    policy = BucketPolicy(recipe.buckets_samples, recipe.min_samples)
+    policy = recipe.policy
     rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
     with DatasetReader(path) as reader:
         pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
@@ -359,7 +363,8 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
             batch = next(iters.get(b, iter(())), None)
             if batch is None:  # epoch of this bucket done: reshuffle
                 iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
-                                               indices=pools[b], normalize=True)
+                                               indices=pools[b], normalize=True,
+                                               normalization=recipe.normalization)
                 batch = next(iters[b])
             yield {"x": to_model_input(batch.iq), "label": batch.label_index.astype(np.int64),
                    "snr_db": batch.snr_db.astype(np.float32)}  # NaN (no noise): no SNR loss
