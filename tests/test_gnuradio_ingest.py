@@ -148,6 +148,19 @@ def test_energy_cutter_finds_each_burst_of_a_real_stream(flowgraph, mod, extra) 
         assert [b.burst_id for b in bursts] == [t["burst_id"] for t in truth]
 
 
+def test_a_receivers_dc_offset_is_removed_from_a_real_stream(flowgraph) -> None:
+    # LO leakage of 0.3 - 0.15j (about -9 dB re the unit-power bursts, 16 dB above the noise)
+    fg = flowgraph("--sink", "stream", "--mod", "qpsk", "--noise", "0.05", "--dc", "0.3", "--seed", "5")
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    leak = complex(0.3, -0.15)
+    blocked = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6), msgs))
+    raw = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6, dc_block_samples=0), msgs))
+    assert len(blocked) == len(raw) == len(truth)
+    assert all(abs(complex(b.iq.mean()) - leak) < 0.1 for b in raw)   # every cut burst carries it ...
+    assert all(abs(complex(b.iq.mean())) < 0.1 for b in blocked)      # ... unless the blocker is on
+
+
 def test_length_tags_cut_exactly(flowgraph) -> None:
     fg = flowgraph("--sink", "stream", "--mod", "bpsk", "--pass-tags", "--noise", "0.1", "--seed", "4")
     msgs = receive_all(fg)

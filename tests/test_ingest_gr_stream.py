@@ -7,6 +7,7 @@ import struct
 import numpy as np
 import pytest
 
+from rfclassify.dsp.dc_block import DcBlocker
 from rfclassify.serve.bursts import Burst, Reject, Truth
 from rfclassify.serve.decoders import IngestConfig, make_decoder
 from rfclassify.serve.gr_stream import parse_tag_header
@@ -59,18 +60,40 @@ def test_tag_header_parses_like_gnuradio_wrote_it() -> None:
     assert np.array_equal(np.frombuffer(data[used:], np.complex64), np.full(10, 1 + 2j, np.complex64))
 
 
-def test_tag_cutting_is_exact_with_pass_tags() -> None:
+@pytest.mark.parametrize("dc_block_samples", [0, 65536])
+def test_tag_cutting_is_exact_with_pass_tags(dc_block_samples: int) -> None:
     x, bursts = _signal(1)
-    dec = make_decoder("gr-stream", IngestConfig(cut_mode="tags", pass_tags=True))
+    dec = make_decoder("gr-stream", IngestConfig(cut_mode="tags", pass_tags=True, dc_block_samples=dc_block_samples))
     out = []
     for pos, chunk in _chunks(x, 777):
         tags = [(s, "packet_len", n) for s, n in bursts if pos <= s < pos + chunk.shape[0]]
         tags += [(s + 1, "label", "QPSK") for s, _ in bursts if pos <= s + 1 < pos + chunk.shape[0]]
         out += dec.decode([tag_header(pos, tags) + chunk.tobytes()], 0.0)
     assert [(b.meta["offset_samples"], b.n_samples) for b in out] == bursts
+    # the samples as sent, or the DC-blocked stream (the blocker is exact across messages)
+    stream = DcBlocker(dc_block_samples).process(x) if dc_block_samples else x
     for b, (s, n) in zip(out, bursts):
-        np.testing.assert_array_equal(b.iq, x[s:s + n])
+        np.testing.assert_array_equal(b.iq, stream[s:s + n])
         assert b.truth == Truth("QPSK", None)
+
+
+def test_the_receivers_dc_offset_is_removed_before_cutting() -> None:
+    # a leak 30x the noise amplitude; bursts of unit amplitude with no mean of their own
+    x, bursts = _signal(2)
+    leak = np.complex64(0.3 - 0.2j)
+    means = {}
+    for tau in (0, IngestConfig().dc_block_samples):  # off, and the default (on from the first sample)
+        dec = make_decoder("gr-stream", IngestConfig(dc_block_samples=tau))
+        out = []
+        for _, chunk in _chunks(x + leak, 1500):
+            out += dec.decode([chunk.tobytes()], 1.0)
+        out += dec.flush(2.0)
+        assert out and all(isinstance(b, Burst) for b in out)
+        means[tau] = [complex(b.iq.mean()) for b in out]
+    # without the blocker every burst carries the leak; with it, the leak is gone
+    assert len(means[0]) == len(bursts) and all(abs(m - leak) < 0.1 for m in means[0])
+    on = means[IngestConfig().dc_block_samples]
+    assert len(on) == len(bursts) and all(abs(m) < 0.1 for m in on)  # |leak| is 0.36; 600 phasors average ~0.04
 
 
 def test_stream_gap_is_reported_and_decoding_continues() -> None:

@@ -49,6 +49,8 @@ class InputConfig:
     cut_mode: str = field(default="energy", metadata=_check(CUT_MODES))
     tag_key: str = "packet_len"
     idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
+    # gr-stream: time constant (samples) of the DC blocker before cutting; 0 = off
+    dc_block_samples: int = field(default=65536, metadata=_check(lo=0, hi=2**31 - 1))
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ class IngestConfig:
                        tags, whose value is the burst length in samples).
     tag_key            the length tag's key (GNU Radio's tagged-stream default is packet_len).
     idle_flush_s       poll_timeout closes an open burst after this long without input.
+    dc_block_samples   gr-stream: time constant of the stream's DC blocker (rfclassify.dsp.dc_block),
+                       applied before cutting; 0 = off.
     cutter             energy detector and burst length limits (burst_cutter.CutterConfig).
     """
 
@@ -72,6 +74,7 @@ class IngestConfig:
     cut_mode: str = "energy"
     tag_key: str = "packet_len"
     idle_flush_s: float = 0.5
+    dc_block_samples: int = 65536
     cutter: CutterConfig = field(default_factory=CutterConfig)
 
     def __post_init__(self) -> None:
@@ -86,6 +89,8 @@ class IngestConfig:
             raise ConfigError("tag_key must not be empty")
         if not self.idle_flush_s > 0:
             raise ConfigError(f"idle_flush_s must be > 0, got {self.idle_flush_s}")
+        if int(self.dc_block_samples) < 0:
+            raise ConfigError(f"dc_block_samples must be >= 0 (0 = off), got {self.dc_block_samples}")
 
 
 class Decoder(ABC):

@@ -8,7 +8,9 @@ native endian, packed):
     ntags x (u64 offset, PMT key, PMT value, PMT srcid)
 
 Message boundaries follow GNU Radio's scheduler, not bursts, so the stream is reassembled and
-cut by burst_cutter (energy detector, or `packet_len`-style length tags). With a tag header the
+cut by burst_cutter (energy detector, or `packet_len`-style length tags), after a slow DC
+blocker (rfclassify.dsp.dc_block; `dc_block_samples`, 0 = off) has removed the receiver's DC
+offset, which a model that keeps each burst's mean would otherwise see. With a tag header the
 offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
 the open burst is abandoned and a `stream_gap` reject says how many samples were lost.
 """
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import MessageError
+from rfclassify.dsp.dc_block import DcBlocker
 from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
@@ -80,6 +83,8 @@ class GrStreamDecoder(Decoder):
             self._cutter: EnergyCutter | TagCutter = TagCutter(config.tag_key, config.cutter.max_burst_samples)
         else:
             self._cutter = EnergyCutter(config.cutter)
+        # kept across stream gaps: the receiver's DC does not change when the publisher drops data
+        self._dc = DcBlocker(config.dc_block_samples) if config.dc_block_samples else None
         self._started = False
         self._last_rx_s: float | None = None
         self._idle_flushed = True
@@ -115,6 +120,8 @@ class GrStreamDecoder(Decoder):
             if problem:
                 out.append(self._reject("bad_tag", problem))
         samples = np.frombuffer(data, dtype=np.complex64)
+        if self._dc is not None:
+            samples = self._dc.process(samples)
         return out + self._bursts(self._cutter.feed(samples), received_s)
 
     def poll_timeout(self, now_s: float) -> list[Burst | Reject]:

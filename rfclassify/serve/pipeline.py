@@ -90,6 +90,7 @@ def make_input_decoder(config: DaemonConfig) -> Decoder:
         cut_mode=cfg.cut_mode,
         tag_key=cfg.tag_key,
         idle_flush_s=cfg.idle_flush_s,
+        dc_block_samples=cfg.dc_block_samples,
     ))
 
 

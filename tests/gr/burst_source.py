@@ -3,7 +3,8 @@
 
     stream: modulator (QPSK/BPSK constellation + RRC, GMSK, or FM) -> vector_sink; gated into
       bursts separated by silence, then vector_source_c (packet_len and burst_id tags at each
-      burst) -> channels.channel_model (noise) -> zeromq.pub_sink (optionally pass_tags, key),
+      burst) -> channels.channel_model (noise) [-> add_const_cc: a receiver DC offset, --dc]
+      -> zeromq.pub_sink (optionally pass_tags, key),
       or zeromq.push_sink with --sink push
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
       packet_len / burst_id / label tags -> pdu.tagged_stream_to_pdu -> zeromq.pub_msg_sink,
@@ -71,6 +72,7 @@ def main() -> int:
     ap.add_argument("--max-len", type=int, default=4000)
     ap.add_argument("--gap", type=int, default=3000, help="shortest gap between bursts (samples)")
     ap.add_argument("--noise", type=float, default=0.01, help="noise voltage (bursts have unit power)")
+    ap.add_argument("--dc", type=float, default=0.0, help="stream: receiver DC offset (LO leakage) added after the channel")
     ap.add_argument("--sample-rate", type=float, default=1e6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dump", default="", help="pdu: write the PDU samples here (raw complex64)")
@@ -105,7 +107,10 @@ def main() -> int:
         else:
             sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
         tb = gr.top_block()
-        tb.connect(src, channel, sink)
+        if args.dc:  # the receiver's own DC offset, in every sample of the stream
+            tb.connect(src, channel, blocks.add_const_cc(complex(args.dc, -0.5 * args.dc)), sink)
+        else:
+            tb.connect(src, channel, sink)
     else:
         for i, n in enumerate(lengths):
             tags += [tag(pos, "packet_len", pmt.from_long(n)), tag(pos, "burst_id", pmt.from_long(i)),
