@@ -61,3 +61,19 @@ def test_normalization_option_reaches_the_config_and_rejects_unknown_names(capsy
     with pytest.raises(SystemExit) as exc:
         _parser().parse_args(["--out", "run", "--steps", "1", "--normalization", "none"])
     assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_channel_overrides_reach_the_recipe_and_mistakes_are_config_errors():
+    cfg = train_command.config_from_args(_parser().parse_args(
+        ["--out", "run", "--steps", "1", "--channel-overrides", '{"dc_offset_db_range": [-40, 6], "p_dc_offset": 0.5}']))
+    assert cfg.channel_overrides == {"dc_offset_db_range": [-40, 6], "p_dc_offset": 0.5}
+    for text, match in [("{", "not valid JSON"), ("[1]", "must be a JSON object"),
+                        ('{"dc_offset_range": [1, 2]}', "unknown channel setting"),
+                        ('{"dc_offset_db_range": [5, 2]}', "low <= high"),
+                        ('{"p_pa": 2}', "probability")]:
+        with pytest.raises(ConfigError, match=match):
+            train_command.config_from_args(_parser().parse_args(
+                ["--out", "run", "--steps", "1", "--channel-overrides", text]))
+    with pytest.raises(ConfigError, match="synthesized data only"):
+        train_command.config_from_args(_parser().parse_args(
+            ["--out", "run", "--steps", "1", "--data", "x.h5", "--channel-overrides", '{"p_pa": 0.5}']))

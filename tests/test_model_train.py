@@ -261,6 +261,25 @@ def test_keep_dc_training_is_recorded_served_and_kept_on_resume(tmp_path, capsys
     assert ModelMeta.load(tmp_path / "back").normalization == "remove_dc"
 
 
+def test_channel_overrides_change_the_bursts_training_draws():
+    from rfclassify.model.card import render_markdown
+
+    # every burst gets a receiver DC offset 6 dB above its signal: with keep_dc its mean shows it
+    strong = td.DataRecipe(buckets_samples=(256,), normalization="keep_dc", short_fraction=0.0,
+                           channel_overrides={"p_dc_offset": 1.0, "dc_offset_db_range": [6, 6]})
+    plain = td.DataRecipe(buckets_samples=(256,), normalization="keep_dc", short_fraction=0.0)
+    assert strong.channel_config().dc_offset_db_range == (6.0, 6.0) and plain.channel_config().p_dc_offset == 0.4
+    mean_dc = {}
+    for name, recipe in (("strong", strong), ("plain", plain)):
+        b = td.make_batch(recipe, 256, 64, np.random.default_rng(0))
+        mean_dc[name] = float(np.median(np.abs(b["x"][:, 0, 0].mean(axis=1) + 1j * b["x"][:, 1, 0].mean(axis=1))))
+    assert mean_dc["strong"] > 1.0 > 0.2 > mean_dc["plain"]
+    assert "(changed: dc_offset_db_range [6, 6], p_dc_offset 1.0)" in render_markdown({
+        "model_id": "m", "labels": ["a"], "buckets_samples": [256], "min_samples": 64, "max_windows": 4,
+        "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {},
+        "training": {"recipe": strong.to_dict()}})
+
+
 class _SlowPool:
     """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
 

@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to the rest (a centred carrier stays visible); recorded in model.json so serving "
                              "does the same (default: the parent's with --init-from, the checkpoint's with "
                              "--resume, else remove_dc)")
+    parser.add_argument("--channel-overrides", default=None, metavar="JSON",
+                        help="impairment-chain settings that differ from the full chain, as JSON of "
+                             "rfclassify.dsp.channel.ChannelConfig fields, e.g. '{\"dc_offset_db_range\": [-40, 6]}' "
+                             "(synthesized data only; recorded in the recipe)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -81,13 +85,19 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise ConfigError(f"--arch is not valid JSON: {exc}") from None
     if not isinstance(arch, dict):
         raise ConfigError("--arch must be a JSON object")
+    try:
+        channel = json.loads(args.channel_overrides) if args.channel_overrides else {}
+    except ValueError as exc:
+        raise ConfigError(f"--channel-overrides is not valid JSON: {exc}") from None
+    if not isinstance(channel, dict):
+        raise ConfigError("--channel-overrides must be a JSON object")
     return TrainConfig(
         out_dir=args.out, device=args.device, data=args.data, time_budget_s=args.time_budget_s,
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
         seed=args.seed, buckets_samples=policy.buckets_samples, val_per_bucket=args.val_per_bucket,
         log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
         checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
-        target_sps=args.target_sps, normalization=args.normalization,
+        target_sps=args.target_sps, normalization=args.normalization, channel_overrides=channel,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

@@ -72,6 +72,10 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
     return card
 
 
+def _overrides(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(overrides.items()))
+
+
 def _lineage_lines(t: dict[str, Any]) -> list[str]:
     """The warm-start line of the training section (none for a run that started from random weights)."""
     total = t.get("lineage")
@@ -134,7 +138,9 @@ def render_markdown(card: dict[str, Any]) -> str:
             f"- Data volume: {t.get('examples_fresh', 0):,} freshly synthesized bursts, "
             f"{t.get('examples_reused', 0):,} reuses of them with a random phase rotation / conjugation",
             *_lineage_lines(t),
-            f"- Data recipe: on-the-fly synthesis with the full impairment chain, SNR uniform "
+            f"- Data recipe: on-the-fly synthesis with the full impairment chain"
+            + (f" (changed: {_overrides(recipe['channel_overrides'])})" if recipe.get("channel_overrides") else "")
+            + ", SNR uniform "
             f"{recipe.get('snr_range_db')} dB, labels uniform, 2-16 samples/symbol; bucket time shares "
             f"{dict(zip(recipe.get('buckets_samples', []), recipe.get('time_share', [])))}; "
             f"{_pct(recipe.get('short_fraction'))} of the smallest bucket's rows are 64..127-sample "

@@ -74,6 +74,8 @@ class TrainConfig:
     #: per-burst normalization (rfclassify.dsp.windows.NORMALIZATIONS); None: the parent's with
     #: --init-from, the checkpoint's with --resume, remove_dc otherwise
     normalization: str | None = None
+    #: ChannelConfig fields that differ from the full chain for synthesized data ({}: the full chain)
+    channel_overrides: dict[str, Any] = field(default_factory=dict)
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -98,6 +100,9 @@ class TrainConfig:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.normalization is not None:
             check_normalization(self.normalization)
+        if self.channel_overrides and self.data:
+            raise ConfigError("--channel-overrides works with synthesized data only, not with --data")
+        td.DataRecipe(channel_overrides=self.channel_overrides)  # checks the overrides before any device time
         if self.target_sps is not None and self.data:
             raise ConfigError("--target-sps works with synthesized data only, not with --data")
         if self.target_sps is not None:
@@ -265,7 +270,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         inherited = parent["normalization"] if parent else _checkpoint_normalization(ck) if ck else "remove_dc"
         cfg = replace(cfg, normalization=inherited)
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
-                           target_sps=cfg.target_sps, normalization=cfg.normalization)
+                           target_sps=cfg.target_sps, normalization=cfg.normalization,
+                           channel_overrides=dict(cfg.channel_overrides))
     model = model.to(device)
     graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format

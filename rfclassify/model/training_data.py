@@ -26,11 +26,12 @@ import os
 import queue
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
 from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_batch, to_model_input
 from rfclassify.labels import LABELS
@@ -54,15 +55,30 @@ class DataRecipe:
     channel: str = "full"  # ChannelConfig(): every impairment on
     target_sps: float | None = None  # resample to this many samples/symbol (None: no resampling)
     normalization: str = "remove_dc"  # per-burst normalization (rfclassify.dsp.windows.NORMALIZATIONS)
+    #: ChannelConfig fields that differ from the full chain (e.g. a wider DC-offset range); {}: none
+    channel_overrides: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_normalization(self.normalization)
+        self.channel_config()  # ConfigError for an unknown field or a bad value, before any worker starts
         self.policy  # noqa: B018 -- BucketPolicy refuses a rate normalizer with keep_dc: fail at once
         if len(self.time_share) != len(self.buckets_samples):
             # a bucket list given on the command line: weight 1024 double, the rest equal
             share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
             object.__setattr__(self, "time_share", share)
+
+    def channel_config(self) -> Any:
+        """The impairment chain bursts are drawn with: ChannelConfig() with channel_overrides applied."""
+        from rfclassify.dsp.channel import ChannelConfig
+
+        unknown = sorted(set(self.channel_overrides) - {f.name for f in fields(ChannelConfig)})
+        if unknown:
+            raise ConfigError(f"unknown channel setting(s) {', '.join(unknown)}; see rfclassify.dsp.channel.ChannelConfig")
+        try:
+            return ChannelConfig(**self.channel_overrides)
+        except (TypeError, ValueError) as exc:  # a value of the wrong kind
+            raise ConfigError(f"bad channel setting: {exc}") from None
 
     def bucket_probabilities(self) -> np.ndarray:
         """Probability that a batch is of each bucket (time share over cost per batch ~ length)."""
@@ -101,12 +117,12 @@ def _draw(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
 
 def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> Batch:
     """One batch of `n` synthesized, normalized bursts for `bucket` (no symbol-rate normalizer)."""
-    from rfclassify.dsp.synth import ChannelConfig, synthesize  # scipy etc.: only in workers
+    from rfclassify.dsp.synth import synthesize  # scipy etc.: only in workers
 
     if recipe.target_sps is not None:
         raise ValueError("a rate-normalizing recipe makes batches with RateBatches")
     labels, snr, parts = _draw(recipe, bucket, n, rng)
-    channel = ChannelConfig()
+    channel = recipe.channel_config()
     x = np.zeros((n, 2, 1, bucket), np.float32)
     y = np.zeros(n, np.int64)
     s = np.zeros(n, np.float32)
@@ -122,7 +138,7 @@ def make_batch(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
 
 def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator) -> dict[int, Batch]:
     """n bursts drawn for `bucket`, rate-normalized and cut as serving cuts them, by the bucket they land in."""
-    from rfclassify.dsp.synth import ChannelConfig, synthesize
+    from rfclassify.dsp.synth import synthesize
 
     policy = recipe.policy
     rate = policy.rate
@@ -133,7 +149,7 @@ def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Gener
     for lo, hi, length in parts:
         if hi <= lo:
             continue
-        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=ChannelConfig())
+        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=recipe.channel_config())
         iq = normalize_batch(sb.iq, recipe.normalization)
         grid = rate.grid_index(iq)
         for k in np.unique(grid):
