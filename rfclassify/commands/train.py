@@ -72,25 +72,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "schedule; give a seed other than the parent's for new data")
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The TrainConfig the parsed options describe (ConfigError for a bad --arch or bucket list)."""
+def _json_object(text: str | None, option: str) -> dict[str, Any]:
+    """The JSON object an option's text holds ({} when not given); ConfigError otherwise."""
     from rfclassify._exceptions import ConfigError
+
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise ConfigError(f"{option} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option} must be a JSON object")
+    return value
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig the parsed options describe (ConfigError for a bad --arch, overrides or bucket list)."""
     from rfclassify.dsp.windows import BucketPolicy
     from rfclassify.model.train import TrainConfig
 
     policy = BucketPolicy(tuple(args.buckets))  # validates the list (ConfigError -> exit 2)
-    try:
-        arch = json.loads(args.arch) if args.arch else {}
-    except ValueError as exc:
-        raise ConfigError(f"--arch is not valid JSON: {exc}") from None
-    if not isinstance(arch, dict):
-        raise ConfigError("--arch must be a JSON object")
-    try:
-        channel = json.loads(args.channel_overrides) if args.channel_overrides else {}
-    except ValueError as exc:
-        raise ConfigError(f"--channel-overrides is not valid JSON: {exc}") from None
-    if not isinstance(channel, dict):
-        raise ConfigError("--channel-overrides must be a JSON object")
+    arch = _json_object(args.arch, "--arch")
+    channel = _json_object(args.channel_overrides, "--channel-overrides")
     return TrainConfig(
         out_dir=args.out, device=args.device, data=args.data, time_budget_s=args.time_budget_s,
         steps=args.steps, batch_size=args.batch_size, lr=args.lr, workers=args.workers,
