@@ -90,6 +90,10 @@ def test_the_receivers_dc_offset_is_removed_before_cutting() -> None:
         out += dec.flush(2.0)
         assert out and all(isinstance(b, Burst) for b in out)
         means[tau] = [complex(b.iq.mean()) for b in out]
+        if tau:  # the status shows the leak the blocker removes: |0.3 - 0.2j|^2 is -8.9 dB
+            assert dec.stats()["receiver_dc_dbfs"] == pytest.approx(-8.9, abs=0.3)
+        else:
+            assert "receiver_dc_dbfs" not in dec.stats()
     # without the blocker every burst carries the leak; with it, the leak is gone
     assert len(means[0]) == len(bursts) and all(abs(m - leak) < 0.1 for m in means[0])
     on = means[IngestConfig().dc_block_samples]

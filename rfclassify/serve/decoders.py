@@ -4,7 +4,7 @@
     decoder.decode(frames, received_s)   -> list[Burst | Reject]   one ZeroMQ multipart message
     decoder.poll_timeout(now_s)          -> list[Burst | Reject]   call when no message came for a while
     decoder.flush(received_s)            -> list[Burst | Reject]   end of stream: close what is open
-    decoder.stats()                      -> dict[str, int]         counters that are not rejects
+    decoder.stats()                      -> dict[str, float]       counters that are not rejects (and levels)
 
 Decoders never raise for bad input: a bad message becomes a `Reject` with a short reason
 code (listed in REASONS and docs/ingest.md) and the decoder keeps working for the next one.
@@ -114,8 +114,9 @@ class Decoder(ABC):
         """End of input: emit whatever is still buffered."""
         return []
 
-    def stats(self) -> dict[str, int]:
-        """Counters that are not rejects (e.g. short energy blips the cutter discarded)."""
+    def stats(self) -> dict[str, float]:
+        """Counters that are not rejects (e.g. short energy blips the cutter discarded), and levels
+        a decoder measures (gr-stream: the receiver's DC offset)."""
         return dict(self._counters)
 
     def _count(self, name: str, n: int = 1) -> None:

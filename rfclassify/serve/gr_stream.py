@@ -17,6 +17,7 @@ the open burst is abandoned and a `stream_gap` reject says how many samples were
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -137,10 +138,13 @@ class GrStreamDecoder(Decoder):
         self._idle_flushed = True
         return self._bursts(self._cutter.flush(), received_s)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         out = super().stats()
         if isinstance(self._cutter, EnergyCutter):
             out["cutter_short_dropped"] = self._cutter.dropped_short
+        if self._dc is not None and self._dc.dc != 0:
+            # power of the DC the blocker removes, dB re full scale 1.0: an operator can see a leaky front end
+            out["receiver_dc_dbfs"] = round(10.0 * math.log10(abs(self._dc.dc) ** 2 + 1e-30), 1)
         return out
 
     def _reject(self, reason: str, detail: str) -> Reject:

@@ -127,7 +127,7 @@ class Pipeline:
             threading.Thread(target=self._guard, args=(self._infer_loop,), name="inference", daemon=True),
             threading.Thread(target=self._guard, args=(self._publish_loop,), name="publisher", daemon=True),
         ]
-        self._decoder_stats: dict[str, int] = {}
+        self._decoder_stats: dict[str, float] = {}
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> None:
@@ -174,7 +174,7 @@ class Pipeline:
                 "batching": len(self.batcher), "infer_batches": len(self.infer_q),
                 "publish": len(self.publish_q), "publish_bytes": self.publish_q.nbytes}
 
-    def decoder_stats(self) -> dict[str, int]:
+    def decoder_stats(self) -> dict[str, float]:
         return dict(self._decoder_stats)
 
     def reconfigure(self, config: DaemonConfig) -> None:
