@@ -62,7 +62,7 @@ class DataRecipe:
     def __post_init__(self) -> None:
         check_normalization(self.normalization)
         self.channel_config()  # ConfigError for an unknown field or a bad value, before any worker starts
-        self.policy  # noqa: B018 -- BucketPolicy refuses a rate normalizer with keep_dc: fail at once
+        _ = self.policy  # BucketPolicy refuses a rate normalizer with keep_dc: fail here, not in a worker
         if len(self.time_share) != len(self.buckets_samples):
             # a bucket list given on the command line: weight 1024 double, the rest equal
             share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
