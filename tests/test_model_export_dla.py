@@ -151,11 +151,12 @@ def test_concat_off_channel_axis_is_caught():
     assert _reasons(ok) == []
 
 
-def test_product_stem_exports_folded_dla_legal_and_in_parity(tmp_path, randomize_batchnorm):
+@pytest.mark.parametrize("merge", ["concat", "add"])
+def test_product_stem_exports_folded_dla_legal_and_in_parity(tmp_path, randomize_batchnorm, merge):
     from rfclassify.model.network import PRODUCT_STEM, build_network
 
     torch.manual_seed(3)
-    net = randomize_batchnorm(build_network({"product_stem": PRODUCT_STEM})).eval()
+    net = randomize_batchnorm(build_network({"product_stem": {**PRODUCT_STEM, "merge": merge}})).eval()
     path = export_onnx(net, tmp_path / "p.onnx")
     ops = _ops(path)
     assert "BatchNormalization" not in ops and {"Mul", "Concat"} <= ops

@@ -206,3 +206,42 @@ def test_growth_refuses_anything_but_appended_units():
     assert "only units can be added" in growth_problems(base, {**base, "stages": base["stages"][:5]})[0]
     with pytest.raises(ValueError, match="stage 0 channels"):
         grow_network(build_network(), base, wider)
+
+
+def test_a_grown_product_stem_starts_as_the_parent_and_then_learns():
+    from rfclassify.model.network import grow_network, growth_problems
+
+    torch.manual_seed(1)
+    parent = build_network().train()
+    with torch.no_grad():
+        parent(torch.randn(16, 2, 1, 256))
+        for m in parent.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+    arch = {**parent.arch, "product_stem": {**PRODUCT_STEM, "merge": "add"}}
+    assert growth_problems(parent.arch, arch) == []
+    grown = grow_network(parent, parent.arch, arch)
+    assert count_parameters(grown) > count_parameters(parent)
+    x = torch.randn(4, 2, 1, 512)
+    for train_mode in (False, True):  # BatchNorm on batch statistics too: the branch adds exactly 0
+        with torch.no_grad():
+            (a, sa), (b, sb) = parent.train(train_mode)(x), grown.train(train_mode)(x)
+        assert torch.equal(a, b) and torch.equal(sa, sb), train_mode
+    opt = torch.optim.SGD(grown.parameters(), lr=0.1)
+    logits, _ = grown(x)
+    torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2, 3])).backward()
+    assert grown.product_merge.bn.weight.grad.abs().sum() > 0  # the zero scale is where learning starts
+    opt.step()
+    with torch.no_grad():
+        assert not torch.equal(grown.eval()(x)[0], parent.eval()(x)[0])
+
+
+def test_a_product_stem_can_only_be_grown_with_merge_add():
+    from rfclassify.model.network import growth_problems
+
+    base = build_network().arch
+    assert "needs \"merge\": \"add\"" in growth_problems(base, {**base, "product_stem": PRODUCT_STEM})[0]
+    with_stem = {**base, "product_stem": {**PRODUCT_STEM, "merge": "add"}}
+    assert growth_problems(with_stem, {**with_stem, "product_stem": {**PRODUCT_STEM, "merge": "add", "kernel": 15}})
+    with pytest.raises(ValueError, match="merge"):
+        build_network({"product_stem": {**PRODUCT_STEM, "merge": "sum"}})

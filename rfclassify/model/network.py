@@ -20,7 +20,12 @@ lag products x[n] x*[n-k] and x[n]^2) and products of two 1x1 mixes of those (fo
 spanning x^4 and squared lag products). A ReLU network can only approximate such products
 crudely, yet they carry what separates phase and amplitude constellations under a carrier
 offset (moments and cumulants C20/C21/C40/C42 are means of exactly these). The branch is
-made of DLA layers only: convolutions, elementwise Mul, Concat on channels.
+made of DLA layers only: convolutions, elementwise Mul, Concat on channels. Its outputs join
+the stem's in one of two ways (``product_stem["merge"]``): ``"concat"`` (the default, as the
+second session trained it) widens stage 1's input, so stage 1 gains a 1x1 projection;
+``"add"`` passes them through a 1x1 conv + BN whose scale starts at zero and adds the result
+to the stem's output, so a trained network without the branch can grow one and start as
+exactly the same function (see growth_problems).
 
 Every Conv is followed by a BatchNorm in training; export folds them (see export.py).
 """
@@ -148,13 +153,17 @@ def growth_problems(parent_arch: dict[str, Any] | None, arch: dict[str, Any] | N
     """Why `arch` is not a deepening of `parent_arch` that starts as the same function (empty: it is).
 
     A deepening keeps every constructor argument and every stage's width and kernel, and only
-    appends residual units to stages (the parent's dilation list is a prefix of the new one).
-    Each new unit starts as the identity (its last BatchNorm scale is zero, see ResUnit), so
-    the grown network computes exactly what the parent did and training adds capacity from
-    there instead of from scratch."""
+    appends residual units to stages (the parent's dilation list is a prefix of the new one)
+    and may add a product stem with ``"merge": "add"`` to a parent without one. Each new unit
+    starts as the identity (its last BatchNorm scale is zero, see ResUnit) and a new product
+    branch's contribution starts at zero, so the grown network computes exactly what the
+    parent did and training adds capacity from there instead of from scratch."""
     old, new = arch_with_defaults(parent_arch), arch_with_defaults(arch)
+    added_product = not old.get("product_stem") and bool(new.get("product_stem"))
     out = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-           if k != "stages" and old.get(k) != new.get(k)]
+           if k != "stages" and old.get(k) != new.get(k) and not (k == "product_stem" and added_product)]
+    if added_product and new["product_stem"].get("merge", "concat") != "add":
+        out.append('product_stem: a grown product stem needs "merge": "add" (concat widens stage 1\'s input)')
     if len(old["stages"]) != len(new["stages"]):
         return out + [f"{len(old['stages'])} stages -> {len(new['stages'])}; only units can be added"]
     for i, (a, b) in enumerate(zip(old["stages"], new["stages"])):
@@ -178,8 +187,10 @@ def grow_network(parent: Any, parent_arch: dict[str, Any] | None, arch: dict[str
     grown = build_network(arch)
     missing, unexpected = grown.load_state_dict(parent.state_dict(), strict=False)
     parent_units = [len(s["dilations"]) for s in arch_with_defaults(parent_arch)["stages"]]
-    for key in missing:  # only the appended units may lack weights: stages.<i>.units.<j>.*
+    for key in missing:  # only appended units and an added product branch may lack weights
         parts = key.split(".")
+        if parts[0] in ("product", "product_merge") and not arch_with_defaults(parent_arch).get("product_stem"):
+            continue
         if not (len(parts) > 4 and parts[0] == "stages" and parts[2] == "units"
                 and int(parts[3]) >= parent_units[int(parts[1])]):
             raise ValueError(f"grown network has no parent weights for {key}")
@@ -259,12 +270,19 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
             self.squeeze_outputs = True            # False: 4-D outputs (static DLA graphs)
             self.stem = ConvBN(int(a["in_channels"]), int(a["stem_channels"]), int(a["stem_kernel"]))
             stages, c = [], int(a["stem_channels"])
-            self.product = None
+            self.product = self.product_merge = None
             if a.get("product_stem"):
                 ps = a["product_stem"]
+                merge = ps.get("merge", "concat")
+                if merge not in ("concat", "add"):
+                    raise ValueError(f'product_stem merge must be "concat" or "add", got {merge!r}')
                 self.product = ProductStem(int(a["in_channels"]), int(ps["order2"]), int(ps.get("order4", 0)),
                                            int(ps["kernel"]))
-                c += self.product.channels
+                if merge == "add":  # into the stem's output, through a conv whose BN scale starts at 0
+                    self.product_merge = ConvBN(self.product.channels, c, 1, relu=False)
+                    nn.init.zeros_(self.product_merge.bn.weight)
+                else:
+                    c += self.product.channels
             for i, spec in enumerate(a["stages"]):
                 stages.append(Stage(c, spec, 1 if i == 0 else int(a["pool"])))
                 c = int(spec["channels"])
@@ -289,7 +307,9 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
 
         def forward(self, x):
             h = self.stem(x)
-            if self.product is not None:
+            if self.product_merge is not None:
+                h = h + self.product_merge(self.product(x))
+            elif self.product is not None:
                 h = torch.cat([h, self.product(x)], dim=1)
             f = self.global_pool(self.stages(h))
             logits, snr = self.head(f), self.snr_head(f)
