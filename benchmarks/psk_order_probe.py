@@ -33,6 +33,8 @@ from rfclassify.model.network import PRODUCT_STEM, grow_network, load_trained  #
 CLASSES = ("16PSK", "32PSK")
 SPS, LENGTH = 4, 256
 CHANNEL = ChannelConfig.only("timing")
+ARMS = ("plain network", "product stem", "power path, unit magnitude (not DLA-legal)",
+        "power path, products only (DLA-legal)")
 
 
 def bursts(n: int, rng: np.random.Generator, snr_db: tuple[float, float]) -> synth.SynthBatch:
@@ -52,10 +54,50 @@ def power16_statistic(iq: np.ndarray, rolloff: float) -> float:
     return best
 
 
-def fine_tune(model_dir: str, graft: bool, steps: int) -> list[tuple[int, float]]:
+class PowerPath(torch.nn.Module):
+    """Probe only: matched filter, optionally unit magnitude, then z^4, z^8, z^16 and their local means."""
+
+    def __init__(self, unit_magnitude: bool, orders: tuple[int, ...] = (4, 8, 16), mean_samples: int = 31) -> None:
+        super().__init__()
+        self.unit_magnitude, self.orders, self.mean_samples = unit_magnitude, orders, mean_samples
+        self.channels = 4 * len(orders)
+        self.fir = torch.nn.Conv2d(2, 2, (1, 33), padding=(0, 16), groups=2, bias=False)
+        taps = rrc(np.arange(-16, 17) / SPS, np.array(0.35)) / SPS
+        with torch.no_grad():
+            self.fir.weight[:] = torch.tensor(taps, dtype=torch.float32).view(1, 1, 1, 33)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.fir(x)
+        re, im = z[:, 0:1], z[:, 1:2]
+        if self.unit_magnitude:
+            r = torch.sqrt(re * re + im * im) + 1e-6
+            re, im = re / r, im / r
+        feats, order = [], 1
+        while order < max(self.orders):
+            re, im, order = re * re - im * im, 2 * re * im, order * 2
+            if order in self.orders:
+                pad = (0, self.mean_samples // 2)
+                feats += [re, im, torch.nn.functional.avg_pool2d(re, (1, self.mean_samples), 1, pad),
+                          torch.nn.functional.avg_pool2d(im, (1, self.mean_samples), 1, pad)]
+        return torch.cat(feats, dim=1)
+
+
+def graft(model: torch.nn.Module, arm: str) -> torch.nn.Module:
+    """The shipped network with the arm's extra branch merged into its stem (the parent's function at step 0)."""
+    if arm == "product stem":
+        return grow_network(model, model.arch, {**model.arch, "product_stem": {**PRODUCT_STEM, "merge": "add"}})
+    if arm.startswith("power path"):
+        model.product = PowerPath(unit_magnitude="unit" in arm)
+        c = model.stem.conv.out_channels
+        bn = torch.nn.BatchNorm2d(c)
+        torch.nn.init.zeros_(bn.weight)
+        model.product_merge = torch.nn.Sequential(torch.nn.Conv2d(model.product.channels, c, 1, bias=False), bn)
+    return model
+
+
+def fine_tune(model_dir: str, arm: str, steps: int) -> list[tuple[int, float]]:
     model, meta = load_trained(model_dir)
-    if graft:
-        model = grow_network(model, model.arch, {**model.arch, "product_stem": {**PRODUCT_STEM, "merge": "add"}})
+    model = graft(model, arm)
     held = bursts(400, np.random.default_rng(99), (30.0, 30.0))
     x_held = torch.from_numpy(to_model_input(normalize_batch(held.iq, meta.normalization)))
 
@@ -98,10 +140,10 @@ def main() -> None:
         print(f"matched filter + |mean z^16| > 0.5: {np.mean(says_16 == (held.label_index == held.label_index.min())):.1%} "
               f"right (16PSK median {np.median(stat[held.label_index == held.label_index.min()]):.2f}, "
               f"32PSK median {np.median(stat[held.label_index != held.label_index.min()]):.2f})", flush=True)
-        for graft in (False, True):
+        for arm in ARMS:
             t0 = time.perf_counter()
-            curve = fine_tune(args.model_dir, graft, args.steps)
-            print(f"{'grafted product stem' if graft else 'plain network'}: held-out accuracy by step "
+            curve = fine_tune(args.model_dir, arm, args.steps)
+            print(f"{arm}: held-out accuracy by step "
                   + ", ".join(f"{s}: {a:.1%}" for s, a in curve) + f" ({time.perf_counter() - t0:.0f} s)", flush=True)
     finally:
         synth.SPS_RANGE = default_sps
