@@ -119,6 +119,24 @@ def _kept_dc(mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return dc * np.minimum(1.0, DC_CAP / np.maximum(mag, 1e-30))
 
 
+def _normalize_rows(x: np.ndarray, normalization: str) -> tuple[np.ndarray, np.ndarray]:
+    """(normalized rows in x's precision, which rows had power to normalize) for a 2-D complex x.
+
+    The one implementation of the rule in the module docstring; rows without power come back
+    as zeros."""
+    check_normalization(normalization)
+    total = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
+    mean = x.mean(axis=1, keepdims=True)
+    x = x - mean
+    power = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
+    live = power > np.maximum(1e-30, ZERO_POWER_RELATIVE * total)
+    scale = np.where(live, 1.0 / np.sqrt(np.maximum(power, 1e-30)), 0.0)
+    x = x * scale
+    if normalization == "keep_dc":
+        x = x + _kept_dc(mean, scale)
+    return x, live[:, 0]
+
+
 def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
     """Normalized complex64 copy of a 1-D burst (module docstring); MessageError if it can't be normalized."""
     x = np.asarray(iq)
@@ -127,17 +145,10 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
     x = x.astype(np.complex128, copy=False)
     if not np.all(np.isfinite(x)):
         raise MessageError("non_finite", "burst contains NaN or Inf samples")
-    total = float(np.mean(x.real**2 + x.imag**2)) if x.size else 0.0
-    mean = x.mean() if x.size else 0j
-    x = x - mean
-    power = float(np.mean(x.real**2 + x.imag**2)) if x.size else 0.0
-    if not power > max(1e-30, ZERO_POWER_RELATIVE * total):
+    y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
+    if not live[0]:
         raise MessageError("zero_power", "burst has no power after DC removal")
-    scale = 1.0 / math.sqrt(power)
-    x = x * scale
-    if check_normalization(normalization) == "keep_dc":
-        x = x + _kept_dc(np.asarray(mean), np.asarray(scale))
-    return x.astype(np.complex64)
+    return y[0].astype(np.complex64)
 
 
 def normalize_batch(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
@@ -145,17 +156,7 @@ def normalize_batch(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
 
     Rows with zero power come back as zeros (training data never has them; the serving
     path uses normalize_burst, which rejects them)."""
-    x = np.asarray(iq, dtype=np.complex64)
-    total = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
-    mean = x.mean(axis=1, keepdims=True)
-    x = x - mean
-    power = np.mean(x.real**2 + x.imag**2, axis=1, keepdims=True)
-    live = power > np.maximum(1e-30, ZERO_POWER_RELATIVE * total)
-    scale = np.where(live, 1.0 / np.sqrt(np.maximum(power, 1e-30)), 0.0)
-    x = x * scale
-    if check_normalization(normalization) == "keep_dc":
-        x = x + _kept_dc(mean, scale)
-    return x.astype(np.complex64)
+    return _normalize_rows(np.asarray(iq, dtype=np.complex64), normalization)[0].astype(np.complex64)
 
 
 def to_model_input(windows: np.ndarray) -> np.ndarray:
