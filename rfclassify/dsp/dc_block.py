@@ -6,11 +6,11 @@ strong relative to a weak burst for a carrier, so stream input subtracts a runni
 the stream's mean first. The estimate is a one-pole average with a time constant of
 ``time_constant_samples``: it follows a receiver's DC, which lasts for the whole stream, and
 moves little during one burst, so a burst's own carrier at 0 Hz stays (a burst of n samples
-loses on average about n / (2 time_constant) of it: 3 % for 4096 samples at the default 65,536). Over the first time constant of the stream the
-estimate is the plain mean of everything so far, so a leak is removed from the start instead
-of decaying away over several time constants (and a burst at the very start of the stream
-counts more). Processing is sample-exact across chunks: how a stream is split into messages
-does not change the output.
+loses on average about n / (2 time_constant) of it: 3 % for 4096 samples at the default
+65,536). Over the first time constant of the stream the estimate is the plain mean of
+everything so far, so a leak is removed from the start instead of decaying away over several
+time constants (and a burst at the very start of the stream counts more). Processing is
+sample-exact across chunks: how a stream is split into messages does not change the output.
 """
 
 from __future__ import annotations

@@ -186,10 +186,11 @@ def grow_network(parent: Any, parent_arch: dict[str, Any] | None, arch: dict[str
         raise ValueError("the network is not the parent's with units added: " + "; ".join(problems))
     grown = build_network(arch)
     missing, unexpected = grown.load_state_dict(parent.state_dict(), strict=False)
-    parent_units = [len(s["dilations"]) for s in arch_with_defaults(parent_arch)["stages"]]
+    parent_a = arch_with_defaults(parent_arch)
+    parent_units = [len(s["dilations"]) for s in parent_a["stages"]]
     for key in missing:  # only appended units and an added product branch may lack weights
         parts = key.split(".")
-        if parts[0] in ("product", "product_merge") and not arch_with_defaults(parent_arch).get("product_stem"):
+        if parts[0] in ("product", "product_merge") and not parent_a.get("product_stem"):
             continue
         if not (len(parts) > 4 and parts[0] == "stages" and parts[2] == "units"
                 and int(parts[3]) >= parent_units[int(parts[1])]):

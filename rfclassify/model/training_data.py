@@ -33,7 +33,7 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
-from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_batch, to_model_input
+from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
 from rfclassify.labels import LABELS
 
 Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
@@ -60,9 +60,10 @@ class DataRecipe:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_normalization(self.normalization)
         self.channel_config()  # ConfigError for an unknown field or a bad value, before any worker starts
-        _ = self.policy  # BucketPolicy refuses a rate normalizer with keep_dc: fail here, not in a worker
+        # BucketPolicy checks the normalization and refuses a rate normalizer with keep_dc: fail
+        # here, not in a worker
+        _ = self.policy
         if len(self.time_share) != len(self.buckets_samples):
             # a bucket list given on the command line: weight 1024 double, the rest equal
             share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
@@ -145,11 +146,12 @@ def make_rate_rows(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Gener
     if rate is None:
         raise ValueError("make_rate_rows needs a recipe with target_sps; use make_batch")
     labels, snr, parts = _draw(recipe, bucket, n, rng)
+    channel = recipe.channel_config()
     out: dict[int, list[Batch]] = {}
     for lo, hi, length in parts:
         if hi <= lo:
             continue
-        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=recipe.channel_config())
+        sb = synthesize(labels[lo:hi], length, rng, snr_db=snr[lo:hi], channel=channel)
         iq = normalize_batch(sb.iq, recipe.normalization)
         grid = rate.grid_index(iq)
         for k in np.unique(grid):
