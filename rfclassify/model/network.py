@@ -27,27 +27,6 @@ second session trained it) widens stage 1's input, so stage 1 gains a 1x1 projec
 to the stem's output, so a trained network without the branch can grow one and start as
 exactly the same function (see growth_problems).
 
-Optional power path (``arch["power_path"]``, seventh session): the branch that lets the
-network tell 16PSK from 32PSK and resolve dense constellations. For each of a few symbol
-rates (``sps``), a 1xk FIR per I/Q started as the root-raised-cosine matched filter at that
-rate; each filtered sample brought close to unit magnitude; its 4th, 8th and 16th powers by
-repeated complex squaring; each power and its product with its conjugate one symbol earlier
-(a carrier offset holds that product's phase constant), per sample and as the squares of
-their short local means (the 1x1 merge can add them into squared magnitudes); plus the
-clipped power |x|^2 itself. With a fixed carrier phase and rate, such 16th powers let the
-network tell 16 phase states from 32 where no ReLU stack of this size learns to
-(benchmarks/psk_order_probe.md); trained at scale on the full chain, see docs/model.md.
-Unit magnitude is ``x / |x|``, Sqrt and Div, which the
-DLA does not run; here it is ``x * y`` with y from a fixed number of Newton steps for
-1/sqrt(p), ``y <- y (1.5 - 0.5 p y^2)`` from ``y0 = 1/sqrt(power_clip)`` on p = |x|^2 after
-clipping I and Q at sqrt(power_clip / 2) (9 dB above a unit-power sample by default): Clip,
-Mul and Sub only, monotone from below so |x y| never exceeds 1, normalizing samples with
-real power while those near zero (whose phase is noise) stay small. The
-branch's features enter the stem's output through a 1x1 conv + BN whose scale starts at
-zero, so a trained network can grow one and start as exactly itself (see growth_problems).
-Every layer is a DLA layer: 1xk convolutions (the one-symbol delay is a fixed depthwise
-conv), Clip, elementwise Mul/Add/Sub, average pools of window <= 8, Concat on channels.
-
 Every Conv is followed by a BatchNorm in training; export folds them (see export.py).
 """
 
@@ -81,22 +60,10 @@ DEFAULT_ARCH: dict[str, Any] = {
     "snr_init_db": 5.0,      # bias of the SNR output at initialization (mid-range of training)
     # optional multiplicative stem beside the 1xk stem (None: off); see ProductStem
     "product_stem": None,
-    # optional matched-filter power branch (None: off); see PowerPath and POWER_PATH
-    "power_path": None,
 }
 
 #: The product stem the A/B training run tried (see docs/model.md).
 PRODUCT_STEM: dict[str, int] = {"order2": 16, "order4": 16, "kernel": 31}
-
-#: The power path of the seventh session (see PowerPath in build_network and docs/model.md).
-POWER_PATH: dict[str, Any] = {
-    "sps": [2.5, 4.5, 8.0, 13.0],  # matched-filter rates; the symbol delay of each is round(sps)
-    "taps": 31,                     # FIR length (odd, <= DLA's 32)
-    "orders": [4, 8, 16],           # powers kept (each a power of two)
-    "newton_steps": 8,
-    "power_clip": 16.0,             # I and Q are clipped at sqrt(power_clip / 2) first, so |x|^2 <= this
-    "mean_window": 7,               # local mean: this average pool (odd, <= 8), applied twice
-}
 
 #: DLA limits the network must respect (mirrored in dla_check.py, which checks the ONNX).
 MAX_POOL_WINDOW = 8
@@ -156,15 +123,9 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
     convs = [("stem", int(a["stem_kernel"]), 1)]
     if a.get("product_stem"):
         convs.append(("product_stem", int(a["product_stem"]["kernel"]), 1))
-    if a.get("power_path"):
-        pp = a["power_path"]
-        convs.append(("power_path fir", int(pp["taps"]), 1))
-        convs.append(("power_path symbol delay", 2 * max(power_path_lags(pp)) + 1, 1))
     for i, spec in enumerate(a["stages"]):
         convs += [(f"stage {i} unit {j}", int(spec["kernel"]), int(d)) for j, d in enumerate(spec["dilations"])]
     out = []
-    if a.get("power_path"):
-        out += power_path_problems(a["power_path"])
     for where, k, d in convs:
         pad = d * (k - 1) // 2
         if not CONV_KERNEL[0] <= k <= CONV_KERNEL[1]:
@@ -188,44 +149,19 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
     return out
 
 
-def power_path_lags(pp: dict[str, Any]) -> list[int]:
-    """The one-symbol delay, in samples, of each matched-filter rate of a power path."""
-    return [max(1, int(round(float(r)))) for r in pp["sps"]]
-
-
-def power_path_problems(pp: dict[str, Any]) -> list[str]:
-    """What is wrong with a power-path spec (empty: nothing), without torch."""
-    out = []
-    if not pp.get("sps") or any(float(r) < 1.0 for r in pp["sps"]):
-        out.append(f"power_path sps {pp.get('sps')!r}: needs one or more rates >= 1")
-    orders = [int(k) for k in pp.get("orders", [])]
-    if not orders or any(k < 2 or k & (k - 1) for k in orders):
-        out.append(f"power_path orders {orders}: needs powers of two >= 2")
-    if int(pp.get("taps", 0)) % 2 == 0:
-        out.append(f"power_path taps {pp.get('taps')}: must be odd (same-length output)")
-    w = int(pp.get("mean_window", 0))
-    if w % 2 == 0 or not 1 <= w <= MAX_POOL_WINDOW:
-        out.append(f"power_path mean_window {w}: must be odd and 1..{MAX_POOL_WINDOW}")
-    if float(pp.get("power_clip", 0)) <= 0 or int(pp.get("newton_steps", -1)) < 0:
-        out.append("power_path power_clip must be > 0 and newton_steps >= 0")
-    return out
-
-
 def growth_problems(parent_arch: dict[str, Any] | None, arch: dict[str, Any] | None) -> list[str]:
     """Why `arch` is not a deepening of `parent_arch` that starts as the same function (empty: it is).
 
     A deepening keeps every constructor argument and every stage's width and kernel, and only
     appends residual units to stages (the parent's dilation list is a prefix of the new one)
-    and may add a product stem with ``"merge": "add"`` or a power path to a parent without
-    one. Each new unit starts as the identity (its last BatchNorm scale is zero, see ResUnit)
-    and a new branch's contribution starts at zero, so the grown network computes exactly what the
+    and may add a product stem with ``"merge": "add"`` to a parent without one. Each new unit
+    starts as the identity (its last BatchNorm scale is zero, see ResUnit) and a new product
+    branch's contribution starts at zero, so the grown network computes exactly what the
     parent did and training adds capacity from there instead of from scratch."""
     old, new = arch_with_defaults(parent_arch), arch_with_defaults(arch)
     added_product = not old.get("product_stem") and bool(new.get("product_stem"))
-    added_power = not old.get("power_path") and bool(new.get("power_path"))
     out = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-           if k != "stages" and old.get(k) != new.get(k) and not (k == "product_stem" and added_product)
-           and not (k == "power_path" and added_power)]
+           if k != "stages" and old.get(k) != new.get(k) and not (k == "product_stem" and added_product)]
     if added_product and new["product_stem"].get("merge", "concat") != "add":
         out.append('product_stem: a grown product stem needs "merge": "add" (concat widens stage 1\'s input)')
     if len(old["stages"]) != len(new["stages"]):
@@ -241,7 +177,7 @@ def growth_problems(parent_arch: dict[str, Any] | None, arch: dict[str, Any] | N
 
 
 def grow_network(parent: Any, parent_arch: dict[str, Any] | None, arch: dict[str, Any]) -> Any:
-    """A network of `arch` holding `parent`'s weights, its added units and branches contributing nothing yet.
+    """A network of `arch` holding `parent`'s weights, its added residual units at identity.
 
     Raises ValueError (naming every difference) when `arch` is not a deepening of
     `parent_arch` (see growth_problems)."""
@@ -255,8 +191,6 @@ def grow_network(parent: Any, parent_arch: dict[str, Any] | None, arch: dict[str
     for key in missing:  # only appended units and an added product branch may lack weights
         parts = key.split(".")
         if parts[0] in ("product", "product_merge") and not parent_a.get("product_stem"):
-            continue
-        if parts[0] in ("power", "power_merge") and not parent_a.get("power_path"):
             continue
         if not (len(parts) > 4 and parts[0] == "stages" and parts[2] == "units"
                 and int(parts[3]) >= parent_units[int(parts[1])]):
@@ -317,79 +251,6 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
                 return p2
             return torch.cat([p2, self.c(p2) * self.d(p2)], dim=1)
 
-    class PowerPath(nn.Module):
-        """Matched filters, near-unit-magnitude samples, their powers and local statistics (module docstring)."""
-
-        def __init__(self, pp: dict[str, Any]):
-            super().__init__()
-            import numpy as np
-
-            from rfclassify.dsp.pulses import rrc
-
-            problems = power_path_problems(pp)
-            if problems:
-                raise ValueError("; ".join(problems))
-            rates, taps = [float(r) for r in pp["sps"]], int(pp["taps"])
-            self.n = n = len(rates)
-            self.orders = sorted(int(k) for k in pp["orders"])
-            self.steps, self.clip = int(pp["newton_steps"]), float(pp["power_clip"])
-            self.window = int(pp["mean_window"])
-            # the real and imaginary parts of the filtered signal, each started as the unit-energy
-            # RRC at its rate on I (fir_re) or Q (fir_im); two convs, because a Slice is not a DLA layer
-            self.fir_re = nn.Conv2d(2, n, (1, taps), padding=(0, taps // 2), bias=False)
-            self.fir_im = nn.Conv2d(2, n, (1, taps), padding=(0, taps // 2), bias=False)
-            t = np.arange(taps) - taps // 2
-            bank = np.stack([rrc(t / r, np.array(0.35)) for r in rates])
-            bank /= np.sqrt((bank ** 2).sum(axis=1, keepdims=True))
-            lags = power_path_lags(pp)
-            span = max(lags)
-            delay = np.zeros((n, 1, 1, 2 * span + 1), np.float32)
-            delay[np.arange(n), 0, 0, span - np.array(lags)] = 1.0  # out[t] = in[t - lag]
-            with torch.no_grad():
-                bank_t = torch.tensor(bank, dtype=torch.float32).view(n, 1, taps)
-                self.fir_re.weight.zero_()
-                self.fir_re.weight[:, 0] = bank_t
-                self.fir_im.weight.zero_()
-                self.fir_im.weight[:, 1] = bank_t
-            self.register_buffer("delay", torch.tensor(delay))
-            self.channels = n * (1 + 8 * len(self.orders))
-
-        def local_mean(self, x):
-            w = self.window
-            for _ in range(2):
-                x = torch.nn.functional.avg_pool2d(x, (1, w), (1, 1), (0, w // 2))
-            return x
-
-        def unit_magnitude(self, re, im):
-            """(re, im, p): the parts clipped and scaled close to unit magnitude (never above), and their clipped power."""
-            c = (self.clip / 2) ** 0.5  # clip each part at c, so that p <= power_clip and |x y| <= 1
-            re, im = torch.clamp(re, -c, c), torch.clamp(im, -c, c)
-            p = re * re + im * im
-            y0 = self.clip ** -0.5
-            if self.steps == 0:
-                return re * y0, im * y0, p
-            y = p * (-0.5 * y0 ** 3) + 1.5 * y0  # the first step from the constant y0 (no Shape op in the graph)
-            for _ in range(self.steps - 1):
-                y = y * (1.5 - 0.5 * p * y * y)
-            return re * y, im * y, p
-
-        def forward(self, x):
-            re, im, p = self.unit_magnitude(self.fir_re(x), self.fir_im(x))
-            feats, order = [p], 1
-            while order < self.orders[-1]:
-                re, im, order = re * re - im * im, 2 * re * im, 2 * order
-                if order not in self.orders:
-                    continue
-                pad = (0, self.delay.shape[-1] // 2)
-                dre = torch.nn.functional.conv2d(re, self.delay, padding=pad, groups=self.n)
-                dim = torch.nn.functional.conv2d(im, self.delay, padding=pad, groups=self.n)
-                # (re + j im)(dre - j dim): the power against its value one symbol earlier
-                xre, xim = re * dre + im * dim, im * dre - re * dim
-                # per sample, and squared local means (the 1x1 merge adds re^2 + im^2 pairs into magnitudes)
-                m = self.local_mean(torch.cat([re, im, xre, xim], dim=1))
-                feats += [re, im, xre, xim, m * m]
-            return torch.cat(feats, dim=1)
-
     class Stage(nn.Module):
         def __init__(self, c_in: int, spec: dict[str, Any], pool: int):
             super().__init__()
@@ -423,11 +284,6 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
                     nn.init.zeros_(self.product_merge.bn.weight)
                 else:
                     c += self.product.channels
-            self.power = self.power_merge = None
-            if a.get("power_path"):  # always merged by addition, its contribution starting at zero
-                self.power = PowerPath(a["power_path"])
-                self.power_merge = ConvBN(self.power.channels, c, 1, relu=False)
-                nn.init.zeros_(self.power_merge.bn.weight)
             for i, spec in enumerate(a["stages"]):
                 stages.append(Stage(c, spec, 1 if i == 0 else int(a["pool"])))
                 c = int(spec["channels"])
@@ -456,8 +312,6 @@ def build_network(arch: dict[str, Any] | None = None) -> Any:
                 h = h + self.product_merge(self.product(x))
             elif self.product is not None:
                 h = torch.cat([h, self.product(x)], dim=1)
-            if self.power is not None:
-                h = h + self.power_merge(self.power(x))
             f = self.global_pool(self.stages(h))
             logits, snr = self.head(f), self.snr_head(f)
             if not self.squeeze_outputs:
