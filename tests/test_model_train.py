@@ -172,6 +172,24 @@ def test_init_from_starts_at_the_parent_weights_and_adds_up_the_lineage(tmp_path
         TrainConfig(out_dir="x", steps=1, init_from="a", arch={"stem_kernel": 40})
 
 
+def test_the_dla_pre_check_of_a_warm_start_holds_the_parents_network_to_the_new_buckets(tmp_path):
+    """--init-from trains the parent's network (with --arch on top), not the default one: a parent
+    with a seventh stage (downsampling 64) cannot take a 96-sample bucket the default network can."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.network import DEFAULT_ARCH
+
+    seven = {**DEFAULT_ARCH, "stages": [*DEFAULT_ARCH["stages"], DEFAULT_ARCH["stages"][-1]]}
+    ModelMeta(model_id="parent-7", arch=seven).save(tmp_path / "seven")
+    ModelMeta(model_id="parent-6", arch=dict(DEFAULT_ARCH)).save(tmp_path / "six")
+    for arch in ({}, {"product_stem": {"order2": 4, "order4": 0, "kernel": 15, "merge": "add"}}):
+        with pytest.raises(ConfigError, match=r"bucket 96 is not a multiple of the backbone's downsampling \(64\)"):
+            TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "seven"), arch=arch, buckets_samples=(96,))
+        TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "six"), arch=arch, buckets_samples=(96,))
+    TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "seven"), buckets_samples=(128,))
+    # an unreadable parent is train()'s to report (exit 2, "no model in"), not the pre-check's
+    TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "none"), buckets_samples=(96,))
+
+
 def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):
     tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
     deeper = {"stages": [{"channels": 32, "kernel": 3, "dilations": [1, 1]}, {"channels": 48, "kernel": 3,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._cpus import usable_cpu_count
-from rfclassify._exceptions import ConfigError
+from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.dsp.windows import check_normalization
 from rfclassify.labels import LABELS, NOISE_LABEL
@@ -79,6 +79,20 @@ class TrainConfig:
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
+    def _network_arch(self) -> dict[str, Any]:
+        """The constructor overrides of the network this run trains: --arch, on the parent's with --init-from.
+
+        An unreadable parent falls back to --arch alone; train() then names the problem."""
+        if not self.init_from:
+            return dict(self.arch)
+        from rfclassify.model.meta import ModelMeta
+
+        try:
+            parent = ModelMeta.load(self.init_from).arch or {}
+        except ModelNotFoundError:
+            parent = {}
+        return {**parent, **self.arch}
+
     def __post_init__(self) -> None:
         if self.steps is None and self.time_budget_s is None:
             raise ConfigError("give --steps or --time-budget-s (or both)")
@@ -90,12 +104,11 @@ class TrainConfig:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
         if self.init_from and self.resume:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
-        # before any device time is spent: the product only ships networks the DLA can run
-        # (with --init-from and no --arch the network is the parent's, checked when it was trained)
+        # before any device time is spent: the product only ships networks the DLA can run, at
+        # every bucket it trains (with --init-from the network is the parent's, with --arch on top)
         from rfclassify.model.network import dla_arch_problems
 
-        problems = [] if self.init_from and not self.arch else dla_arch_problems(self.arch,
-                                                                                 tuple(self.buckets_samples))
+        problems = dla_arch_problems(self._network_arch(), tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.normalization is not None:
