@@ -136,16 +136,17 @@ def graft(model: torch.nn.Module, arm: str) -> torch.nn.Module:
     return model
 
 
-def fine_tune(model_dir: str, arm: str, steps: int) -> list[tuple[int, float]]:
-    model, meta = load_trained(model_dir)
-    model = graft(model, arm)
-    held = bursts(400, np.random.default_rng(99), (30.0, 30.0))
-    x_held = torch.from_numpy(to_model_input(normalize_batch(held.iq, meta.normalization)))
+def fine_tune_curve(model: torch.nn.Module, normalization: str, draw, steps: int, every: int
+                    ) -> list[tuple[int, float]]:
+    """Fine-tune `model` on draw(n, rng, snr_range) -> (iq, label_index) bursts, 64 a step (AdamW, lr 5e-4),
+    and score it on 400 held-out ones at 30 dB every `every` steps: [(step, accuracy)]. Shared by the probes."""
+    held_iq, held_y = draw(400, np.random.default_rng(99), (30.0, 30.0))
+    x_held = torch.from_numpy(to_model_input(normalize_batch(held_iq, normalization)))
 
     def score() -> float:
         model.eval()
         with torch.no_grad():
-            ok = model(x_held)[0].argmax(1).numpy() == held.label_index
+            ok = model(x_held)[0].argmax(1).numpy() == held_y
         model.train()
         return float(ok.mean())
 
@@ -155,15 +156,25 @@ def fine_tune(model_dir: str, arm: str, steps: int) -> list[tuple[int, float]]:
     curve = [(0, score())]
     model.train()
     for step in range(1, steps + 1):
-        b = bursts(64, rng, (20.0, 30.0))
-        x = torch.from_numpy(to_model_input(normalize_batch(b.iq, meta.normalization)))
-        loss = torch.nn.functional.cross_entropy(model(x)[0], torch.from_numpy(b.label_index.astype(np.int64)))
+        iq, y = draw(64, rng, (20.0, 30.0))
+        x = torch.from_numpy(to_model_input(normalize_batch(iq, normalization)))
+        loss = torch.nn.functional.cross_entropy(model(x)[0], torch.from_numpy(y.astype(np.int64)))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % (steps // 4) == 0:
+        if step % every == 0:
             curve.append((step, score()))
     return curve
+
+
+def fine_tune(model_dir: str, arm: str, steps: int) -> list[tuple[int, float]]:
+    model, meta = load_trained(model_dir)
+
+    def draw(n: int, rng: np.random.Generator, snr_db: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        b = bursts(n, rng, snr_db)
+        return b.iq, b.label_index
+
+    return fine_tune_curve(graft(model, arm), meta.normalization, draw, steps, steps // 4)
 
 
 def main() -> None:
