@@ -10,7 +10,6 @@ carrier phase, carrier offset up to 0.02 cycles/sample and symbol timing, SNR 20
 (high_order_sync_ladder.symbols_at) and the network sees, normalized the model's way:
 
 - ``raw``: the control, no clock: the first 1024 samples, as the model sees bursts today;
-
 - ``aligned2``: 2 samples/symbol (each instant and the half-symbol point after it), 256
   samples = 128 symbols;
 - ``aligned1``: the 256 symbols alone;
@@ -46,10 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from high_order_sync_ladder import BLIND_ROLLOFF, estimate_symbol_rate, symbols_at  # noqa: E402
 from psk_order_probe import fine_tune_curve  # noqa: E402
 
-from rfclassify.dsp.rate import estimate_sps  # noqa: E402
-
 from rfclassify.dsp import synth  # noqa: E402
 from rfclassify.dsp.channel import ChannelConfig  # noqa: E402
+from rfclassify.dsp.rate import estimate_sps  # noqa: E402
 from rfclassify.model.network import load_trained  # noqa: E402
 
 CLASSES = ["16PSK", "32PSK"]  # --classes replaces them
