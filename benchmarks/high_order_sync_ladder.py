@@ -53,8 +53,17 @@ from high_order_bound import Hypotheses, class_loglik, hypotheses, symbol_loglik
 from rfclassify.dsp import measure  # noqa: E402
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS  # noqa: E402
 from rfclassify.dsp.rate import estimate_sps  # noqa: E402
-from rfclassify.dsp.synth import SPS_RANGE, ChannelConfig, synthesize  # noqa: E402
-from rfclassify.dsp.windows import normalize_burst  # noqa: E402
+# The blind clock and carrier centroid moved into the product (eighth session); imported
+# here under their old names, which the other benchmarks and the tests use.
+from rfclassify.dsp.symbol_clock import (  # noqa: E402,F401
+    BLIND_ROLLOFF,
+    EDGE_SYMBOLS,
+    estimate_carrier_and_noise,
+    estimate_symbol_rate,
+    remove_dc_line,
+    symbols_at,
+)
+from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS, HIGH_SNR_DB, clean_json  # noqa: E402
 
 N_SAMPLES = 1024
@@ -62,15 +71,9 @@ SNRS_DB = (10.0, 14.0, 20.0, 30.0)
 # the shipped model on the test split's 1024-sample bursts, SNR >= 10 dB (hybrid_refiner_eval.json)
 CNN_HIGH_ORDER_GE10 = 0.619
 CNN_NO_FADING_PN_PA_GE10 = 0.728     # the same, bursts without fading, phase noise and PA
-BLIND_ROLLOFF = 0.3                  # the blind matched filter's roll-off (true: 0.15..0.5)
-ROLLOFF_MAX = 0.5                    # the widest band a linear burst can occupy: (1 + 0.5) / sps
-EDGE_SYMBOLS = 2                     # keep symbols centred >= 2 symbols inside the burst
-RATE_NFFT = 1 << 16                  # |x|^2 line search transform (2x interpolated samples)
 CARRIER_ORDERS = (4, 8, 16, 32)      # M-th power carrier estimates
 N0_GRID = (1.0, 4.0, 16.0)           # N0 factors tried per class (a generalized likelihood)
-DC_LINE_RATIO = 10.0                 # 0 Hz bin over its neighbours above which the mean is LO leakage
 DD_ITERATIONS = 0                    # decision-directed phase passes per class (2 cost 7 points)
-COARSE_TOLERANCE = 1.35              # the line is searched within this factor of estimate_sps
 # Options of the blind receiver (off by default: the baseline of the .md). --equalizer cma:
 EQ_TAPS = 9                          # fractionally spaced (T/2) blind equalizer taps: +-2 symbols
 CMA_ITERATIONS = 150                 # full-batch CMA gradient steps on the burst's symbols
@@ -81,23 +84,6 @@ CMA_R2 = 1.32
 # --phase-search: QAM phase from the likelihood on a grid over [0, pi/2) instead of the M-th power
 PHASE_GRID = 32                      # coarse points, then PHASE_GRID // 4 around the best
 PHASE_SEARCH_SYMBOLS = 128           # evenly spaced symbols the grid is scored on (cost)
-
-
-def symbols_at(x: np.ndarray, sps: float, rolloff: float, timing_samples: float, sro_ppm: float = 0.0,
-               edge_symbols: float = EDGE_SYMBOLS) -> np.ndarray:
-    """RRC matched-filter outputs of a baseband burst at symbol instants k * sps + timing.
-
-    measure.matched_filter keeps only symbols whose whole +-8-symbol pulse lies in the burst;
-    zero padding lets it return every symbol centred at least edge_symbols inside (their filter
-    is truncated at the burst edge, which costs little beyond ~2 symbols from it)."""
-    scale = 1 + 1e-6 * sro_ppm
-    pad = int(math.ceil(RRC_SPAN_SYMBOLS * sps)) + 2
-    xp = np.concatenate([np.zeros(pad), np.asarray(x, np.complex128), np.zeros(pad)])
-    # Symbol k of x is symbol k + 8 of the padded burst (matched_filter starts at its 8th).
-    y = measure.matched_filter(xp, sps, rolloff, timing_samples + pad * scale - RRC_SPAN_SYMBOLS * sps, sro_ppm)
-    centre = (np.arange(y.size) * sps + timing_samples) / scale  # sample index in x
-    keep = (centre >= edge_symbols * sps) & (centre <= x.size - 1 - edge_symbols * sps)
-    return y[keep]
 
 
 def half_symbol_regressors(x: np.ndarray, sps: float, rolloff: float, timing_samples: float,
@@ -190,92 +176,6 @@ def genie_symbols(x: np.ndarray, p: np.void) -> tuple[np.ndarray, float]:
     y = symbols_at(x, float(p["samples_per_symbol"]), float(p["rolloff"]), float(p["timing_offset_samples"]),
                    float(p["sro_ppm"]))
     return unit_energy(y, n0), n0
-
-
-def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candidates: int = 1
-                         ) -> list[tuple[float, float]]:
-    """Blind candidates (samples per symbol, timing offset in samples in [0, sps)) of one
-    burst, strongest line first.
-
-    E|x(t)|^2 of an RRC burst is periodic in T with its maximum at the symbol instants, so
-    |x|^2 carries a spectral line at 1/T whose phase is the timing. x is interpolated 2x first
-    (its band is < 1 cycle/sample wide, so |x|^2 then does not alias) and the line is searched
-    over the synthesizer's 2..16 samples per symbol, within a factor COARSE_TOLERANCE of
-    coarse_sps when given (rfclassify.dsp.rate.estimate_sps: at low roll-off the line is weak
-    and a bump of the continuous part far from it can win)."""
-    from scipy.ndimage import uniform_filter1d
-    from scipy.signal import find_peaks
-
-    n = x.size
-    spec = np.fft.fft(x)
-    half = n // 2
-    wide = np.zeros(2 * n, np.complex128)
-    wide[:half], wide[-(n - half):] = spec[:half], spec[half:]
-    e = np.abs(np.fft.ifft(wide)) ** 2
-    t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0  # time in samples from the burst centre
-    w = np.hanning(2 * n) * (e - e.mean())
-    power = np.abs(np.fft.rfft(w, RATE_NFFT)) ** 2
-    # A line is a few bins wide; the continuous part of |x|^2's spectrum (the data, the noise)
-    # is broad. So a line is a large ratio to the local mean around it, 4..32 native bins away.
-    up = RATE_NFFT // (2 * n)
-    local = uniform_filter1d(power, 64 * up, mode="nearest") * 64 - uniform_filter1d(power, 8 * up, mode="nearest") * 8
-    f = np.arange(power.size) * 2.0 / RATE_NFFT  # cycles per original sample
-    band = (f >= 1 / (SPS_RANGE[1] * 1.03)) & (f <= 1 / (SPS_RANGE[0] * 0.97))
-    if coarse_sps is not None:  # the occupied-bandwidth estimate is within 25 % for ~97 %
-        band &= (f >= 1 / (coarse_sps * COARSE_TOLERANCE)) & (f <= COARSE_TOLERANCE / coarse_sps)
-    # The band's mean keeps near-empty stretches (nothing but window leakage) from scoring.
-    ratio = np.where(band, power / (local / 56 + np.mean(power[band]) + 1e-300), 0.0)
-    peaks, _ = find_peaks(ratio, distance=4 * up)
-    if peaks.size == 0:
-        peaks = np.array([int(np.argmax(ratio))])
-    out = []
-    for k in peaks[np.argsort(ratio[peaks])[::-1][:n_candidates]]:
-        k = int(k) - 2 * up + int(np.argmax(power[k - 2 * up:k + 2 * up + 1]))  # the line's own peak
-        a, b, c = np.log(power[k - 1:k + 2] + 1e-300)
-        f_sym = (k + 0.5 * (a - c) / (a - 2 * b + c)) * 2.0 / RATE_NFFT
-        line = np.sum(w * np.exp(-2j * np.pi * f_sym * t))
-        sps = 1.0 / f_sym
-        # angle(line) = -2 pi f (tau - centre): the symbol instant nearest the centre, mod sps.
-        out.append((float(sps), float(((n - 1) / 2.0 - np.angle(line) / (2 * np.pi * f_sym)) % sps)))
-    return out
-
-
-def remove_dc_line(x: np.ndarray) -> np.ndarray:
-    """Unit-RMS complex128 copy of a burst with its mean removed only where the 0 Hz bin holds
-    a line (LO leakage): more than DC_LINE_RATIO times the periodogram just beside it. Removing
-    the mean always (normalize_burst) notches the signal's own 0 Hz content, which at zero
-    carrier offset is a -20 dB error on the symbols."""
-    x = np.asarray(x, np.complex128)
-    spec = np.abs(np.fft.fft(x)) ** 2
-    beside = np.mean(np.concatenate([spec[2:10], spec[-9:-1]]))
-    if spec[0] > DC_LINE_RATIO * beside:
-        x = x - x.mean()
-    return x / math.sqrt(max(float(np.mean(np.abs(x) ** 2)), 1e-30))
-
-
-def _periodogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(frequency cycles/sample in [-0.5, 0.5), Blackman periodogram scaled so white noise of
-    variance s2 reads s2 in every bin)."""
-    w = np.blackman(x.size)
-    p = np.abs(np.fft.fft(x * w)) ** 2 / np.sum(w ** 2)
-    return np.fft.fftfreq(x.size), p
-
-
-def estimate_carrier_and_noise(x: np.ndarray, sps: float) -> tuple[float, float]:
-    """Blind (carrier frequency cycles/sample, noise variance per sample) of a unit-RMS burst:
-    the power centroid of the band the estimated rate occupies (twice, recentred), then the
-    mean periodogram outside the widest such band ((1 + 0.5) / sps) as the noise floor."""
-    f, p = _periodogram(x)
-    half_band = 0.5 * (1 + ROLLOFF_MAX) / sps
-    f0 = float(np.sum(f * p) / np.sum(p))
-    for _ in range(3):
-        d = (f - f0 + 0.5) % 1.0 - 0.5
-        inside = np.abs(d) <= half_band
-        f0 += float(np.sum(d[inside] * p[inside]) / np.sum(p[inside]))
-    d = np.abs((f - f0 + 0.5) % 1.0 - 0.5)
-    outside = d > half_band + 4.0 / x.size
-    floor = float(np.mean(p[outside])) if outside.sum() >= 8 else float(np.percentile(p, 5))
-    return f0, min(max(floor, 1e-6), 0.999)
 
 
 def _vv(y: np.ndarray, m: int) -> np.ndarray:

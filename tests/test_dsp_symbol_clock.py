@@ -1,0 +1,86 @@
+"""The blind symbol clock and its carrier-invariant statistics (rfclassify.dsp.symbol_clock)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rfclassify.dsp import symbol_clock as sc
+from rfclassify.dsp.channel import ChannelConfig
+from rfclassify.dsp.constellations import constellation
+from rfclassify.dsp.synth import synthesize
+
+# positions in the invariant vector
+VALID = 0
+LAG = {k: 3 + sc.HIST_BINS + 2 * i for i, k in enumerate(sc.POWERS)}
+
+
+def _symbols(label: str, n: int, seed: int, snr_db: float | None = None) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    alphabet = constellation(label)
+    y = alphabet[rng.integers(0, alphabet.size, n)].astype(np.complex128)
+    if snr_db is not None:
+        y = y + np.sqrt(10 ** (-snr_db / 10) / 2) * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    return y
+
+
+def test_invariants_do_not_move_with_carrier_phase_offset_or_scale():
+    y = _symbols("64QAM", 400, seed=1, snr_db=25.0)
+    base = sc.clock_invariants(y)
+    k = np.arange(y.size)
+    turned = sc.clock_invariants(3.7 * y * np.exp(1j * (1.1 + 2 * np.pi * 1e-4 * k)))
+    assert base[VALID] == 1.0 and base.shape == (sc.N_INVARIANTS,)
+    np.testing.assert_allclose(turned, base, rtol=0.02, atol=0.02)
+
+
+def test_sixteenth_power_lag_separates_16psk_from_32psk():
+    """The line 16PSK has and 32PSK lacks: u^16 is constant for 16PSK and +-1 for 32PSK."""
+    f16 = sc.clock_invariants(_symbols("16PSK", 300, seed=2, snr_db=30.0) * np.exp(0.4j))
+    f32 = sc.clock_invariants(_symbols("32PSK", 300, seed=3, snr_db=30.0) * np.exp(0.4j))
+    assert f16[LAG[16]] > 0.5 > 0.2 > f32[LAG[16]]
+    assert f32[LAG[32]] > 0.5  # at the 32nd power 32PSK has the line too
+
+
+@pytest.mark.parametrize("burst", [
+    np.zeros(500, np.complex64),                     # silent
+    np.full(500, 1 + 1j, np.complex64),              # pure DC (LO leakage only)
+    np.full(500, np.nan, np.complex64),              # non-finite
+    np.ones(10, np.complex64),                       # shorter than MIN_CLOCK_SAMPLES
+    np.array([], np.complex64),
+])
+def test_burst_invariants_give_the_invalid_vector_for_bursts_with_no_clock(burst):
+    out = sc.burst_invariants(burst)
+    assert out.shape == (sc.N_INVARIANTS,) and not np.any(out)
+
+
+def test_burst_invariants_find_the_clock_of_a_real_burst():
+    """A synthesized 16PSK burst (unknown rate, timing, carrier phase and offset) at its blind
+    clock shows the 16th-power line; a 32PSK burst does not; a long burst costs no more than
+    its central MAX_CLOCK_SAMPLES."""
+    rng = np.random.default_rng(7)
+    chan = ChannelConfig.only("timing", "cfo", "phase")
+    b = synthesize(["16PSK", "32PSK"], 2048, rng, 30.0, chan)
+    f16, f32 = sc.burst_invariants(b.iq[0]), sc.burst_invariants(b.iq[1])
+    assert f16[VALID] == f32[VALID] == 1.0
+    assert f16[LAG[16]] > 0.4 > f32[LAG[16]]
+    long = synthesize(["16PSK"], 100_000, rng, 30.0, chan).iq[0]
+    out = sc.burst_invariants(long)
+    assert out[VALID] == 1.0 and out[-1] <= np.log(sc.MAX_CLOCK_SAMPLES / 2)
+
+
+def test_burst_invariants_never_raise_on_garbage():
+    rng = np.random.default_rng(11)
+    n = 700
+    garbage = [
+        np.zeros(n, np.complex64) + 1e-30,                          # nearly silent
+        (rng.standard_normal(n) * 1e30).astype(np.complex128),      # huge
+        np.where(np.arange(n) == 350, 1e6, 0).astype(np.complex64),  # one spike
+        np.exp(2j * np.pi * 0.1 * np.arange(n)),                    # a bare tone
+        rng.integers(-128, 127, n),                                 # real integers
+        np.tile([1 + 0j, -1 + 0j], n // 2),                         # Nyquist square wave
+        rng.standard_normal(40) + 1j * rng.standard_normal(40),     # just long enough
+        np.concatenate([rng.standard_normal(300), np.full(300, np.inf)]),
+    ]
+    for x in garbage:
+        out = sc.burst_invariants(x)
+        assert out.shape == (sc.N_INVARIANTS,) and np.all(np.isfinite(out))
