@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "train the classifier (torch, CPU or CUDA)"),
     "evaluate": ("evaluate", "evaluate a model on an HDF5 dataset and write the model card"),
     "export": ("export", "export a trained model to ONNX"),
+    "fit-refiner": ("fit_refiner", "fit the constellation refiner to a trained model"),
     "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),
     "keys": ("keys", "make CURVE key pairs for the daemon's sockets"),
 }

@@ -6,7 +6,9 @@
 
 Each burst goes through ``rfclassify.dsp.windows.burst_to_windows`` (the normalization and
 bucket rule shared with training), windows are grouped by bucket across bursts and batched
-through the backend, and each burst's windows are aggregated by ``engine.results``.
+through the backend, and each burst's windows are aggregated by ``engine.results``. When the
+model has a constellation refiner (``engine.refiner``), a burst whose top class is one it
+re-decides goes through it, on the CPU, before the result is made.
 The daemon batches windows across bursts itself with ``infer_windows`` and
 ``results_from_outputs``.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +33,9 @@ from rfclassify.engine.results import (
 )
 from rfclassify.engine.select import Selection, backend_class, select_backend
 from rfclassify.model.meta import ModelMeta, default_model_dir
+
+if TYPE_CHECKING:
+    from rfclassify.engine.refiner import Refiner
 
 __all__ = ["ClassificationResult", "Classifier", "as_burst"]
 
@@ -59,19 +64,21 @@ def as_burst(burst: object) -> np.ndarray:
 class Classifier:
     """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
 
-    def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5) -> None:
+    def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5,
+                 refiner: Refiner | None = None) -> None:
         self._backend = backend
         self._selection = selection
         self.top_k = int(top_k)
         self.meta: ModelMeta = backend.meta
         self.model_dir: Path = backend.model_dir
         self.policy: BucketPolicy = self.meta.bucket_policy
+        self.refiner = refiner
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
              precision: str = "auto", device: str | None = None, *, top_k: int = 5,
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
-             threads: int | None = None) -> Classifier:
+             threads: int | None = None, refiner: bool = True) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -80,20 +87,25 @@ class Classifier:
         chosen and why is in ``clf.backend``, ``clf.precision``, ``clf.backend_reason`` and
         ``clf.precision_reason``. warmup=True runs every bucket once before returning (on CUDA:
         captures the graphs of every bucket and batch size, 1 up to max_batch_size, so no
-        request pays for a capture); threads limits CPU threads.
+        request pays for a capture); threads limits CPU threads; refiner=False leaves out the
+        model's constellation refiner (the network decides alone).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
         if len(meta.labels) < 2:  # an empty list too: nothing to choose between
             raise ConfigError(
                 f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
+        refine = None
+        if refiner and meta.refiner:  # before the backend: a broken refiner file fails fast
+            from rfclassify.engine.refiner import Refiner
+            refine = Refiner.load(model_dir, meta.refiner, meta.labels)
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
         if warmup:
             impl.warmup()
-        return cls(impl, selection=sel, top_k=top_k)
+        return cls(impl, selection=sel, top_k=top_k, refiner=refine)
 
     # -- what is running ----------------------------------------------------------------
     @property
@@ -149,7 +161,8 @@ class Classifier:
         """backend/precision/device/model and the reasons, for logs and `status`."""
         return {"backend": self.backend, "precision": self.precision, "device": self.device,
                 "model": self.model_id, "backend_reason": self.backend_reason,
-                "precision_reason": self.precision_reason}
+                "precision_reason": self.precision_reason,
+                "refiner": list(self.refiner.labels) if self.refiner else None}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -164,8 +177,11 @@ class Classifier:
             raise InputError("classify takes a sequence of bursts; wrap a single burst in a list")
         rate = float(sample_rate) if sample_rate is not None else None
         cut: list[BurstWindows | ClassificationResult] = []
+        raw: list[np.ndarray | None] = []
         for burst in bursts:
-            cut.append(self._cut(burst, rate))
+            x, item = self._cut(burst, rate)
+            raw.append(x)
+            cut.append(item)
         by_bucket: dict[int, list[int]] = {}
         for i, item in enumerate(cut):
             if isinstance(item, BurstWindows):
@@ -182,18 +198,19 @@ class Classifier:
                 results[i] = self.results_from_outputs(
                     logits[offset:offset + n_w], snr_db[offset:offset + n_w],
                     w.n_samples, bucket, sample_rate=rate,  # type: ignore[union-attr]
-                    snr_offset_db=w.snr_offset_db)  # type: ignore[union-attr]
+                    snr_offset_db=w.snr_offset_db, burst=raw[i])  # type: ignore[union-attr]
                 offset += n_w
         return [r for r in results if r is not None]
 
-    def _cut(self, burst: Any, rate: float | None) -> BurstWindows | ClassificationResult:
-        n = 0
+    def _cut(self, burst: Any, rate: float | None) -> tuple[np.ndarray | None, BurstWindows | ClassificationResult]:
+        """(the burst as an array, or None; its windows, or its reject result)."""
+        n, x = 0, None
         try:
             x = as_burst(burst)
             n = int(x.shape[0]) if x.ndim else 0
-            return burst_to_windows(x, self.policy)
+            return x, burst_to_windows(x, self.policy)
         except MessageError as exc:
-            return reject_result(exc.reason, exc.detail, n, sample_rate_hz=rate)
+            return x, reject_result(exc.reason, exc.detail, n, sample_rate_hz=rate)
 
     # -- daemon-facing ------------------------------------------------------------------
     def infer_windows(self, bucket_samples: int, windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -215,13 +232,17 @@ class Classifier:
 
     def results_from_outputs(self, logits: np.ndarray, snr_db: np.ndarray, n_samples: int,
                              bucket_samples: int, sample_rate: float | None = None,
-                             snr_offset_db: float = 0.0) -> ClassificationResult:
+                             snr_offset_db: float = 0.0, burst: np.ndarray | None = None) -> ClassificationResult:
         """One burst's result from its windows' outputs: logits (W, n_labels), snr_db (W,).
 
         snr_offset_db: the burst's BurstWindows.snr_offset_db (resampling's SNR gain), taken off
-        the estimate so the result reports the SNR over the burst's full sampled band."""
+        the estimate so the result reports the SNR over the burst's full sampled band.
+        burst: its samples as received, for the refiner (None: the network decides alone)."""
         probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
-        return make_result(probs, snr - snr_offset_db, self.labels, n_samples=n_samples, bucket=bucket_samples,
+        snr -= snr_offset_db
+        if self.refiner is not None and burst is not None:
+            probs = self.refiner.refine(probs, snr, burst)
+        return make_result(probs, snr, self.labels, n_samples=n_samples, bucket=bucket_samples,
                            windows=int(np.shape(logits)[0]), unknown_threshold=self.meta.unknown_threshold,
                            top_k=self.top_k, sample_rate_hz=sample_rate)
 

@@ -60,6 +60,7 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "parameters": count_parameters(net),
         "flops_per_bucket": flops_per_bucket(net, meta.buckets_samples),
         "temperature": meta.temperature, "unknown_threshold": meta.unknown_threshold,
+        "refiner": meta.refiner,
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
@@ -85,6 +86,31 @@ def _lineage_lines(t: dict[str, Any]) -> list[str]:
              if t.get("grown_from_parameters") else "")
     return [f"- Warm-started from `{t['init_from']}`{grown}; over every run behind this model: {total['steps']:,} steps, "
             f"{total['train_s']} s of training schedule, {total['examples']:,} bursts (fresh and reused)"]
+
+
+def _refiner_lines(r: dict[str, Any]) -> list[str]:
+    """The constellation refiner's section (none for a model without one)."""
+    fit = r.get("fit")
+    if not fit:
+        return []
+    acc, acc10, cfg = fit["holdout_accuracy"], fit["holdout_accuracy_snr_ge_10db"], fit["config"]
+    return ["", "## Constellation refiner", "",
+            f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by a "
+            f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU) from the network's "
+            "log-probabilities and the burst's carrier-invariant statistics at its blind symbol clock "
+            "(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py); the probability the network gave "
+            f"those classes is shared out again, every other class keeps its own. File `{r['file']}` "
+            f"(sha256 {r['sha256'][:12]}...).", "",
+            f"- Fitted by `rfclassify fit-refiner --per-class {cfg['per_class']} --seed {cfg['seed']}`: "
+            f"{fit['bursts_synthesized']:,} bursts of those classes from the training recipe at "
+            f"{', '.join(map(str, fit['lengths']))} samples, {fit['bursts_routed']:,} of them called one of the "
+            f"classes by the network; {fit['total_s']:.0f} s on the CPU.",
+            f"- Held-out share ({fit['holdout_bursts']:,} of those bursts): network {_pct(acc['network'])} -> "
+            f"refined {_pct(acc['refined'])}; at SNR >= 10 dB {_pct(acc10['network'])} -> {_pct(acc10['refined'])}. "
+            "By burst length (network -> refiner): " + ", ".join(
+                f"{n}: {_pct(v['network'])} -> {_pct(v['refined'])}"
+                for n, v in sorted(fit.get("holdout_by_length", {}).items(), key=lambda kv: int(kv[0])))
+            + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."]
 
 
 def render_markdown(card: dict[str, Any]) -> str:
@@ -127,6 +153,7 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += ["", f"Export parity, worst over the dynamic and static graphs on random and synthesized "
                       f"bursts: |logit| {worst['max_abs_logit_diff']:.2e}, |softmax| "
                       f"{worst['max_abs_softmax_diff']:.2e}, |SNR| {worst['max_abs_snr_db_diff']:.2e} dB."]
+    lines += _refiner_lines(card.get("refiner") or {})
     lines += ["", "## Training", ""]
     if t:
         recipe = t.get("recipe", {})
@@ -173,7 +200,8 @@ def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
              f"Dataset `{d.get('file')}` (source {d.get('source')}, seed {d.get('seed')}, "
              f"{d.get('n_bursts')} bursts); made by `{d.get('command_line', '')}`. Run through the serving "
              f"Classifier: backend {run.get('backend')} {run.get('precision')} on {run.get('device')}, "
-             f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}.", "",
+             + ("with the constellation refiner, " if run.get("refiner") else "the network alone, ")
+             + f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}.", "",
              "| bucket | n | accuracy | mean over SNR | SNR >= 10 dB | SNR MAE 0..20 dB |",
              "|---:|---:|---:|---:|---:|---:|"]
     rows = list(ev.get("per_bucket", {}).items()) + [("all", o)]

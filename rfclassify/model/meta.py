@@ -44,6 +44,9 @@ class ModelMeta:
     #: per-burst normalization the model was trained with (rfclassify.dsp.windows.NORMALIZATIONS);
     #: older model.json files lack it and mean the only one they had, remove_dc
     normalization: str = "remove_dc"
+    #: the constellation refiner fitted on this model (rfclassify.engine.refiner): file, sha256,
+    #: classes, fit report; empty (older models too) = the network decides alone
+    refiner: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

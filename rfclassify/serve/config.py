@@ -74,6 +74,7 @@ class ModelConfig:
     unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
     threads: int = field(default=0, metadata=_check(lo=0, hi=1024))   # CPU backend threads; 0: all
     warmup: bool = True
+    refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
 
 
 @dataclass(frozen=True)

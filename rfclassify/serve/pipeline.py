@@ -75,7 +75,7 @@ class EngineAdapter:
             out.append(clf.results_from_outputs(
                 logits[offset:offset + n_w], snr_db[offset:offset + n_w], p.windows.n_samples,
                 batch.bucket_samples, sample_rate=p.burst.sample_rate_hz,
-                snr_offset_db=p.windows.snr_offset_db))
+                snr_offset_db=p.windows.snr_offset_db, burst=p.burst.iq))
             offset += n_w
         return out
 

@@ -1,0 +1,38 @@
+"""`rfclassify fit-refiner`: fit the constellation refiner to a trained model (torch, CPU)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rfclassify.engine.options import model_dir_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.model.refiner_fit import RefinerFitConfig
+
+    d = RefinerFitConfig()
+    parser.add_argument("--model-dir", type=model_dir_path, default=None,
+                        help="trained model directory; refiner.npz and model.json are written there "
+                             "(default: shipped models/)")
+    parser.add_argument("--per-class", type=int, default=d.per_class,
+                        help=f"bursts synthesized per high-order class (default {d.per_class})")
+    parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
+    parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
+    parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
+                        help="what runs the network while fitting")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.model.meta import default_model_dir
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend)
+    model_dir = args.model_dir or default_model_dir()
+    rep = fit_refiner(model_dir, cfg, progress=True)
+    acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]
+    print(f"wrote {model_dir}/refiner.npz: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
+          f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")
+    print(f"held-out ({rep['holdout_bursts']} bursts): network {100 * acc['network']:.1f} % -> refined "
+          f"{100 * acc['refined']:.1f} %; at >= 10 dB {100 * acc10['network']:.1f} % -> {100 * acc10['refined']:.1f} %")
+    print("re-run `rfclassify evaluate ... --card` for the model card's numbers")
+    return 0

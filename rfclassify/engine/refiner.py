@@ -1,0 +1,134 @@
+"""The constellation refiner: re-decides a burst among the high-order classes from its symbol statistics.
+
+The network sees raw samples and cannot find the lines that separate 16PSK from 32PSK or the
+dense QAMs from each other when the carrier and symbol rate are unknown (docs/model.md). The
+refiner is a late fusion that adds them: for a burst whose network top class is one of the
+refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the network's calibrated log-probabilities, its SNR estimate and
+the burst's carrier-invariant statistics at its blind symbol clock
+(``rfclassify.dsp.symbol_clock.burst_invariants``), runs a small two-layer perceptron (numpy,
+on the CPU, whatever backend ran the network), and shares the probability the network gave
+those classes out again by the perceptron's softmax. Every other class keeps the network's
+probability, so the label can only move inside the refiner's classes and the open-set
+threshold reads the result as before.
+
+Fitted by ``rfclassify.model.refiner_fit`` (``rfclassify fit-refiner``) on a trained model and
+stored beside it (``refiner.npz``, described in model.json's ``refiner``). A model without one
+classifies as the network alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.symbol_clock import N_INVARIANTS, burst_invariants
+
+log = logging.getLogger(__name__)
+
+REFINER_FILE = "refiner.npz"
+LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
+_ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Refiner:
+    """A fitted refiner: the classes it re-decides and its perceptron's weights (float32)."""
+
+    labels: tuple[str, ...]     # the classes it re-decides, in its output order
+    index: np.ndarray           # their indices in the model's labels
+    mean: np.ndarray            # (F,) feature standardization
+    scale: np.ndarray           # (F,)
+    w1: np.ndarray              # (F, H)
+    b1: np.ndarray              # (H,)
+    w2: np.ndarray              # (H, K)
+    b2: np.ndarray              # (K,)
+    #: bursts shorter than this are left to the network (the fit's held-out bursts said the
+    #: refiner does not help them: too few symbols for the statistics)
+    min_samples: int = 0
+
+    @property
+    def n_features(self) -> int:
+        return int(self.mean.size)
+
+    @staticmethod
+    def features(probs: np.ndarray, snr_db: np.ndarray | float, invariants: np.ndarray) -> np.ndarray:
+        """The perceptron's input rows: [log network probabilities, network SNR estimate / 10 dB,
+        burst invariants]."""
+        p = np.atleast_2d(np.asarray(probs, np.float64))
+        snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
+        inv = np.atleast_2d(np.asarray(invariants, np.float64))
+        return np.concatenate([np.log(np.maximum(p, LOG_PROB_FLOOR)), snr, inv], axis=1).astype(np.float32)
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """(n, K) perceptron outputs of (n, F) feature rows."""
+        x = (np.asarray(features, np.float32) - self.mean) / self.scale
+        h = np.maximum(x @ self.w1 + self.b1, 0.0)
+        return h @ self.w2 + self.b2
+
+    def applies(self, probs: np.ndarray) -> bool:
+        """Whether the network's top class of this burst is one the refiner re-decides."""
+        return bool(np.isin(int(np.argmax(probs)), self.index))
+
+    def refine(self, probs: np.ndarray, snr_db: float, iq: np.ndarray) -> np.ndarray:
+        """The burst's probabilities with the refiner's classes re-shared (unchanged when the
+        network's top class is not one of them); snr_db: the network's estimate for the burst."""
+        probs = np.asarray(probs, np.float64)
+        if np.shape(iq)[0] < self.min_samples or not self.applies(probs):
+            return probs
+        try:
+            inv = burst_invariants(iq)
+        except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
+            log.warning("refiner: burst invariants failed; the network's decision stands", exc_info=True)
+            return probs
+        z = self.logits(self.features(probs, snr_db, inv))[0].astype(np.float64)
+        q = np.exp(z - z.max())
+        out = probs.copy()
+        out[self.index] = probs[self.index].sum() * q / q.sum()
+        return out
+
+    # -- storage ------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
+                 **{k: getattr(self, k) for k in _ARRAYS})
+        return path
+
+    @classmethod
+    def load(cls, model_dir: str | Path, info: dict[str, Any], model_labels: tuple[str, ...]) -> Refiner:
+        """The refiner model.json's `info` describes; ModelNotFoundError if its file is missing,
+        altered, or does not fit the model's labels or the invariants of this version."""
+        path = Path(model_dir) / str(info.get("file", REFINER_FILE))
+        if not path.is_file():
+            raise ModelNotFoundError(f"model.json names a refiner, but {path} is missing")
+        if info.get("sha256") and file_sha256(path) != info["sha256"]:
+            raise ModelNotFoundError(f"{path} does not match the sha256 model.json records; refit or re-export it")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                labels = tuple(str(s) for s in z["labels"])
+                arrays = {k: np.asarray(z[k], np.float32) for k in _ARRAYS}
+                min_samples = int(z["min_samples"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
+        unknown = [lb for lb in labels if lb not in model_labels]
+        if unknown:
+            raise ModelNotFoundError(f"{path}: classes {unknown} are not among the model's labels")
+        expected = len(model_labels) + 1 + N_INVARIANTS
+        shapes_ok = (arrays["mean"].shape == arrays["scale"].shape == (expected,)
+                     and arrays["w1"].shape[0] == expected and arrays["w1"].shape[1] == arrays["b1"].size
+                     and arrays["w2"].shape == (arrays["b1"].size, len(labels)) and arrays["b2"].size == len(labels))
+        if not shapes_ok:
+            raise ModelNotFoundError(
+                f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
+                f"(fitted by another version? run `rfclassify fit-refiner` again)")
+        index = np.array([model_labels.index(lb) for lb in labels])
+        return cls(labels=labels, index=index, min_samples=min_samples, **arrays)

@@ -1,0 +1,212 @@
+"""Fit the constellation refiner (rfclassify.engine.refiner) to a trained model, on synthesized bursts.
+
+Bursts of the refiner's classes (the 12 high-order ones) are drawn from the model's own
+training recipe (its impairment chain and SNR range), at lengths spread over the buckets and
+beyond; the model classifies them as it serves (the network alone, any backend); the bursts it
+calls one of those classes become the refiner's examples: the network's log-probabilities, its
+SNR estimate and the burst's clocked invariants in, the true class out. A two-layer perceptron (torch, CPU) is
+trained on them with early stopping on a held-out share, saved beside the model as
+refiner.npz and recorded in model.json with what it was fitted on and how it did on the
+held-out share against the network alone. Refitting replaces it; retraining the network
+drops it (a refiner belongs to one network).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError
+from rfclassify.dsp.symbol_clock import burst_invariants
+from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256
+from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+log = logging.getLogger(__name__)
+
+FIT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)   # burst lengths drawn, uniformly
+
+
+@dataclass(frozen=True)
+class RefinerFitConfig:
+    per_class: int = 3000          # bursts synthesized per refiner class
+    seed: int = 20261208
+    hidden: int = 128
+    epochs: int = 300              # at most; early stopping usually ends far sooner
+    patience: int = 20             # epochs without a held-out gain before stopping
+    lr: float = 2e-3
+    weight_decay: float = 1e-3
+    dropout: float = 0.2
+    holdout: float = 0.15          # share of the routed bursts kept out for early stopping
+    workers: int = 2               # processes computing the invariants (0 or 1: in this one)
+    backend: str = "onnxruntime"   # what runs the network while fitting
+    chunk: int = 256               # bursts synthesized and classified at a time
+
+    def __post_init__(self) -> None:
+        if self.per_class < 10:
+            raise ConfigError(f"per_class must be >= 10, got {self.per_class}")
+        if not 0.05 <= self.holdout <= 0.5:
+            raise ConfigError(f"holdout must be in 0.05..0.5, got {self.holdout}")
+        if self.hidden < 1 or self.epochs < 1 or self.patience < 1:
+            raise ConfigError("hidden, epochs and patience must be >= 1")
+
+
+def _invariants(chunk: list[np.ndarray]) -> np.ndarray:
+    return np.stack([burst_invariants(x) for x in chunk])
+
+
+def all_invariants(bursts: list[np.ndarray], workers: int) -> np.ndarray:
+    """burst_invariants of every burst, in order, over `workers` processes."""
+    from rfclassify.dsp.symbol_clock import N_INVARIANTS
+
+    if not bursts:
+        return np.zeros((0, N_INVARIANTS), np.float32)
+    chunks = [bursts[i:i + 64] for i in range(0, len(bursts), 64)]
+    if workers <= 1:
+        return np.concatenate([_invariants(c) for c in chunks])
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return np.concatenate(pool.map(_invariants, chunks))
+
+
+def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...] = HIGH_ORDER_LABELS,
+                    progress: bool = False) -> dict[str, np.ndarray]:
+    """Synthesize cfg.per_class bursts of each class from the model's recipe, classify them
+    with the network alone, and keep the ones it calls one of `classes`: features (n, F), the
+    true class's index in `classes` (n,), the network's top class index in `classes` (n,),
+    SNR (n,) and burst length (n,)."""
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.training_data import DataRecipe
+
+    clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
+    recipe_info = dict(clf.meta.extra.get("training", {}).get("recipe", {}))
+    recipe = DataRecipe(channel_overrides=dict(recipe_info.get("channel_overrides", {})))
+    channel = recipe.channel_config()
+    snr_lo, snr_hi = recipe_info.get("snr_range_db", recipe.snr_range_db)
+    index = np.array([clf.labels.index(c) for c in classes])
+    rng = np.random.default_rng(cfg.seed)
+    labels = np.repeat(np.array(classes), cfg.per_class)
+    rng.shuffle(labels)
+    feats, truth, top, snrs, lengths, bursts = [], [], [], [], [], []
+    n_chunks = -(-labels.size // cfg.chunk)
+    for k, start in enumerate(range(0, labels.size, cfg.chunk)):
+        lab = labels[start:start + cfg.chunk]
+        length = int(rng.choice(FIT_LENGTHS))
+        snr = rng.uniform(snr_lo, snr_hi, lab.size)
+        batch = synthesize(list(lab), length, rng, snr, channel)
+        results = clf.classify(list(batch.iq))
+        probs = np.stack([r.probabilities for r in results])
+        keep = np.flatnonzero(np.isin(probs.argmax(1), index))
+        for i in keep:
+            bursts.append(batch.iq[i])
+            feats.append((probs[i], results[i].snr_db))
+            truth.append(classes.index(str(lab[i])))
+            top.append(int(np.flatnonzero(index == probs[i].argmax())[0]))
+            snrs.append(snr[i])
+            lengths.append(length)
+        if progress and (k + 1) % 10 == 0:
+            print(f"  synthesized and classified {k + 1}/{n_chunks} chunks", flush=True)
+    clf.close()
+    if len(bursts) < 50:
+        raise ConfigError(f"only {len(bursts)} bursts were routed to the refiner; raise per_class")
+    inv = all_invariants(bursts, cfg.workers)
+    x = Refiner.features(np.array([p for p, _ in feats]).reshape(len(feats), -1),
+                         np.array([s for _, s in feats]), inv)
+    return {"features": x, "truth": np.array(truth, np.int64), "network_top": np.array(top, np.int64),
+            "snr_db": np.array(snrs, np.float32), "length": np.array(lengths, np.int64)}
+
+
+def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
+                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Weights of the refiner's perceptron trained on (x, y) with early stopping on a held-out
+    share; returns (weights as Refiner arrays, the held-out row indices)."""
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    perm = rng.permutation(len(x))
+    n_hold = max(1, int(round(len(x) * cfg.holdout)))
+    hold, fit = perm[:n_hold], perm[n_hold:]
+    mean = x[fit].mean(0)
+    scale = x[fit].std(0) + 1e-6
+    xs = torch.tensor((x - mean) / scale, dtype=torch.float32)
+    yt = torch.tensor(y, dtype=torch.long)
+    net = torch.nn.Sequential(torch.nn.Linear(x.shape[1], cfg.hidden), torch.nn.ReLU(),
+                              torch.nn.Dropout(cfg.dropout), torch.nn.Linear(cfg.hidden, n_classes))
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    best, best_state, stale = -1.0, None, 0
+    for _ in range(cfg.epochs):
+        net.train()
+        for b in np.array_split(rng.permutation(fit), max(1, fit.size // 256)):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(xs[b]), yt[b]).backward()
+            opt.step()
+        net.eval()
+        with torch.no_grad():
+            acc = float((net(xs[hold]).argmax(1) == yt[hold]).float().mean())
+        if acc > best:
+            best, best_state, stale = acc, {k: v.detach().clone() for k, v in net.state_dict().items()}, 0
+        else:
+            stale += 1
+            if stale >= cfg.patience:
+                break
+    net.load_state_dict(best_state)
+    first, last = net[0], net[3]
+    weights = {"mean": mean.astype(np.float32), "scale": scale.astype(np.float32),
+               "w1": first.weight.detach().numpy().T.copy(), "b1": first.bias.detach().numpy().copy(),
+               "w2": last.weight.detach().numpy().T.copy(), "b2": last.bias.detach().numpy().copy()}
+    return weights, hold
+
+
+def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
+    """The smallest fit length from which on the refiner is at least as accurate as the network
+    at every fit length (held-out); one past the longest when it loses at the longest."""
+    lengths = sorted(by_length)
+    shortest = lengths[-1] + 1
+    for n in reversed(lengths):
+        if by_length[n]["refined"] < by_length[n]["network"]:
+            break
+        shortest = n
+    return int(shortest)
+
+
+def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
+                progress: bool = False) -> dict[str, Any]:
+    """Fit, save refiner.npz into model_dir and record it in model.json; returns the report."""
+    from rfclassify.model.meta import ModelMeta
+
+    meta = ModelMeta.load(model_dir)
+    classes = tuple(c for c in HIGH_ORDER_LABELS if c in meta.labels)
+    if len(classes) < 2:
+        raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
+    t0 = time.time()
+    ex = routed_examples(model_dir, cfg, classes, progress)
+    t_data = time.time() - t0
+    weights, hold = train_perceptron(ex["features"], ex["truth"], len(classes), cfg)
+    y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
+    pred = Refiner(labels=classes, index=np.zeros(0, int), **weights).logits(ex["features"][hold]).argmax(1)
+    by_length = {n: {"bursts": int(np.sum(length == n)), "network": float(np.mean(network[length == n] == y[length == n])),
+                     "refined": float(np.mean(pred[length == n] == y[length == n]))}
+                 for n in FIT_LENGTHS if np.any(length == n)}
+    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]),
+                      min_samples=shortest_helped(by_length), **weights)
+    pred = np.where(length >= refiner.min_samples, pred, network)  # as served: short bursts keep the network's
+    high = ex["snr_db"][hold] >= 10.0
+    report = {
+        "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
+        "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
+        "holdout_bursts": int(hold.size), "holdout_by_length": by_length, "min_samples": refiner.min_samples,
+        "holdout_accuracy": {"network": float(np.mean(network == y)), "refined": float(np.mean(pred == y))},
+        "holdout_accuracy_snr_ge_10db": {"network": float(np.mean(network[high] == y[high])),
+                                         "refined": float(np.mean(pred[high] == y[high]))},
+        "data_s": round(t_data, 1), "total_s": round(time.time() - t0, 1),
+    }
+    path = refiner.save(Path(model_dir) / REFINER_FILE)
+    info = {"file": REFINER_FILE, "sha256": file_sha256(path), "classes": list(classes), "fit": report}
+    meta.with_updates(refiner=info).save(model_dir)
+    return report

@@ -1,0 +1,185 @@
+"""The constellation refiner: what it changes in a result, how it is stored and loaded, and its fit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.symbol_clock import N_INVARIANTS
+from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256
+from rfclassify.labels import LABELS
+from rfclassify.model.meta import ModelMeta
+
+N_FEATURES = len(LABELS) + 1 + N_INVARIANTS
+
+
+def constant_refiner(classes: tuple[str, ...], favoured: str, hidden: int = 4) -> Refiner:
+    """A refiner whose perceptron ignores its input and always puts 90 % on `favoured`."""
+    k = len(classes)
+    b2 = np.zeros(k, np.float32)
+    b2[classes.index(favoured)] = np.log(0.9 * (k - 1) / 0.1)
+    return Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                   mean=np.zeros(N_FEATURES, np.float32), scale=np.ones(N_FEATURES, np.float32),
+                   w1=np.zeros((N_FEATURES, hidden), np.float32), b1=np.ones(hidden, np.float32),
+                   w2=np.zeros((hidden, k), np.float32), b2=b2)
+
+
+def _probs(top: str, p_top: float = 0.5) -> np.ndarray:
+    p = np.full(len(LABELS), (1 - p_top) / (len(LABELS) - 1))
+    p[LABELS.index(top)] = p_top
+    return p
+
+
+def test_refine_reshares_only_its_own_classes_and_keeps_their_mass():
+    ref = constant_refiner(("16PSK", "32PSK", "64QAM"), favoured="32PSK")
+    probs = _probs("16PSK", 0.6)
+    burst = np.exp(2j * np.pi * 0.05 * np.arange(1024)).astype(np.complex64)
+    out = ref.refine(probs, 20.0, burst)
+    assert out.sum() == pytest.approx(1.0)
+    mine = ref.index
+    others = np.setdiff1d(np.arange(len(LABELS)), mine)
+    np.testing.assert_allclose(out[others], probs[others])
+    assert out[mine].sum() == pytest.approx(probs[mine].sum())
+    assert LABELS[int(out.argmax())] == "32PSK"
+    assert out[LABELS.index("32PSK")] == pytest.approx(0.9 * probs[mine].sum(), rel=1e-5)
+
+
+def test_refine_leaves_bursts_whose_top_class_is_not_its_own():
+    ref = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
+    probs = _probs("QPSK", 0.4)
+    assert not ref.applies(probs)
+    np.testing.assert_array_equal(ref.refine(probs, 20.0, np.ones(512, np.complex64)), probs)
+
+
+def _with_refiner(model_dir, ref: Refiner):
+    path = ref.save(model_dir / REFINER_FILE)
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(refiner={"file": REFINER_FILE, "sha256": file_sha256(path),
+                               "classes": list(ref.labels)}).save(model_dir)
+
+
+def test_classifier_and_daemon_path_apply_the_models_refiner(tiny_model_dir, tmp_path):
+    from rfclassify.dsp.windows import burst_to_windows
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.serve.batching import Batch, Pending
+    from rfclassify.serve.bursts import Burst
+    from rfclassify.serve.pipeline import EngineAdapter
+
+    burst = (np.random.default_rng(3).standard_normal(2048) * (1 + 1j)).astype(np.complex64)
+    with Classifier.load(tiny_model_dir, backend="onnxruntime") as plain:
+        (r0,) = plain.classify([burst])
+    favoured = "NOISE" if r0.top[0][0] != "NOISE" else "FM"
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, constant_refiner(LABELS, favoured))  # re-decides every class
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        (r,) = clf.classify([burst])
+        cut = burst_to_windows(burst, clf.policy)
+        (d,) = EngineAdapter(clf).classify_batch(Batch(cut.bucket_samples, [Pending(Burst(iq=burst), cut)]))
+        assert clf.describe()["refiner"] == list(LABELS)
+    with Classifier.load(model_dir, backend="onnxruntime", refiner=False) as off:
+        (r_off,) = off.classify([burst])
+    assert r.top[0] == (favoured, pytest.approx(0.9, abs=1e-5)) and d.top[0][0] == favoured
+    assert r_off.top == r0.top  # refiner=False: the network alone
+
+
+@pytest.mark.parametrize("damage", ["missing", "altered", "shape", "label"])
+def test_a_broken_refiner_stops_the_load_with_a_clear_error(tiny_model_dir, tmp_path, damage):
+    from rfclassify.engine.classifier import Classifier
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    ref = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
+    if damage == "shape":
+        ref = Refiner(**{**ref.__dict__, "mean": ref.mean[:-1], "scale": ref.scale[:-1], "w1": ref.w1[:-1]})
+    _with_refiner(model_dir, ref)
+    if damage == "missing":
+        (model_dir / REFINER_FILE).unlink()
+    elif damage == "altered":
+        with np.load(model_dir / REFINER_FILE) as z:
+            arrays = dict(z)
+        arrays["b2"] = arrays["b2"] + 1
+        np.savez(model_dir / REFINER_FILE, **arrays)
+    elif damage == "label":
+        meta = json.loads((model_dir / "model.json").read_text())
+        meta["labels"] = [lb for lb in LABELS if lb != "32PSK"] + ["8PSK-X"]
+        (model_dir / "model.json").write_text(json.dumps(meta))
+    expected = {"missing": "missing", "altered": "sha256", "shape": "do not fit", "label": "not among"}[damage]
+    with pytest.raises(ModelNotFoundError, match=expected):
+        Classifier.load(model_dir, backend="onnxruntime")
+
+
+def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(tiny_model_dir, tmp_path):
+    pytest.importorskip("torch")
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.model.export import export_model_dir
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    rep = fit_refiner(model_dir, RefinerFitConfig(per_class=40, workers=0, epochs=5, chunk=96))
+    meta = ModelMeta.load(model_dir)
+    assert meta.refiner["sha256"] == file_sha256(model_dir / REFINER_FILE)
+    assert rep["classes"] == list(HIGH_ORDER_LABELS) and 50 <= rep["bursts_routed"] <= 480
+    assert set(rep["holdout_accuracy"]) == {"network", "refined"}
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.refiner is not None and clf.refiner.labels == tuple(HIGH_ORDER_LABELS)
+    out = tmp_path / "exported"
+    export_model_dir(model_dir, out, parity_lengths=(128,))
+    assert (out / REFINER_FILE).read_bytes() == (model_dir / REFINER_FILE).read_bytes()
+    with Classifier.load(out, backend="onnxruntime") as clf:
+        assert clf.refiner is not None
+
+
+def test_short_bursts_are_left_to_the_network():
+    ref = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
+    ref = Refiner(**{**ref.__dict__, "min_samples": 512})
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(ref.refine(probs, 20.0, np.ones(511, np.complex64)), probs)
+    assert LABELS[int(ref.refine(probs, 20.0, np.ones(512, np.complex64)).argmax())] == "32PSK"
+
+
+def test_the_refiner_applies_from_the_shortest_length_it_helps_at_every_longer_one():
+    from rfclassify.model.refiner_fit import shortest_helped
+
+    def table(*pairs):
+        return {n: {"network": a, "refined": b} for n, (a, b) in zip((128, 256, 1024, 4096), pairs)}
+    assert shortest_helped(table((0.5, 0.6), (0.5, 0.6), (0.5, 0.6), (0.5, 0.6))) == 128
+    assert shortest_helped(table((0.5, 0.4), (0.5, 0.6), (0.5, 0.5), (0.5, 0.7))) == 256
+    assert shortest_helped(table((0.5, 0.6), (0.5, 0.4), (0.5, 0.6), (0.5, 0.7))) == 1024
+    assert shortest_helped(table((0.5, 0.6), (0.5, 0.6), (0.5, 0.6), (0.5, 0.4))) == 4097
+
+
+def test_the_daemon_config_can_leave_the_refiner_out(tiny_model_dir, tmp_path):
+    from dataclasses import replace
+
+    from rfclassify.serve.config import DaemonConfig
+    from rfclassify.serve.daemon import load_engine
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, constant_refiner(("16PSK", "32PSK"), favoured="32PSK"))
+    cfg = DaemonConfig()
+    on = replace(cfg, model=replace(cfg.model, dir=str(model_dir), backend="onnxruntime", warmup=False))
+    off = replace(on, model=replace(on.model, refiner=False))
+    for config, present in ((on, True), (off, False)):
+        engine = load_engine(config)
+        assert (engine.classifier.refiner is not None) == present
+        engine.classifier.close()
+
+
+def test_a_burst_the_statistics_cannot_take_keeps_the_networks_answer(monkeypatch, caplog):
+    import rfclassify.engine.refiner as refiner_module
+
+    def broken(iq):
+        raise FloatingPointError("boom")
+    monkeypatch.setattr(refiner_module, "burst_invariants", broken)
+    ref = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(ref.refine(probs, 20.0, np.ones(600, np.complex64)), probs)
+    assert "network's decision stands" in caplog.text
