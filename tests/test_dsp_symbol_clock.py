@@ -84,3 +84,34 @@ def test_burst_invariants_never_raise_on_garbage():
     for x in garbage:
         out = sc.burst_invariants(x)
         assert out.shape == (sc.N_INVARIANTS,) and np.all(np.isfinite(out))
+
+
+def test_the_line_search_keeps_its_estimates_with_a_shorter_transform():
+    """burst_invariants' shorter transform for short bursts moves no 1024-sample rate estimate."""
+    rng = np.random.default_rng(8)
+    b = synthesize(["16QAM", "8PSK", "64APSK", "32PSK"] * 5, 1024, rng, 20.0, ChannelConfig())
+    assert sc.line_search_nfft(1024) == sc.RATE_OVERSAMPLE * 2048 < sc.RATE_NFFT
+    for x in b.iq:
+        xr = sc.remove_dc_line(x)
+        coarse = float(sc.estimate_sps(xr[None, :])[0])
+        full = sc.estimate_symbol_rate(xr, coarse)[0]
+        short = sc.estimate_symbol_rate(xr, coarse, nfft=sc.line_search_nfft(xr.size))[0]
+        assert short[0] == pytest.approx(full[0], rel=1e-4)
+
+
+def test_the_tabulated_pulse_matches_the_closed_form_and_leaves_the_invariants_unchanged():
+    from rfclassify.dsp import pulses
+
+    u = np.linspace(-9, 9, 20001)
+    exact = np.where(np.abs(u) <= 8, pulses.rrc(u, sc.BLIND_ROLLOFF), 0.0)
+    assert np.max(np.abs(pulses.rrc_lookup(sc.BLIND_ROLLOFF)(u) - exact)) < 1e-5
+    rng = np.random.default_rng(4)
+    b = synthesize(["64QAM", "8PSK", "32APSK"], 1024, rng, 20.0, ChannelConfig())
+    for x in b.iq:  # the chain of burst_invariants, once with the closed form
+        xr = sc.remove_dc_line(x)
+        sps, timing = sc.estimate_symbol_rate(xr, float(sc.estimate_sps(xr[None, :])[0]),
+                                              nfft=sc.line_search_nfft(xr.size))[0]
+        f0, _ = sc.estimate_carrier_and_noise(xr, sps)
+        xb = xr * np.exp(-2j * np.pi * f0 * np.arange(xr.size))
+        exact_inv = sc.clock_invariants(sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing))
+        np.testing.assert_allclose(sc.burst_invariants(x), exact_inv, atol=1e-4)

@@ -19,11 +19,13 @@ uses ``burst_invariants``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from rfclassify.dsp import measure
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
+from rfclassify.dsp.pulses import rrc_lookup
 from rfclassify.dsp.rate import estimate_sps
 from rfclassify.dsp.synth import SPS_RANGE
 
@@ -31,6 +33,7 @@ BLIND_ROLLOFF = 0.3                  # the blind matched filter's roll-off (true
 ROLLOFF_MAX = 0.5                    # the widest band a linear burst can occupy: (1 + 0.5) / sps
 EDGE_SYMBOLS = 2                     # keep symbols centred >= 2 symbols inside the burst
 RATE_NFFT = 1 << 16                  # |x|^2 line search transform (2x interpolated samples)
+RATE_OVERSAMPLE = 8                  # burst_invariants: transform length over the interpolated burst's
 DC_LINE_RATIO = 10.0                 # 0 Hz bin over its neighbours above which the mean is LO leakage
 COARSE_TOLERANCE = 1.35              # the line is searched within this factor of estimate_sps
 MAX_CLOCK_SAMPLES = 8192             # burst_invariants uses the central samples of longer bursts
@@ -42,24 +45,27 @@ MIN_SYMBOLS = 3                      # fewer symbols than this: no invariants
 
 
 def symbols_at(x: np.ndarray, sps: float, rolloff: float, timing_samples: float, sro_ppm: float = 0.0,
-               edge_symbols: float = EDGE_SYMBOLS) -> np.ndarray:
+               edge_symbols: float = EDGE_SYMBOLS, pulse: Callable[[np.ndarray], np.ndarray] | None = None
+               ) -> np.ndarray:
     """RRC matched-filter outputs of a baseband burst at symbol instants k * sps + timing.
 
     measure.matched_filter keeps only symbols whose whole +-8-symbol pulse lies in the burst;
     zero padding lets it return every symbol centred at least edge_symbols inside (their filter
-    is truncated at the burst edge, which costs little beyond ~2 symbols from it)."""
+    is truncated at the burst edge, which costs little beyond ~2 symbols from it). pulse: as
+    in measure.matched_filter (None: the closed-form RRC)."""
     scale = 1 + 1e-6 * sro_ppm
     pad = int(math.ceil(RRC_SPAN_SYMBOLS * sps)) + 2
     xp = np.concatenate([np.zeros(pad), np.asarray(x, np.complex128), np.zeros(pad)])
     # Symbol k of x is symbol k + 8 of the padded burst (matched_filter starts at its 8th).
-    y = measure.matched_filter(xp, sps, rolloff, timing_samples + pad * scale - RRC_SPAN_SYMBOLS * sps, sro_ppm)
+    y = measure.matched_filter(xp, sps, rolloff, timing_samples + pad * scale - RRC_SPAN_SYMBOLS * sps, sro_ppm,
+                               pulse=pulse)
     centre = (np.arange(y.size) * sps + timing_samples) / scale  # sample index in x
     keep = (centre >= edge_symbols * sps) & (centre <= x.size - 1 - edge_symbols * sps)
     return y[keep]
 
 
-def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candidates: int = 1
-                         ) -> list[tuple[float, float]]:
+def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candidates: int = 1,
+                         nfft: int = RATE_NFFT) -> list[tuple[float, float]]:
     """Blind candidates (samples per symbol, timing offset in samples in [0, sps)) of one
     burst, strongest line first.
 
@@ -68,7 +74,9 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
     (its band is < 1 cycle/sample wide, so |x|^2 then does not alias) and the line is searched
     over the synthesizer's 2..16 samples per symbol, within a factor COARSE_TOLERANCE of
     coarse_sps when given (rfclassify.dsp.rate.estimate_sps: at low roll-off the line is weak
-    and a bump of the continuous part far from it can win)."""
+    and a bump of the continuous part far from it can win). nfft: the line-search transform
+    (at least 8x the interpolated length keeps its estimates; burst_invariants uses that to
+    save time on short bursts)."""
     from scipy.ndimage import uniform_filter1d
     from scipy.signal import find_peaks
 
@@ -80,12 +88,12 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
     e = np.abs(np.fft.ifft(wide)) ** 2
     t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0  # time in samples from the burst centre
     w = np.hanning(2 * n) * (e - e.mean())
-    power = np.abs(np.fft.rfft(w, RATE_NFFT)) ** 2
+    power = np.abs(np.fft.rfft(w, nfft)) ** 2
     # A line is a few bins wide; the continuous part of |x|^2's spectrum (the data, the noise)
     # is broad. So a line is a large ratio to the local mean around it, 4..32 native bins away.
-    up = RATE_NFFT // (2 * n)
+    up = nfft // (2 * n)
     local = uniform_filter1d(power, 64 * up, mode="nearest") * 64 - uniform_filter1d(power, 8 * up, mode="nearest") * 8
-    f = np.arange(power.size) * 2.0 / RATE_NFFT  # cycles per original sample
+    f = np.arange(power.size) * 2.0 / nfft  # cycles per original sample
     band = (f >= 1 / (SPS_RANGE[1] * 1.03)) & (f <= 1 / (SPS_RANGE[0] * 0.97))
     if coarse_sps is not None:  # the occupied-bandwidth estimate is within 25 % for ~97 %
         band &= (f >= 1 / (coarse_sps * COARSE_TOLERANCE)) & (f <= COARSE_TOLERANCE / coarse_sps)
@@ -98,7 +106,7 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
     for k in peaks[np.argsort(ratio[peaks])[::-1][:n_candidates]]:
         k = int(k) - 2 * up + int(np.argmax(power[k - 2 * up:k + 2 * up + 1]))  # the line's own peak
         a, b, c = np.log(power[k - 1:k + 2] + 1e-300)
-        f_sym = (k + 0.5 * (a - c) / (a - 2 * b + c)) * 2.0 / RATE_NFFT
+        f_sym = (k + 0.5 * (a - c) / (a - 2 * b + c)) * 2.0 / nfft
         line = np.sum(w * np.exp(-2j * np.pi * f_sym * t))
         sps = 1.0 / f_sym
         # angle(line) = -2 pi f (tau - centre): the symbol instant nearest the centre, mod sps.
@@ -177,12 +185,20 @@ def clock_invariants(y: np.ndarray) -> np.ndarray:
 N_INVARIANTS = 3 + HIST_BINS + 2 * len(POWERS) + 2
 
 
+def line_search_nfft(n_samples: int) -> int:
+    """The rate line-search transform burst_invariants uses for a burst of n_samples:
+    RATE_OVERSAMPLE x the 2x-interpolated length rounded up to a power of two, at most RATE_NFFT."""
+    return min(RATE_NFFT, RATE_OVERSAMPLE * (1 << int(math.ceil(math.log2(2 * max(n_samples, 1))))))
+
+
 def burst_invariants(iq: np.ndarray) -> np.ndarray:
     """clock_invariants of one raw burst at its blind clock: the central MAX_CLOCK_SAMPLES,
     the mean removed where 0 Hz holds a line, the strongest |x|^2 line's rate and timing
     (searched near the occupied-bandwidth estimate), derotated by the band's centroid, RRC
-    matched filter with BLIND_ROLLOFF. Any burst the chain cannot clock (too short, silent,
-    non-finite) gets the invalid all-zero vector; it never raises for one."""
+    matched filter with BLIND_ROLLOFF (interpolated from a table, pulses.rrc_lookup). The
+    line search uses a transform of RATE_OVERSAMPLE x the interpolated length (at most
+    RATE_NFFT). Any burst the chain cannot clock (too short, silent, non-finite) gets the
+    invalid all-zero vector; it never raises for one."""
     x = np.asarray(iq).reshape(-1)
     if x.size > MAX_CLOCK_SAMPLES:
         start = (x.size - MAX_CLOCK_SAMPLES) // 2
@@ -193,9 +209,9 @@ def burst_invariants(iq: np.ndarray) -> np.ndarray:
         x = remove_dc_line(x)
         if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
             return np.zeros(N_INVARIANTS, np.float32)
-        sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]))[0]
+        sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), nfft=line_search_nfft(x.size))[0]
         if not (math.isfinite(sps) and math.isfinite(timing)) or not SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1:
             return np.zeros(N_INVARIANTS, np.float32)
         f0, _ = estimate_carrier_and_noise(x, sps)
         xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-        return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing))
+        return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)))

@@ -3,13 +3,13 @@
 The network sees raw samples and cannot find the lines that separate 16PSK from 32PSK or the
 dense QAMs from each other when the carrier and symbol rate are unknown (docs/model.md). The
 refiner is a late fusion that adds them: for a burst whose network top class is one of the
-refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the network's calibrated log-probabilities, its SNR estimate and
-the burst's carrier-invariant statistics at its blind symbol clock
-(``rfclassify.dsp.symbol_clock.burst_invariants``), runs a small two-layer perceptron (numpy,
-on the CPU, whatever backend ran the network), and shares the probability the network gave
-those classes out again by the perceptron's softmax. Every other class keeps the network's
-probability, so the label can only move inside the refiner's classes and the open-set
-threshold reads the result as before.
+refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the
+network's calibrated log-probabilities, its SNR estimate and the burst's carrier-invariant
+statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``),
+runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
+and shares the probability the network gave those classes out again by the perceptron's
+softmax. Every other class keeps the network's probability, so the label can only move
+inside the refiner's classes and the open-set threshold reads the result as before.
 
 Fitted by ``rfclassify.model.refiner_fit`` (``rfclassify fit-refiner``) on a trained model and
 stored beside it (``refiner.npz``, described in model.json's ``refiner``). A model without one

@@ -97,7 +97,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
     return ["", "## Constellation refiner", "",
             f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by a "
             f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU) from the network's "
-            "log-probabilities and the burst's carrier-invariant statistics at its blind symbol clock "
+            "log-probabilities, its SNR estimate and the burst's carrier-invariant statistics at its blind symbol clock "
             "(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py); the probability the network gave "
             f"those classes is shared out again, every other class keeps its own. File `{r['file']}` "
             f"(sha256 {r['sha256'][:12]}...).", "",

@@ -190,7 +190,8 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     weights, hold = train_perceptron(ex["features"], ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     pred = Refiner(labels=classes, index=np.zeros(0, int), **weights).logits(ex["features"][hold]).argmax(1)
-    by_length = {n: {"bursts": int(np.sum(length == n)), "network": float(np.mean(network[length == n] == y[length == n])),
+    by_length = {n: {"bursts": int(np.sum(length == n)),
+                     "network": float(np.mean(network[length == n] == y[length == n])),
                      "refined": float(np.mean(pred[length == n] == y[length == n]))}
                  for n in FIT_LENGTHS if np.any(length == n)}
     refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]),
