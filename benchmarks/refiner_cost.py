@@ -1,0 +1,64 @@
+"""What the constellation refiner costs per burst: Classifier.classify with and without it, one process.
+
+Two Classifiers on the same model and backend, one with the model's refiner and one with
+refiner=False, classify the same synthesized bursts (all 28 labels, the full channel, SNR
+uniform 10..30 dB, one length) in alternating rounds, so the machine's load hits both
+alike. Prints bursts/s of each, the ratio, the share of bursts the refiner re-decided and the
+added time per re-decided burst. A measurement, not a test.
+
+    PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rfclassify.dsp.channel import ChannelConfig  # noqa: E402
+from rfclassify.dsp.synth import synthesize  # noqa: E402
+from rfclassify.engine.classifier import Classifier  # noqa: E402
+from rfclassify.labels import LABELS  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", default="models")
+    ap.add_argument("--length", type=int, default=1024)
+    ap.add_argument("--bursts", type=int, default=280)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--backend", default="onnxruntime")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(5)
+    labels = [LABELS[i % len(LABELS)] for i in range(args.bursts)]
+    bursts = list(synthesize(labels, args.length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
+    with Classifier.load(args.model_dir, backend=args.backend) as on, \
+            Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
+        if on.refiner is None:
+            print(f"{args.model_dir} has no refiner")
+            return 1
+        probs = np.stack([r.probabilities for r in off.classify(bursts)])
+        refined = np.mean(np.isin(probs.argmax(1), on.refiner.index))
+        on.classify(bursts[:8])  # warm both
+        times = {"with": [], "without": []}
+        for _ in range(args.rounds):
+            for name, clf in (("with", on), ("without", off)):
+                t0 = time.perf_counter()
+                clf.classify(bursts)
+                times[name].append(time.perf_counter() - t0)
+    t_on, t_off = np.median(times["with"]), np.median(times["without"])
+    print(f"{args.bursts} bursts of {args.length} samples, {args.backend}, median of {args.rounds} rounds")
+    print(f"network alone: {args.bursts / t_off:8.1f} bursts/s")
+    print(f"with refiner : {args.bursts / t_on:8.1f} bursts/s  ({t_on / t_off:.2f}x the time)")
+    print(f"re-decided   : {100 * refined:.1f} % of bursts, "
+          f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
