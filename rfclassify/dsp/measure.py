@@ -18,7 +18,7 @@ def matched_filter(iq: np.ndarray, sps: float, rolloff: float, timing_offset_sam
     Symbol k is taken at sample time k * sps + timing_offset_samples (+ symbol_shift symbols),
     with the receiver clock off by sro_ppm; only symbols whose whole pulse lies inside the
     burst (8 symbols margin) are returned. With unit-energy symbols the output is the symbol.
-    pulse: the RRC of this roll-off as a function of symbol time (e.g. pulses.rrc_lookup, much
+    pulse: the RRC of this roll-off as a function of symbol time (e.g. symbol_clock.rrc_lookup, much
     faster); default the closed form.
     """
     margin = 8

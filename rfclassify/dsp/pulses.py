@@ -39,35 +39,6 @@ def rrc(u: np.ndarray, rolloff: np.ndarray) -> np.ndarray:
     return np.where(sing & ~at0, p_sing, p)
 
 
-#: spacing (symbols) of the rrc_lookup grid; linear interpolation on it is within 1e-5 of the
-#: closed form for the roll-offs used here (test_dsp_symbol_clock checks 0.3)
-RRC_LOOKUP_STEP = 1.0 / 1024
-
-
-@lru_cache(maxsize=8)
-def _rrc_lookup_grid(rolloff: float, span: int) -> np.ndarray:
-    """rrc on the uniform grid -span..span (step RRC_LOOKUP_STEP), two zeros appended."""
-    u = np.arange(-span / RRC_LOOKUP_STEP, span / RRC_LOOKUP_STEP + 1) * RRC_LOOKUP_STEP
-    return np.concatenate([rrc(u, np.float64(rolloff)), [0.0, 0.0]])
-
-
-def rrc_lookup(rolloff: float, span: int = 8) -> Callable[[np.ndarray], np.ndarray]:
-    """rrc(u, rolloff) by linear interpolation of a cached grid over |u| <= span symbols (0
-    outside): about 10x faster than the closed form, for receivers that filter many bursts
-    with one fixed roll-off."""
-    values = _rrc_lookup_grid(float(rolloff), int(span))
-    last = values.size - 3  # index of u = +span
-
-    def pulse(u: np.ndarray) -> np.ndarray:
-        # a uniform grid: the index is arithmetic (np.interp's binary search costs 5x more)
-        x = (np.asarray(u, np.float64) + span) / RRC_LOOKUP_STEP
-        outside = (x < 0) | (x > last)
-        i = np.clip(x, 0, last).astype(np.intp)
-        f = np.clip(x, 0, last) - i
-        return np.where(outside, 0.0, values[i] * (1 - f) + values[i + 1] * f)
-    return pulse
-
-
 def gaussian_frequency(u: np.ndarray, bt: np.ndarray) -> np.ndarray:
     """GMSK/GFSK frequency pulse g(u): a unit-symbol rectangle through a Gaussian filter of
     bandwidth-time product bt, centred at 0, integral 1/2 (so phase moves h*pi per symbol)."""
