@@ -162,6 +162,7 @@ def test_status_reply_has_every_documented_field(daemon):
                 "accuracy", "heartbeat_age_s", "jetson", "overload_policy"):
         assert key in st, key
     assert st["engine"]["backend"] == "onnxruntime" and st["engine"]["device"] == "cpu"
+    assert st["engine"]["refiner"] is None  # the tiny model has none
     assert set(st["counters"]) >= {"received", "classified", "rejected", "dropped", "published"}
     assert set(st["latency_ms"]) == {"queue", "infer", "total"}
     assert set(st["queues"]) >= {"ingest", "batching", "infer_batches", "publish"}

@@ -278,7 +278,7 @@ def _status_sample() -> dict:
     return {"health": "degraded", "health_reasons": ["1 drop(s) in the last 60 s"], "version": "0.1.0",
             "pid": 1, "uptime_s": 3725.0,
             "engine": {"backend": "tensorrt", "precision": "int8", "device": "cuda:0", "dla_core": 1,
-                       "model": "m1", "unknown_threshold": 0.5},
+                       "model": "m1", "unknown_threshold": 0.5, "refiner": {"classes": 12, "min_samples": 128}},
             "input": {"endpoint": "tcp://127.0.0.1:5555", "mode": "sub", "bind": False, "format": "native"},
             "output": {"endpoint": "tcp://127.0.0.1:5556"}, "overload_policy": "drop_oldest",
             "heartbeat_age_s": 0.1, "queues": {"ingest": 2, "ingest_bytes": 16384, "batching": 0,
@@ -290,6 +290,10 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     text = render_status(_status_sample())
     assert "DEGRADED" in text and "1 drop(s)" in text
     assert "tensorrt int8 on cuda:0, DLA core 1" in text
+    assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples" in text
+    sample = _status_sample()
+    sample["engine"]["refiner"] = None
+    assert "refiner     off" in render_status(sample)
     assert "01:02:05" in text
     assert "bad_json 1" in text and "ingest 1" in text
     assert "accuracy    100.0% of 1" in text

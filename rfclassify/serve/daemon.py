@@ -245,7 +245,9 @@ class Daemon:
             engine = {"backend": e.backend, "precision": e.precision, "device": e.device,
                       "dla_core": getattr(clf.backend_impl, "dla_core", None),
                       "model": e.model_id, "unknown_threshold": e.unknown_threshold,
-                      "backend_reason": clf.backend_reason, "precision_reason": clf.precision_reason}
+                      "backend_reason": clf.backend_reason, "precision_reason": clf.precision_reason,
+                      "refiner": ({"classes": len(clf.refiner.labels), "min_samples": clf.refiner.min_samples}
+                                  if clf.refiner is not None else None)}
         cfg = self.config
         p = self.pipeline
         return {
