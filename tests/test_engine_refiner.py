@@ -122,7 +122,7 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
-    rep = fit_refiner(model_dir, RefinerFitConfig(per_class=40, workers=0, epochs=5, chunk=96))
+    rep = fit_refiner(model_dir, RefinerFitConfig(per_class=40, workers=2, epochs=5, chunk=96))
     meta = ModelMeta.load(model_dir)
     assert meta.refiner["sha256"] == file_sha256(model_dir / REFINER_FILE)
     assert rep["classes"] == list(HIGH_ORDER_LABELS) and 50 <= rep["bursts_routed"] <= 480

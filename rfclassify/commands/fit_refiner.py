@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend)
     model_dir = args.model_dir or default_model_dir()
-    rep = fit_refiner(model_dir, cfg, progress=True)
+    rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True))
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]
     print(f"wrote {model_dir}/refiner.npz: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -60,30 +61,41 @@ def _invariants(chunk: list[np.ndarray]) -> np.ndarray:
     return np.stack([burst_invariants(x) for x in chunk])
 
 
-def all_invariants(bursts: list[np.ndarray], workers: int) -> np.ndarray:
-    """burst_invariants of every burst, in order, over `workers` processes."""
+def all_invariants(bursts: list[np.ndarray], workers: int = 0, pool: Any = None) -> np.ndarray:
+    """burst_invariants of every burst, in order: in `pool` (a multiprocessing pool) when
+    given, else over `workers` new processes (0 or 1: in this one)."""
     from rfclassify.dsp.symbol_clock import N_INVARIANTS
 
     if not bursts:
         return np.zeros((0, N_INVARIANTS), np.float32)
     chunks = [bursts[i:i + 64] for i in range(0, len(bursts), 64)]
+    if pool is not None:
+        return np.concatenate(pool.map(_invariants, chunks))
     if workers <= 1:
         return np.concatenate([_invariants(c) for c in chunks])
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return np.concatenate(pool.map(_invariants, chunks))
+    with multiprocessing.get_context("fork").Pool(workers) as new_pool:
+        return np.concatenate(new_pool.map(_invariants, chunks))
 
 
 def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...] = HIGH_ORDER_LABELS,
-                    progress: bool = False) -> dict[str, np.ndarray]:
+                    progress: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
     """Synthesize cfg.per_class bursts of each class from the model's recipe, classify them
     with the network alone, and keep the ones it calls one of `classes`: features (n, F), the
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
-    SNR (n,) and burst length (n,)."""
+    SNR (n,) and burst length (n,). The invariants are computed chunk by chunk (cfg.workers
+    processes), so no more than one chunk of bursts is held at a time."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.training_data import DataRecipe
 
-    clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
+    # the workers fork before the network's runtime starts its threads
+    pool = multiprocessing.get_context("fork").Pool(cfg.workers) if cfg.workers > 1 else None
+    try:
+        clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
+    except BaseException:
+        if pool is not None:
+            pool.terminate()
+        raise
     recipe_info = dict(clf.meta.extra.get("training", {}).get("recipe", {}))
     recipe = DataRecipe(channel_overrides=dict(recipe_info.get("channel_overrides", {})))
     channel = recipe.channel_config()
@@ -92,33 +104,36 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     rng = np.random.default_rng(cfg.seed)
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
-    feats, truth, top, snrs, lengths, bursts = [], [], [], [], [], []
+    feats, truth, top, snrs, lengths = [], [], [], [], []
     n_chunks = -(-labels.size // cfg.chunk)
-    for k, start in enumerate(range(0, labels.size, cfg.chunk)):
-        lab = labels[start:start + cfg.chunk]
-        length = int(rng.choice(FIT_LENGTHS))
-        snr = rng.uniform(snr_lo, snr_hi, lab.size)
-        batch = synthesize(list(lab), length, rng, snr, channel)
-        results = clf.classify(list(batch.iq))
-        probs = np.stack([r.probabilities for r in results])
-        keep = np.flatnonzero(np.isin(probs.argmax(1), index))
-        for i in keep:
-            bursts.append(batch.iq[i])
-            feats.append((probs[i], results[i].snr_db))
-            truth.append(classes.index(str(lab[i])))
-            top.append(int(np.flatnonzero(index == probs[i].argmax())[0]))
-            snrs.append(snr[i])
-            lengths.append(length)
-        if progress and (k + 1) % 10 == 0:
-            print(f"  synthesized and classified {k + 1}/{n_chunks} chunks", flush=True)
-    clf.close()
-    if len(bursts) < 50:
-        raise ConfigError(f"only {len(bursts)} bursts were routed to the refiner; raise per_class")
-    inv = all_invariants(bursts, cfg.workers)
-    x = Refiner.features(np.array([p for p, _ in feats]).reshape(len(feats), -1),
-                         np.array([s for _, s in feats]), inv)
-    return {"features": x, "truth": np.array(truth, np.int64), "network_top": np.array(top, np.int64),
-            "snr_db": np.array(snrs, np.float32), "length": np.array(lengths, np.int64)}
+    try:
+        for k, start in enumerate(range(0, labels.size, cfg.chunk)):
+            lab = labels[start:start + cfg.chunk]
+            length = int(rng.choice(FIT_LENGTHS))
+            snr = rng.uniform(snr_lo, snr_hi, lab.size)
+            batch = synthesize(list(lab), length, rng, snr, channel)
+            results = clf.classify(list(batch.iq))
+            probs = np.stack([r.probabilities for r in results])
+            keep = np.flatnonzero(np.isin(probs.argmax(1), index))
+            if keep.size:
+                inv = all_invariants([batch.iq[i] for i in keep], pool=pool)
+                feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
+            truth += [classes.index(str(lab[i])) for i in keep]
+            top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
+            snrs += [snr[i] for i in keep]
+            lengths += [length] * keep.size
+            if progress is not None and (k + 1) % 10 == 0:
+                progress(f"synthesized, classified and measured {k + 1}/{n_chunks} chunks")
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        clf.close()
+    if len(truth) < 50:
+        raise ConfigError(f"only {len(truth)} bursts were routed to the refiner; raise per_class")
+    return {"features": np.concatenate(feats), "truth": np.array(truth, np.int64),
+            "network_top": np.array(top, np.int64), "snr_db": np.array(snrs, np.float32),
+            "length": np.array(lengths, np.int64)}
 
 
 def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
@@ -176,7 +191,7 @@ def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
 
 
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
-                progress: bool = False) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Fit, save refiner.npz into model_dir and record it in model.json; returns the report."""
     from rfclassify.model.meta import ModelMeta
 
