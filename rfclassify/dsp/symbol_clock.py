@@ -134,7 +134,8 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
         peaks = np.array([int(np.argmax(ratio))])
     out = []
     for k in peaks[np.argsort(ratio[peaks])[::-1][:n_candidates]]:
-        k = int(k) - 2 * up + int(np.argmax(power[k - 2 * up:k + 2 * up + 1]))  # the line's own peak
+        lo = max(int(k) - 2 * up, 1)  # the line's own peak, kept off the transform's ends
+        k = lo + int(np.argmax(power[lo:min(int(k) + 2 * up + 1, power.size - 1)]))
         a, b, c = np.log(power[k - 1:k + 2] + 1e-300)
         f_sym = (k + 0.5 * (a - c) / (a - 2 * b + c)) * 2.0 / nfft
         line = np.sum(w * np.exp(-2j * np.pi * f_sym * t))
@@ -235,13 +236,22 @@ def burst_invariants(iq: np.ndarray) -> np.ndarray:
         x = x[start:start + MAX_CLOCK_SAMPLES]
     if x.size < MIN_CLOCK_SAMPLES or not np.all(np.isfinite(x)) or not np.any(x):
         return np.zeros(N_INVARIANTS, np.float32)
-    with np.errstate(all="ignore"):
-        x = remove_dc_line(x)
-        if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
-            return np.zeros(N_INVARIANTS, np.float32)
-        sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), nfft=line_search_nfft(x.size))[0]
-        if not (math.isfinite(sps) and math.isfinite(timing)) or not SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1:
-            return np.zeros(N_INVARIANTS, np.float32)
-        f0, _ = estimate_carrier_and_noise(x, sps)
-        xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-        return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)))
+    try:
+        with np.errstate(all="ignore"):
+            return _invariants_at_blind_clock(x)
+    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
+        # an estimator that cannot make sense of a degenerate burst: it has no clock
+        return np.zeros(N_INVARIANTS, np.float32)
+
+
+def _invariants_at_blind_clock(x: np.ndarray) -> np.ndarray:
+    """burst_invariants' chain on a finite, non-silent burst of a usable length."""
+    x = remove_dc_line(x)
+    if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
+        return np.zeros(N_INVARIANTS, np.float32)
+    sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), nfft=line_search_nfft(x.size))[0]
+    if not (math.isfinite(sps) and math.isfinite(timing)) or not SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1:
+        return np.zeros(N_INVARIANTS, np.float32)
+    f0, _ = estimate_carrier_and_noise(x, sps)
+    xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
+    return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)))
