@@ -6,7 +6,10 @@ uniform 10..30 dB, one length) in alternating rounds, so the machine's load hits
 alike. Prints bursts/s of each, the ratio, the share of bursts the refiner re-decided and the
 added time per re-decided burst. A measurement, not a test.
 
+--workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers).
+
     PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
+        [--backend onnxruntime|torch] [--workers N]
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bursts", type=int, default=280)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--backend", default="onnxruntime")
+    ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(5)
     labels = [LABELS[i % len(LABELS)] for i in range(args.bursts)]
     bursts = list(synthesize(labels, args.length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
-    with Classifier.load(args.model_dir, backend=args.backend) as on, \
+    with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
         if on.refiner is None:
             print(f"{args.model_dir} has no refiner")
@@ -52,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                 clf.classify(bursts)
                 times[name].append(time.perf_counter() - t0)
     t_on, t_off = np.median(times["with"]), np.median(times["without"])
-    print(f"{args.bursts} bursts of {args.length} samples, {args.backend}, median of {args.rounds} rounds")
+    where = f"{args.workers} processes" if args.workers else "the calling thread"
+    print(f"{args.bursts} bursts of {args.length} samples, {args.backend}, median of {args.rounds} rounds, "
+          f"refiner statistics in {where}")
     print(f"network alone: {args.bursts / t_off:8.1f} bursts/s")
     print(f"with refiner : {args.bursts / t_on:8.1f} bursts/s  ({t_on / t_off:.2f}x the time)")
     print(f"re-decided   : {100 * refined:.1f} % of bursts, "

@@ -167,9 +167,11 @@ def test_the_daemon_config_can_leave_the_refiner_out(tiny_model_dir, tmp_path):
     cfg = DaemonConfig()
     on = replace(cfg, model=replace(cfg.model, dir=str(model_dir), backend="onnxruntime", warmup=False))
     off = replace(on, model=replace(on.model, refiner=False))
-    for config, present in ((on, True), (off, False)):
+    pooled = replace(on, model=replace(on.model, refiner_workers=1))
+    for config, present in ((on, True), (off, False), (pooled, True)):
         engine = load_engine(config)
         assert (engine.classifier.refiner is not None) == present
+        assert (engine.classifier._refiner_pool is not None) == (config is pooled)
         engine.classifier.close()
 
 
@@ -183,3 +185,25 @@ def test_a_burst_the_statistics_cannot_take_keeps_the_networks_answer(monkeypatc
     probs = _probs("16PSK", 0.6)
     np.testing.assert_array_equal(ref.refine(probs, 20.0, np.ones(600, np.complex64)), probs)
     assert "network's decision stands" in caplog.text
+
+
+def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
+    """The shipped model's refiner, its statistics in two spawned processes or in this one."""
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+    rng = np.random.default_rng(21)
+    bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig()).iq)
+    bursts += [np.zeros(0, np.complex64), np.tile([1, 0], 150).astype(np.complex64)]  # a reject, a degenerate burst
+    with Classifier.load(backend="onnxruntime") as here, \
+            Classifier.load(backend="onnxruntime", refiner_workers=2) as pooled:
+        assert here.refiner is not None and pooled._refiner_pool is not None
+        a, b = here.classify(bursts), pooled.classify(bursts)
+        with Classifier.load(backend="onnxruntime", refiner=False) as alone:
+            c = alone.classify(bursts)
+    assert [r.top for r in a] == [r.top for r in b]
+    assert [r.ok for r in a] == [r.ok for r in b] == [True] * (len(bursts) - 2) + [False, True]
+    assert [r.top for r in a] != [r.top for r in c]  # the refiner did re-decide some of them
+    assert pooled._refiner_pool is None  # closed with the Classifier

@@ -35,6 +35,8 @@ from rfclassify.engine.select import Selection, backend_class, select_backend
 from rfclassify.model.meta import ModelMeta, default_model_dir
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from rfclassify.engine.refiner import Refiner
 
 __all__ = ["ClassificationResult", "Classifier", "as_burst"]
@@ -65,7 +67,7 @@ class Classifier:
     """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
 
     def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5,
-                 refiner: Refiner | None = None) -> None:
+                 refiner: Refiner | None = None, refiner_pool: Executor | None = None) -> None:
         self._backend = backend
         self._selection = selection
         self.top_k = int(top_k)
@@ -73,12 +75,13 @@ class Classifier:
         self.model_dir: Path = backend.model_dir
         self.policy: BucketPolicy = self.meta.bucket_policy
         self.refiner = refiner
+        self._refiner_pool = refiner_pool
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
              precision: str = "auto", device: str | None = None, *, top_k: int = 5,
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
-             threads: int | None = None, refiner: bool = True) -> Classifier:
+             threads: int | None = None, refiner: bool = True, refiner_workers: int = 0) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -88,24 +91,29 @@ class Classifier:
         ``clf.precision_reason``. warmup=True runs every bucket once before returning (on CUDA:
         captures the graphs of every bucket and batch size, 1 up to max_batch_size, so no
         request pays for a capture); threads limits CPU threads; refiner=False leaves out the
-        model's constellation refiner (the network decides alone).
+        model's constellation refiner (the network decides alone); refiner_workers > 0 computes
+        its statistics in that many processes (a batch's bursts in parallel) instead of one
+        after another in the calling thread.
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
         if len(meta.labels) < 2:  # an empty list too: nothing to choose between
             raise ConfigError(
                 f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
-        refine = None
+        if refiner_workers < 0:
+            raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
+        refine, pool = None, None
         if refiner and meta.refiner:  # before the backend: a broken refiner file fails fast
-            from rfclassify.engine.refiner import Refiner
+            from rfclassify.engine.refiner import Refiner, start_pool
             refine = Refiner.load(model_dir, meta.refiner, meta.labels)
+            pool = start_pool(refiner_workers) if refiner_workers > 0 else None
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
         if warmup:
             impl.warmup()
-        return cls(impl, selection=sel, top_k=top_k, refiner=refine)
+        return cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool)
 
     # -- what is running ----------------------------------------------------------------
     @property
@@ -189,17 +197,12 @@ class Classifier:
         results: list[ClassificationResult | None] = [
             item if isinstance(item, ClassificationResult) else None for item in cut]
         for bucket, members in by_bucket.items():
-            wins = [cut[i] for i in members]
-            stacked = np.concatenate([w.windows for w in wins])  # type: ignore[union-attr]
-            logits, snr_db = self.infer_windows(bucket, stacked)
-            offset = 0
-            for i, w in zip(members, wins, strict=True):
-                n_w = w.n_windows  # type: ignore[union-attr]
-                results[i] = self.results_from_outputs(
-                    logits[offset:offset + n_w], snr_db[offset:offset + n_w],
-                    w.n_samples, bucket, sample_rate=rate,  # type: ignore[union-attr]
-                    snr_offset_db=w.snr_offset_db, burst=raw[i])  # type: ignore[union-attr]
-                offset += n_w
+            wins: list[BurstWindows] = [cut[i] for i in members]  # type: ignore[misc]
+            logits, snr_db = self.infer_windows(bucket, np.concatenate([w.windows for w in wins]))
+            made = self.results_from_batch(logits, snr_db, wins, bucket, [rate] * len(wins),
+                                           [raw[i] for i in members])
+            for i, r in zip(members, made, strict=True):
+                results[i] = r
         return [r for r in results if r is not None]
 
     def _cut(self, burst: Any, rate: float | None) -> tuple[np.ndarray | None, BurstWindows | ClassificationResult]:
@@ -242,12 +245,41 @@ class Classifier:
         snr -= snr_offset_db
         if self.refiner is not None and burst is not None:
             probs = self.refiner.refine(probs, snr, burst)
+        return self._result(probs, snr, logits, n_samples, bucket_samples, sample_rate)
+
+    def results_from_batch(self, logits: np.ndarray, snr_db: np.ndarray, windows: Sequence[BurstWindows],
+                           bucket_samples: int, sample_rates: Sequence[float | None],
+                           bursts: Sequence[np.ndarray | None]) -> list[ClassificationResult]:
+        """results_from_outputs for the bursts of one backend call: logits (W, n_labels) and
+        snr_db (W,) hold their windows in order (windows[i].n_windows rows each); bursts are
+        their samples for the refiner (None: the network decides alone for that burst). The
+        refiner's statistics of the whole batch run in its process pool when it has one."""
+        probs, snrs, offset = [], [], 0
+        for w in windows:
+            p, s = aggregate_windows(logits[offset:offset + w.n_windows], snr_db[offset:offset + w.n_windows],
+                                     self.meta.temperature)
+            probs.append(p)
+            snrs.append(s - w.snr_offset_db)
+            offset += w.n_windows
+        if self.refiner is not None:
+            probs = self.refiner.refine_many(probs, snrs, list(bursts), self._refiner_pool)
+        out, offset = [], 0
+        for p, s, w, rate in zip(probs, snrs, windows, sample_rates, strict=True):
+            out.append(self._result(p, s, logits[offset:offset + w.n_windows], w.n_samples, bucket_samples, rate))
+            offset += w.n_windows
+        return out
+
+    def _result(self, probs: np.ndarray, snr: float, logits: np.ndarray, n_samples: int, bucket_samples: int,
+                sample_rate: float | None) -> ClassificationResult:
         return make_result(probs, snr, self.labels, n_samples=n_samples, bucket=bucket_samples,
                            windows=int(np.shape(logits)[0]), unknown_threshold=self.meta.unknown_threshold,
                            top_k=self.top_k, sample_rate_hz=sample_rate)
 
     # -- life cycle ---------------------------------------------------------------------
     def close(self) -> None:
+        if self._refiner_pool is not None:
+            self._refiner_pool.shutdown(wait=True, cancel_futures=True)
+            self._refiner_pool = None
         self._backend.close()
 
     def __enter__(self) -> Classifier:

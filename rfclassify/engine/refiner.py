@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,29 @@ log = logging.getLogger(__name__)
 REFINER_FILE = "refiner.npz"
 LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
+
+
+def safe_invariants(iq: np.ndarray) -> np.ndarray | None:
+    """burst_invariants, or None (logged) when they fail: that burst keeps the network's answer.
+    Module-level so that a process pool can run it."""
+    try:
+        return burst_invariants(iq)
+    except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
+        log.warning("refiner: burst invariants failed; the network's decision stands", exc_info=True)
+        return None
+
+
+def start_pool(workers: int) -> Executor:
+    """A pool of `workers` processes for the refiner's statistics, spawned (so nothing of the
+    caller's threads or sockets is inherited) and warmed with one small burst per worker, so
+    the first real bursts do not pay for starting them."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    warm = np.exp(2j * np.pi * 0.05 * np.arange(256)).astype(np.complex64)
+    list(pool.map(safe_invariants, [warm] * workers))
+    return pool
 
 
 def file_sha256(path: str | Path) -> str:
@@ -79,21 +103,42 @@ class Refiner:
         """Whether the network's top class of this burst is one the refiner re-decides."""
         return bool(np.isin(int(np.argmax(probs)), self.index))
 
+    def wants(self, probs: np.ndarray, iq: np.ndarray | None) -> bool:
+        """Whether this burst goes through the refiner: its samples are there, it is at least
+        min_samples long and its network top class is one of the refiner's."""
+        return iq is not None and np.shape(iq)[0] >= self.min_samples and self.applies(probs)
+
     def refine(self, probs: np.ndarray, snr_db: float, iq: np.ndarray) -> np.ndarray:
         """The burst's probabilities with the refiner's classes re-shared (unchanged when the
         network's top class is not one of them); snr_db: the network's estimate for the burst."""
-        probs = np.asarray(probs, np.float64)
-        if np.shape(iq)[0] < self.min_samples or not self.applies(probs):
+        return self.refine_many([probs], [snr_db], [iq])[0]
+
+    def refine_many(self, probs: list[np.ndarray], snr_db: list[float], bursts: list[np.ndarray | None],
+                    pool: Executor | None = None) -> list[np.ndarray]:
+        """refine for many bursts; the invariants of those it wants are computed in `pool` (a
+        concurrent.futures executor of processes) when given, else here, one after another."""
+        probs = [np.asarray(p, np.float64) for p in probs]
+        todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
+        if not todo:
             return probs
-        try:
-            inv = burst_invariants(iq)
-        except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
-            log.warning("refiner: burst invariants failed; the network's decision stands", exc_info=True)
+        mine = [bursts[i] for i in todo]
+        if pool is not None and len(todo) > 1:
+            invs = list(pool.map(safe_invariants, mine, chunksize=max(1, len(todo) // 16)))
+        else:
+            invs = [safe_invariants(x) for x in mine]
+        done = [(i, inv) for i, inv in zip(todo, invs, strict=True) if inv is not None]
+        if not done:
             return probs
-        z = self.logits(self.features(probs, snr_db, inv))[0].astype(np.float64)
-        q = np.exp(z - z.max())
-        out = probs.copy()
-        out[self.index] = probs[self.index].sum() * q / q.sum()
+        rows = [i for i, _ in done]
+        z = self.logits(self.features(np.stack([probs[i] for i in rows]), np.array([snr_db[i] for i in rows]),
+                                      np.stack([inv for _, inv in done]))).astype(np.float64)
+        q = np.exp(z - z.max(axis=1, keepdims=True))
+        q /= q.sum(axis=1, keepdims=True)
+        out = list(probs)
+        for r, i in enumerate(rows):
+            new = probs[i].copy()
+            new[self.index] = probs[i][self.index].sum() * q[r]
+            out[i] = new
         return out
 
     # -- storage ------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class ModelConfig:
     threads: int = field(default=0, metadata=_check(lo=0, hi=1024))   # CPU backend threads; 0: all
     warmup: bool = True
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
+    refiner_workers: int = field(default=0, metadata=_check(lo=0, hi=256))  # processes for it; 0: inference thread
 
 
 @dataclass(frozen=True)

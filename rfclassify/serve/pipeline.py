@@ -70,14 +70,8 @@ class EngineAdapter:
         """One ClassificationResult per burst of the batch, windows run in one backend call."""
         clf = self.classifier
         logits, snr_db = clf.infer_windows(batch.bucket_samples, batch.windows())
-        out, offset = [], 0
-        for p, n_w in zip(batch.items, batch.counts(), strict=True):
-            out.append(clf.results_from_outputs(
-                logits[offset:offset + n_w], snr_db[offset:offset + n_w], p.windows.n_samples,
-                batch.bucket_samples, sample_rate=p.burst.sample_rate_hz,
-                snr_offset_db=p.windows.snr_offset_db, burst=p.burst.iq))
-            offset += n_w
-        return out
+        return clf.results_from_batch(logits, snr_db, [p.windows for p in batch.items], batch.bucket_samples,
+                                      [p.burst.sample_rate_hz for p in batch.items], [p.burst.iq for p in batch.items])
 
 
 def make_input_decoder(config: DaemonConfig) -> Decoder:
