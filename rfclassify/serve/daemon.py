@@ -75,6 +75,7 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.context = zmq.Context()
         self.engine = engine
+        self._owns_engine = False           # loaded by start(), so closed by stop()
         self.pipeline: Pipeline | None = None
         self.control: ControlServer | None = None
         self.metrics: Any = None
@@ -99,6 +100,7 @@ class Daemon:
             if self.engine is None:
                 self.notifier.status("loading the model")
                 self.engine = load_engine(cfg)
+                self._owns_engine = True
             e = self.engine
             log.info("engine: %s %s on %s, model %s", e.backend, e.precision, e.device, e.model_id)
             self.pipeline = Pipeline(cfg, e, self.stats, self.context, self._security)
@@ -130,6 +132,8 @@ class Daemon:
         clean = True
         if self.pipeline is not None:
             clean = self.pipeline.stop(drain=drain, timeout_s=self.config.shutdown.drain_timeout_s)
+        if self._owns_engine and self.engine is not None and clean:
+            self.engine.classifier.close()  # its refiner's worker processes too
         if self.metrics is not None:
             self.metrics.stop()
         if self.control is not None:
