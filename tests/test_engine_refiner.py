@@ -207,3 +207,39 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     assert [r.ok for r in a] == [r.ok for r in b] == [True] * (len(bursts) - 2) + [False, True]
     assert [r.top for r in a] != [r.top for r in c]  # the refiner did re-decide some of them
     assert pooled._refiner_pool is None  # closed with the Classifier
+
+
+def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path):
+    """The shipped model through a real daemon with its refiner in one worker process: every
+    burst answered; stop() ends the pool."""
+    import socket
+    import threading
+    from dataclasses import replace
+
+    from rfclassify.serve.config import InputConfig
+    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.demo import ResultCollector, local_config
+    from rfclassify.serve.simulate import SimulateOptions, run_simulator
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = local_config(tmp_path, backend="onnxruntime")
+    cfg = replace(cfg, input=InputConfig(endpoint=f"tcp://127.0.0.1:{port}"),
+                  model=replace(cfg.model, refiner_workers=1, warmup=False))
+    d = Daemon(cfg)
+    d.start()
+    clf = d.engine.classifier
+    try:
+        assert clf.refiner is not None and clf._refiner_pool is not None
+        c = ResultCollector(d.pipeline.output_endpoint).start()
+        opts = SimulateOptions(endpoint=f"tcp://127.0.0.1:{port}", rate_bursts_per_s=200, count=24,
+                               warmup_s=1.0, classes=("16PSK", "32PSK", "64QAM"))
+        sim = threading.Thread(target=run_simulator, args=(opts,))
+        sim.start()
+        sim.join(30)
+        assert c.wait_for(24, 30), f"{c.count()} of 24"
+        c.stop()
+    finally:
+        assert d.stop(drain=True)
+    assert clf._refiner_pool is None
