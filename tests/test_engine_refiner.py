@@ -243,3 +243,23 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
     finally:
         assert d.stop(drain=True)
     assert clf._refiner_pool is None
+
+
+def test_a_killed_refiner_worker_does_not_stop_classification(caplog):
+    import os
+    import signal
+
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+    bursts = list(synthesize(list(HIGH_ORDER_LABELS), 1024, np.random.default_rng(2), 25.0, ChannelConfig()).iq)
+    with Classifier.load(backend="onnxruntime", refiner_workers=1) as clf, \
+            Classifier.load(backend="onnxruntime") as here:
+        expected = [r.top for r in here.classify(bursts)]
+        for pid in list(clf._refiner_pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        got = clf.classify(bursts)
+        assert [r.top for r in got] == expected
+        assert clf._refiner_pool is None and "worker pool broke" in caplog.text

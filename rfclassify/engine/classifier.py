@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,7 +263,12 @@ class Classifier:
             snrs.append(s - w.snr_offset_db)
             offset += w.n_windows
         if self.refiner is not None:
-            probs = self.refiner.refine_many(probs, snrs, list(bursts), self._refiner_pool)
+            try:
+                probs = self.refiner.refine_many(probs, snrs, list(bursts), self._refiner_pool)
+            except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
+                log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
+                self._refiner_pool = None
+                probs = self.refiner.refine_many(probs, snrs, list(bursts), None)
         out, offset = [], 0
         for p, s, w, rate in zip(probs, snrs, windows, sample_rates, strict=True):
             out.append(self._result(p, s, logits[offset:offset + w.n_windows], w.n_samples, bucket_samples, rate))
