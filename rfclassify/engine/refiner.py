@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,14 @@ def safe_invariants(iq: np.ndarray) -> np.ndarray | None:
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
         log.warning("refiner: burst invariants failed; the network's decision stands", exc_info=True)
         return None
+
+
+def invariants_many(bursts: Sequence[np.ndarray], pool: Executor | None = None) -> list[np.ndarray | None]:
+    """safe_invariants of every burst, in order: in `pool` (an executor of processes, e.g.
+    start_pool's) when given and there is more than one, else here, one after another."""
+    if pool is not None and len(bursts) > 1:
+        return list(pool.map(safe_invariants, bursts, chunksize=max(1, len(bursts) // 16)))
+    return [safe_invariants(x) for x in bursts]
 
 
 def start_pool(workers: int) -> Executor:
@@ -99,6 +108,10 @@ class Refiner:
         h = np.maximum(x @ self.w1 + self.b1, 0.0)
         return h @ self.w2 + self.b2
 
+    def describe(self) -> dict[str, Any]:
+        """What it re-decides, for logs and `status`: its classes and the shortest burst it takes."""
+        return {"classes": list(self.labels), "min_samples": int(self.min_samples)}
+
     def applies(self, probs: np.ndarray) -> bool:
         """Whether the network's top class of this burst is one the refiner re-decides."""
         return bool(np.isin(int(np.argmax(probs)), self.index))
@@ -121,11 +134,7 @@ class Refiner:
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        mine = [bursts[i] for i in todo]
-        if pool is not None and len(todo) > 1:
-            invs = list(pool.map(safe_invariants, mine, chunksize=max(1, len(todo) // 16)))
-        else:
-            invs = [safe_invariants(x) for x in mine]
+        invs = invariants_many([bursts[i] for i in todo], pool)
         done = [(i, inv) for i, inv in zip(todo, invs, strict=True) if inv is not None]
         if not done:
             return probs

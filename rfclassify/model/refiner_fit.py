@@ -14,9 +14,10 @@ drops it (a refiner belongs to one network).
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
-from rfclassify.dsp.symbol_clock import burst_invariants
-from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256
+from rfclassify.dsp.symbol_clock import N_INVARIANTS
+from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256, invariants_many, start_pool
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS
 
 log = logging.getLogger(__name__)
@@ -57,45 +58,29 @@ class RefinerFitConfig:
             raise ConfigError("hidden, epochs and patience must be >= 1")
 
 
-def _invariants(chunk: list[np.ndarray]) -> np.ndarray:
-    return np.stack([burst_invariants(x) for x in chunk])
-
-
-def all_invariants(bursts: list[np.ndarray], workers: int = 0, pool: Any = None) -> np.ndarray:
-    """burst_invariants of every burst, in order: in `pool` (a multiprocessing pool) when
-    given, else over `workers` new processes (0 or 1: in this one)."""
-    from rfclassify.dsp.symbol_clock import N_INVARIANTS
-
-    if not bursts:
-        return np.zeros((0, N_INVARIANTS), np.float32)
-    chunks = [bursts[i:i + 64] for i in range(0, len(bursts), 64)]
-    if pool is not None:
-        return np.concatenate(pool.map(_invariants, chunks))
-    if workers <= 1:
-        return np.concatenate([_invariants(c) for c in chunks])
-    with multiprocessing.get_context("fork").Pool(workers) as new_pool:
-        return np.concatenate(new_pool.map(_invariants, chunks))
-
-
 def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...] = HIGH_ORDER_LABELS,
                     progress: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
     """Synthesize cfg.per_class bursts of each class from the model's recipe, classify them
     with the network alone, and keep the ones it calls one of `classes`: features (n, F), the
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
-    SNR (n,) and burst length (n,). The invariants are computed chunk by chunk (cfg.workers
-    processes), so no more than one chunk of bursts is held at a time."""
+    SNR (n,) and burst length (n,). The invariants are computed chunk by chunk, in cfg.workers
+    processes (the serving refiner's pool), so no more than one chunk of bursts is held at a
+    time."""
+    pool = start_pool(cfg.workers) if cfg.workers > 1 else None
+    try:
+        return _routed_examples(model_dir, cfg, classes, progress, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
+                     progress: Callable[[str], None] | None, pool: Executor | None) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.training_data import DataRecipe
 
-    # the workers fork before the network's runtime starts its threads
-    pool = multiprocessing.get_context("fork").Pool(cfg.workers) if cfg.workers > 1 else None
-    try:
-        clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
-    except BaseException:
-        if pool is not None:
-            pool.terminate()
-        raise
+    clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
     recipe_info = dict(clf.meta.extra.get("training", {}).get("recipe", {}))
     recipe = DataRecipe(channel_overrides=dict(recipe_info.get("channel_overrides", {})))
     channel = recipe.channel_config()
@@ -116,7 +101,10 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
             probs = np.stack([r.probabilities for r in results])
             keep = np.flatnonzero(np.isin(probs.argmax(1), index))
             if keep.size:
-                inv = all_invariants([batch.iq[i] for i in keep], pool=pool)
+                # a burst whose statistics fail (none should: burst_invariants does not raise)
+                # gets the invalid vector, as a burst without a clock does
+                inv = np.stack([v if v is not None else np.zeros(N_INVARIANTS, np.float32)
+                                for v in invariants_many([batch.iq[i] for i in keep], pool)])
                 feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
             truth += [classes.index(str(lab[i])) for i in keep]
             top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
@@ -125,9 +113,6 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
             if progress is not None and (k + 1) % 10 == 0:
                 progress(f"synthesized, classified and measured {k + 1}/{n_chunks} chunks")
     finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
         clf.close()
     if len(truth) < 50:
         raise ConfigError(f"only {len(truth)} bursts were routed to the refiner; raise per_class")
@@ -204,13 +189,13 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     t_data = time.time() - t0
     weights, hold = train_perceptron(ex["features"], ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    pred = Refiner(labels=classes, index=np.zeros(0, int), **weights).logits(ex["features"][hold]).argmax(1)
+    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]), **weights)
+    pred = refiner.logits(ex["features"][hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
                      "refined": float(np.mean(pred[length == n] == y[length == n]))}
                  for n in FIT_LENGTHS if np.any(length == n)}
-    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]),
-                      min_samples=shortest_helped(by_length), **weights)
+    refiner = dataclasses.replace(refiner, min_samples=shortest_helped(by_length))
     pred = np.where(length >= refiner.min_samples, pred, network)  # as served: short bursts keep the network's
     high = ex["snr_db"][hold] >= 10.0
     report = {
