@@ -80,7 +80,7 @@ def test_classifier_and_daemon_path_apply_the_models_refiner(tiny_model_dir, tmp
         (r,) = clf.classify([burst])
         cut = burst_to_windows(burst, clf.policy)
         (d,) = EngineAdapter(clf).classify_batch(Batch(cut.bucket_samples, [Pending(Burst(iq=burst), cut)]))
-        assert clf.describe()["refiner"] == list(LABELS)
+        assert clf.describe()["refiner"] == {"classes": list(LABELS), "min_samples": 0}
     with Classifier.load(model_dir, backend="onnxruntime", refiner=False) as off:
         (r_off,) = off.classify([burst])
     assert r.top[0] == (favoured, pytest.approx(0.9, abs=1e-5)) and d.top[0][0] == favoured

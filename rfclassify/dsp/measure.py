@@ -18,8 +18,8 @@ def matched_filter(iq: np.ndarray, sps: float, rolloff: float, timing_offset_sam
     Symbol k is taken at sample time k * sps + timing_offset_samples (+ symbol_shift symbols),
     with the receiver clock off by sro_ppm; only symbols whose whole pulse lies inside the
     burst (8 symbols margin) are returned. With unit-energy symbols the output is the symbol.
-    pulse: the RRC of this roll-off as a function of symbol time (e.g. symbol_clock.rrc_lookup, much
-    faster); default the closed form.
+    pulse: the RRC of this roll-off as a function of symbol time (e.g. symbol_clock.rrc_lookup,
+    much faster); default the closed form.
     """
     margin = 8
     scale = 1 + 1e-6 * sro_ppm
@@ -30,8 +30,10 @@ def matched_filter(iq: np.ndarray, sps: float, rolloff: float, timing_offset_sam
     idx = np.floor((centre - margin * sps) / scale).astype(np.intp)[:, None] + np.arange(width)
     valid = (idx >= 0) & (idx < iq.size)
     u = (idx * scale - timing_offset_samples) / sps - symbol_shift - k[:, None]
-    shape = pulse(np.clip(u, -margin, margin)) if pulse is not None else pulses.rrc(np.clip(u, -margin, margin), rolloff)
-    taps = shape * ((np.abs(u) <= margin) & valid)
+    if pulse is None:
+        def pulse(v: np.ndarray) -> np.ndarray:
+            return pulses.rrc(v, rolloff)
+    taps = pulse(np.clip(u, -margin, margin)) * ((np.abs(u) <= margin) & valid)
     x = iq.astype(np.complex128)[np.clip(idx, 0, iq.size - 1)]
     return np.sum(taps * x, axis=1) / sps
 

@@ -171,7 +171,7 @@ class Classifier:
         return {"backend": self.backend, "precision": self.precision, "device": self.device,
                 "model": self.model_id, "backend_reason": self.backend_reason,
                 "precision_reason": self.precision_reason,
-                "refiner": list(self.refiner.labels) if self.refiner else None}
+                "refiner": self.refiner.describe() if self.refiner else None}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -255,13 +255,13 @@ class Classifier:
         snr_db (W,) hold their windows in order (windows[i].n_windows rows each); bursts are
         their samples for the refiner (None: the network decides alone for that burst). The
         refiner's statistics of the whole batch run in its process pool when it has one."""
-        probs, snrs, offset = [], [], 0
-        for w in windows:
-            p, s = aggregate_windows(logits[offset:offset + w.n_windows], snr_db[offset:offset + w.n_windows],
-                                     self.meta.temperature)
+        ends = np.cumsum([w.n_windows for w in windows])
+        rows = [slice(end - w.n_windows, end) for w, end in zip(windows, ends, strict=True)]
+        probs, snrs = [], []
+        for w, r in zip(windows, rows, strict=True):
+            p, s = aggregate_windows(logits[r], snr_db[r], self.meta.temperature)
             probs.append(p)
             snrs.append(s - w.snr_offset_db)
-            offset += w.n_windows
         if self.refiner is not None:
             try:
                 probs = self.refiner.refine_many(probs, snrs, list(bursts), self._refiner_pool)
@@ -269,11 +269,8 @@ class Classifier:
                 log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
                 self._refiner_pool = None
                 probs = self.refiner.refine_many(probs, snrs, list(bursts), None)
-        out, offset = [], 0
-        for p, s, w, rate in zip(probs, snrs, windows, sample_rates, strict=True):
-            out.append(self._result(p, s, logits[offset:offset + w.n_windows], w.n_samples, bucket_samples, rate))
-            offset += w.n_windows
-        return out
+        return [self._result(p, s, logits[r], w.n_samples, bucket_samples, rate)
+                for p, s, r, w, rate in zip(probs, snrs, rows, windows, sample_rates, strict=True)]
 
     def _result(self, probs: np.ndarray, snr: float, logits: np.ndarray, n_samples: int, bucket_samples: int,
                 sample_rate: float | None) -> ClassificationResult:

@@ -33,7 +33,7 @@ def render_status(st: dict[str, Any]) -> str:
         add(f"engine      {eng.get('backend')} {eng.get('precision')} on {dev}")
         add(f"model       {eng.get('model')}  (unknown below p={eng.get('unknown_threshold')})")
         ref = eng.get("refiner")
-        add("refiner     " + (f"on: re-decides {ref.get('classes')} high-order classes, bursts of "
+        add("refiner     " + (f"on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
                                f">= {ref.get('min_samples')} samples" if ref else "off (the network decides alone)"))
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
