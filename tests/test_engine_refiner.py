@@ -263,3 +263,57 @@ def test_a_killed_refiner_worker_does_not_stop_classification(caplog):
         got = clf.classify(bursts)
         assert [r.top for r in got] == expected
         assert clf._refiner_pool is None and "worker pool broke" in caplog.text
+
+
+def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_model_dir, tmp_path, monkeypatch):
+    """The refiner raising on one batch: that batch's bursts still get results, the network's
+    (counted, in health); the next batches are refined again."""
+    import time
+
+    import zmq
+
+    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.demo import ResultCollector, local_config
+    from rfclassify.serve.native import encode_native
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, constant_refiner(LABELS, favoured="FM"))  # re-decides every burst: FM at 0.9
+    real, calls = Refiner.refine_many, []
+
+    def fails_once(self, *args, **kwargs):
+        calls.append(len(args[0]))
+        if len(calls) == 1:
+            raise RuntimeError("refiner exploded")
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Refiner, "refine_many", fails_once)
+
+    d = Daemon(local_config(tmp_path, model_dir=str(model_dir), backend="onnxruntime", max_batch=4,
+                            max_wait_ms=1.0))
+    d.start()
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    try:
+        c = ResultCollector(d.pipeline.output_endpoint, ctx).start()
+        push.connect(d.pipeline.input_endpoint)
+        rng = np.random.default_rng(5)
+        for k in range(12):
+            iq = (rng.standard_normal(1024) + 1j * rng.standard_normal(1024)).astype(np.complex64)
+            push.send_multipart(encode_native(iq, {"burst_id": k, "sample_rate": 1e6}))
+            if k % 4 == 3:
+                time.sleep(0.3)  # three batches of four
+        assert c.wait_for(12, 30), f"{c.count()} of 12"
+        c.stop()
+        by_id = {r["burst_id"]: r for r in c.results}
+        assert sorted(by_id) == list(range(12)) and not c.rejects
+        first = calls[0]
+        network_alone = [k for k, r in by_id.items() if r["top"][0]["label"] != "FM" or r["top"][0]["p"] < 0.89]
+        assert network_alone and set(network_alone) <= set(range(first))  # only the failed batch
+        assert all(by_id[k]["top"][0]["label"] == "FM" for k in range(first, 12))
+        st = d.status()
+        assert any("refiner failed" in r for r in st["health_reasons"])
+        assert d.pipeline.refiner_errors == 1 and d.pipeline.inference_errors == 0
+    finally:
+        push.close(0)
+        assert d.stop(drain=True)
+        ctx.term()

@@ -9,7 +9,8 @@
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
-Reported as ratios to the bare backend, measured in the same process.
+Reported as ratios to the bare backend, measured in the same process. --no-refiner and
+--refiner-workers choose how a model's constellation refiner runs, in both.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
+    parser.add_argument("--no-refiner", action="store_true",
+                        help="leave the model's constellation refiner out (the network alone)")
+    parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
+                        help="processes for the refiner's statistics (default 0: in the inference thread)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -148,10 +153,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--rate must be a number or 'max', got {args.rate!r}") from None
         if fixed_rate <= 0:
             raise InputError("--rate must be positive")
-    if args.seconds <= 0 or args.max_batch < 1:
-        raise InputError("--seconds and --max-batch must be positive")
+    if args.seconds <= 0 or args.max_batch < 1 or args.refiner_workers < 0:
+        raise InputError("--seconds and --max-batch must be positive, --refiner-workers not negative")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
-                          device=args.device, threads=args.threads)
+                          device=args.device, threads=args.threads, refiner=not args.no_refiner,
+                          refiner_workers=args.refiner_workers)
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
@@ -159,10 +165,12 @@ def run(args: argparse.Namespace) -> int:
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cpu_count()} CPUs",
         "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
-        "seconds": args.seconds,
+        "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": args.refiner_workers,
     }
-    print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}; {BURST_SAMPLES}-sample bursts, "
-          f"batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
+    refiner = ("no refiner" if clf.refiner is None else
+               f"refiner {'in the inference thread' if not args.refiner_workers else f'in {args.refiner_workers} processes'}")
+    print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}, {refiner}; {BURST_SAMPLES}-sample "
+          f"bursts, batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
     # the bare backend is measured before and after the daemon (half the time each) and
     # averaged, so a change in the machine's load during the run biases the ratio less
     bare_before = bare_throughput(clf, bursts, args.max_batch, args.seconds / 2)

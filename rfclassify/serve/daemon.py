@@ -234,6 +234,8 @@ class Daemon:
             reasons.append(f"{drops} drop(s) in the last {self.config.health.drop_window_s:g} s")
         if self.pipeline.inference_errors:
             reasons.append(f"{self.pipeline.inference_errors} failed inference batch(es)")
+        if self.pipeline.refiner_errors:
+            reasons.append(f"{self.pipeline.refiner_errors} batch(es) the refiner failed on (network alone)")
         if self.state == "stopping":
             reasons.append("shutting down")
         return ("degraded" if reasons else "ok"), reasons

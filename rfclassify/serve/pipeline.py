@@ -8,9 +8,11 @@
 * batcher normalizes and windows each burst (rfclassify.dsp.windows, the model's bucket
   policy; too_short / non_finite / zero_power become rejects) and assembles batches per
   bucket (max_batch windows or max_wait_ms, whichever first).
-* inference runs the backend on a batch and turns outputs into result records; it stamps
-  the heartbeat every loop, so a hung backend shows as a stale heartbeat (and stops the
-  systemd watchdog pings).
+* inference runs the backend on a batch and turns outputs into result records (the model's
+  constellation refiner included, when it has one: a refiner that fails leaves that batch
+  to the network alone); it stamps the heartbeat every loop, so a hung backend shows as a
+  stale heartbeat (and stops the systemd watchdog pings). The refiner is not a stage of its
+  own: a thread of its own measured slower on a GPU host (docs/engine.md).
 * publisher owns the output PUB socket; everyone else hands it records through its queue.
 
 Only the ingest queue drops under overload (policy drop_oldest, drop_newest or block); the
@@ -25,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import zmq
 
 from rfclassify._exceptions import MessageError, UserError
@@ -66,12 +69,28 @@ class EngineAdapter:
     def unknown_threshold(self) -> float:
         return self.classifier.unknown_threshold
 
+    @property
+    def refines(self) -> bool:
+        """Whether the Classifier has a constellation refiner (a CPU step after the network)."""
+        return getattr(self.classifier, "refiner", None) is not None
+
+    def infer_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """The network's (logits, snr_db) for every window of the batch, in one backend call."""
+        return self.classifier.infer_windows(batch.bucket_samples, batch.windows())
+
+    def results_for_batch(self, batch: Batch, logits: np.ndarray, snr_db: np.ndarray,
+                          refine: bool = True) -> list[Any]:
+        """One ClassificationResult per burst from the batch's network outputs; the refiner
+        re-decides the bursts it wants unless refine is False (the network's answer alone)."""
+        return self.classifier.results_from_batch(
+            logits, snr_db, [p.windows for p in batch.items], batch.bucket_samples,
+            [p.burst.sample_rate_hz for p in batch.items],
+            [p.burst.iq if refine else None for p in batch.items])
+
     def classify_batch(self, batch: Batch) -> list[Any]:
         """One ClassificationResult per burst of the batch, windows run in one backend call."""
-        clf = self.classifier
-        logits, snr_db = clf.infer_windows(batch.bucket_samples, batch.windows())
-        return clf.results_from_batch(logits, snr_db, [p.windows for p in batch.items], batch.bucket_samples,
-                                      [p.burst.sample_rate_hz for p in batch.items], [p.burst.iq for p in batch.items])
+        logits, snr_db = self.infer_batch(batch)
+        return self.results_for_batch(batch, logits, snr_db)
 
 
 def make_input_decoder(config: DaemonConfig) -> Decoder:
@@ -107,6 +126,7 @@ class Pipeline:
         self.batcher = BucketBatcher(config.batching)
         self.heartbeat_s = time.monotonic()
         self.inference_errors = 0
+        self.refiner_errors = 0           # batches the refiner failed on (left to the network)
         self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
         self.output_endpoint = ""
         self._stop_ingest = threading.Event()
@@ -336,16 +356,17 @@ class Pipeline:
     def _run_batch(self, batch: Batch) -> None:
         t0 = time.monotonic()
         try:
-            results = self.engine.classify_batch(batch)
+            logits, snr_db = self.engine.infer_batch(batch)
         except Exception as exc:  # noqa: BLE001 - a backend fault rejects the batch, the daemon lives
             self.inference_errors += 1
             log.exception("inference failed on a batch of %d bursts", len(batch.items))
-            for p in batch.items:
-                self._reject(Reject("internal_error", f"inference failed: {exc}",
-                                    p.burst.burst_id, p.burst.stream))
+            self._reject_batch(batch, f"inference failed: {exc}")
+            return
+        results = self._results(batch, logits, snr_db)
+        if results is None:
             return
         t1 = time.monotonic()
-        infer_s = t1 - t0
+        infer_s = t1 - t0  # the backend call and the refiner's work on the batch
         eng = self.engine
         for p, res in zip(batch.items, results, strict=True):
             b = p.burst
@@ -358,6 +379,31 @@ class Pipeline:
                                   truth.label if truth else None, truth.snr_db if truth else None,
                                   res.best_guess)
             self._publish(encode(RESULT_TOPIC, rec))
+
+    def _results(self, batch: Batch, logits: np.ndarray, snr_db: np.ndarray) -> list[Any] | None:
+        """The batch's results from the network's outputs. If the refiner fails, the network's
+        answers alone; if even those cannot be made, every burst is rejected (internal_error)
+        and None returned."""
+        try:
+            return self.engine.results_for_batch(batch, logits, snr_db)
+        except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the daemon
+            error: Exception = exc
+            if self.engine.refines:
+                self.refiner_errors += 1
+                log.exception("refiner failed on a batch of %d bursts; the network decides them alone",
+                              len(batch.items))
+                try:
+                    return self.engine.results_for_batch(batch, logits, snr_db, refine=False)
+                except Exception as exc2:  # noqa: BLE001
+                    error = exc2
+        self.inference_errors += 1
+        log.error("could not make results for a batch of %d bursts: %s", len(batch.items), error)
+        self._reject_batch(batch, f"inference failed: {error}")
+        return None
+
+    def _reject_batch(self, batch: Batch, detail: str) -> None:
+        for p in batch.items:
+            self._reject(Reject("internal_error", detail, p.burst.burst_id, p.burst.stream))
 
     def _publish_loop(self) -> None:
         sock = open_output_socket(self.context, self.config, self.security)
