@@ -48,7 +48,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
-from rfclassify.dsp.rate import estimate_sps  # noqa: E402
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
 
 LOCAL_SYMBOLS = 16         # local means of the unit-magnitude powers
@@ -71,31 +70,29 @@ def _power_line(y: np.ndarray, k: int) -> np.ndarray:
     return (y / np.maximum(np.abs(y), 1e-30)) ** k
 
 
+def _strongest_line(z: np.ndarray, k: int) -> tuple[float, float]:
+    """(frequency in cycles/symbol, strength against the spectrum's median) of the strongest
+    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5)."""
+    nfft = 1 << int(math.ceil(math.log2(8 * z.size)))
+    f = np.fft.fftfreq(nfft)
+    s = np.abs(np.fft.fft(z, nfft))
+    i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
+    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size))
+
+
 def residual_carrier(y: np.ndarray) -> float:
     """Cycles per symbol: the strongest line of the 4th or 8th power of the symbols, over k."""
-    n = y.size
-    nfft = 1 << int(math.ceil(math.log2(8 * n)))
-    f = np.fft.fftfreq(nfft)
-    best = (0.0, 0.0)
-    for k in (4, 8):
-        s = np.abs(np.fft.fft(_power_line(y, k), nfft)) / n
-        i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
-        score = s[i] / (np.median(s) + 1e-12)
-        if score > best[0]:
-            best = (score, f[i] / k)
-    return best[1]
+    lines = [(*_strongest_line(_power_line(y, k), k), k) for k in (4, 8)]
+    f, _, k = max(lines, key=lambda line: line[1])
+    return f / k
 
 
 def derotate(y: np.ndarray, k: int, local: bool) -> np.ndarray:
     """y turned back by the k-th power line: its frequency (whole burst) and its phase, over
     PHASE_SYMBOLS symbols (local, follows phase noise) or the whole burst."""
     z = _power_line(y, k)
-    n = z.size
-    nfft = 1 << int(math.ceil(math.log2(8 * n)))
-    f = np.fft.fftfreq(nfft)
-    s = np.abs(np.fft.fft(z, nfft))
-    fk = f[int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))]
-    t = np.arange(n)
+    fk, _ = _strongest_line(z, k)
+    t = np.arange(z.size)
     zc = z * np.exp(-2j * np.pi * fk * t)
     phase = np.angle(_local_mean(zc, PHASE_SYMBOLS)) if local else np.angle(np.mean(zc))
     return y * np.exp(-1j * (2 * np.pi * fk * t + phase) / k)
@@ -130,11 +127,10 @@ def clocked_sequence(iq: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     try:
         with np.errstate(all="ignore"):
             x = sc.remove_dc_line(x)
-            sps, timing = sc.estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]),
-                                                  nfft=sc.line_search_nfft(x.size))[0]
-            if not (math.isfinite(sps) and math.isfinite(timing)) or not 1.8 <= sps <= 17.6:
+            clock = sc.blind_clock(x)
+            if clock is None:
                 return None
-            f0, _ = sc.estimate_carrier_and_noise(x, sps)
+            sps, timing, f0 = clock
             pulse = sc.rrc_lookup(sc.BLIND_ROLLOFF)
             xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
             y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=pulse)

@@ -35,7 +35,6 @@ def test_the_carrier_recovered_channels_sit_on_the_constellation():
     is within a few dB of the genie clock's (about 30 dB); the refiner's symbols, with only
     the band-centroid carrier removed, still turn and are far off the grid."""
     from rfclassify.dsp import symbol_clock as sc
-    from rfclassify.dsp.rate import estimate_sps
 
     alphabet = constellation("16QAM")
     alphabet = alphabet / np.sqrt(np.mean(np.abs(alphabet) ** 2))
@@ -50,8 +49,7 @@ def test_the_carrier_recovered_channels_sit_on_the_constellation():
         assert seq.shape[0] == srp.N_CHANNELS and seq.shape[1] >= 40 and inv[0] == 1.0
         recovered.append(_mer_db(seq[2] + 1j * seq[3], alphabet))      # 4th power, whole burst
         xc = sc.remove_dc_line(x)
-        sps, timing = sc.estimate_symbol_rate(xc, float(estimate_sps(xc[None, :])[0]))[0]
-        f0, _ = sc.estimate_carrier_and_noise(xc, sps)
+        sps, timing, f0 = sc.blind_clock(xc)
         y = sc.symbols_at(xc * np.exp(-2j * np.pi * f0 * np.arange(xc.size)), sps, sc.BLIND_ROLLOFF, timing)
         raw.append(_mer_db(y, alphabet))
     assert np.median(recovered) > 22.0, recovered

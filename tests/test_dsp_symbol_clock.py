@@ -110,9 +110,7 @@ def test_the_tabulated_pulse_matches_the_closed_form_and_leaves_the_invariants_u
     b = synthesize(["64QAM", "8PSK", "32APSK"], 1024, rng, 20.0, ChannelConfig())
     for x in b.iq:  # the chain of burst_invariants, once with the closed form
         xr = sc.remove_dc_line(x)
-        sps, timing = sc.estimate_symbol_rate(xr, float(sc.estimate_sps(xr[None, :])[0]),
-                                              nfft=sc.line_search_nfft(xr.size))[0]
-        f0, _ = sc.estimate_carrier_and_noise(xr, sps)
+        sps, timing, f0 = sc.blind_clock(xr)
         xb = xr * np.exp(-2j * np.pi * f0 * np.arange(xr.size))
         exact_inv = sc.clock_invariants(sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing))
         np.testing.assert_allclose(sc.burst_invariants(x), exact_inv, atol=1e-4)

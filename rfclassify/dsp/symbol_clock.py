@@ -244,14 +244,27 @@ def burst_invariants(iq: np.ndarray) -> np.ndarray:
         return np.zeros(N_INVARIANTS, np.float32)
 
 
+def blind_clock(x: np.ndarray) -> tuple[float, float, float] | None:
+    """(samples per symbol, timing offset in samples, carrier cycles/sample) of a burst that
+    remove_dc_line has prepared, or None where it has no usable clock (nothing left after
+    the DC line, or a rate outside the synthesizer's range by more than 10 %): the strongest
+    |x|^2 line searched near the occupied-bandwidth estimate (a transform of RATE_OVERSAMPLE x
+    the interpolated length, at most RATE_NFFT), then the band's centroid."""
+    if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
+        return None
+    sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), nfft=line_search_nfft(x.size))[0]
+    if not (math.isfinite(sps) and math.isfinite(timing)) or not SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1:
+        return None
+    f0, _ = estimate_carrier_and_noise(x, sps)
+    return sps, timing, f0
+
+
 def _invariants_at_blind_clock(x: np.ndarray) -> np.ndarray:
     """burst_invariants' chain on a finite, non-silent burst of a usable length."""
     x = remove_dc_line(x)
-    if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
+    clock = blind_clock(x)
+    if clock is None:
         return np.zeros(N_INVARIANTS, np.float32)
-    sps, timing = estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), nfft=line_search_nfft(x.size))[0]
-    if not (math.isfinite(sps) and math.isfinite(timing)) or not SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1:
-        return np.zeros(N_INVARIANTS, np.float32)
-    f0, _ = estimate_carrier_and_noise(x, sps)
+    sps, timing, f0 = clock
     xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
     return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)))
