@@ -48,97 +48,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
+from rfclassify.dsp.symbol_sequence import (  # noqa: E402
+    MIN_SYMBOLS, N_CHANNELS, second_pass_symbols, sequence_from_symbols)
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
-
-LOCAL_SYMBOLS = 16         # local means of the unit-magnitude powers
-PHASE_SYMBOLS = 64         # local carrier phase of the 4th-power line
-N_CHANNELS = 21
-MIN_SYMBOLS = 3
-
-
-def _local_mean(z: np.ndarray, w: int) -> np.ndarray:
-    from scipy.ndimage import uniform_filter1d
-
-    return uniform_filter1d(z.real, w, mode="nearest") + 1j * uniform_filter1d(z.imag, w, mode="nearest")
-
-
-def _power_line(y: np.ndarray, k: int) -> np.ndarray:
-    """y^k with the amplitude kept for k = 4 (QAM, APSK: |y|^2 y^2 phase weighting) and unit
-    magnitude above (PSK)."""
-    if k == 4:
-        return y ** 4 / np.maximum(np.abs(y) ** 2, 1e-30)
-    return (y / np.maximum(np.abs(y), 1e-30)) ** k
-
-
-def _strongest_line(z: np.ndarray, k: int) -> tuple[float, float]:
-    """(frequency in cycles/symbol, strength against the spectrum's median) of the strongest
-    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5)."""
-    nfft = 1 << int(math.ceil(math.log2(8 * z.size)))
-    f = np.fft.fftfreq(nfft)
-    s = np.abs(np.fft.fft(z, nfft))
-    i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
-    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size))
-
-
-def residual_carrier(y: np.ndarray) -> float:
-    """Cycles per symbol: the strongest line of the 4th or 8th power of the symbols, over k."""
-    lines = [(*_strongest_line(_power_line(y, k), k), k) for k in (4, 8)]
-    f, _, k = max(lines, key=lambda line: line[1])
-    return f / k
-
-
-def derotate(y: np.ndarray, k: int, local: bool) -> np.ndarray:
-    """y turned back by the k-th power line: its frequency (whole burst) and its phase, over
-    PHASE_SYMBOLS symbols (local, follows phase noise) or the whole burst."""
-    z = _power_line(y, k)
-    fk, _ = _strongest_line(z, k)
-    t = np.arange(z.size)
-    zc = z * np.exp(-2j * np.pi * fk * t)
-    phase = np.angle(_local_mean(zc, PHASE_SYMBOLS)) if local else np.angle(np.mean(zc))
-    return y * np.exp(-1j * (2 * np.pi * fk * t + phase) / k)
-
-
-def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
-    """(N_CHANNELS, n) float32 per-symbol channels of matched-filter symbols y (any scale)."""
-    y = np.asarray(y, np.complex128)
-    y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
-    u = y / np.maximum(np.abs(y), 1e-30)
-    ch: list[np.ndarray] = []
-    for k, local in ((4, True), (4, False), (8, False), (16, False)):
-        d = derotate(y, k, local)
-        ch += [d.real, d.imag]
-    ch.append(np.abs(y) ** 2)
-    lag = np.concatenate([[0], y[1:] * np.conj(y[:-1])])
-    ch += [lag.real, lag.imag]
-    means = {k: _local_mean(u ** k, LOCAL_SYMBOLS) for k in (4, 8, 16, 32)}
-    for k in (8, 16, 32):
-        v = u ** k * np.exp(-1j * np.angle(means[k]))
-        ch += [v.real, v.imag]
-    ch += [np.abs(means[k]) ** 2 for k in (4, 8, 16, 32)]
-    return np.stack(ch).astype(np.float32)
 
 
 def clocked_sequence(iq: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(sequence (N_CHANNELS, n), the refiner's invariants) of one raw burst at its blind
-    clock with the second carrier pass; None for a burst the chain cannot clock."""
-    x = np.asarray(iq).reshape(-1)
-    if x.size < sc.MIN_CLOCK_SAMPLES or not np.all(np.isfinite(x)) or not np.any(x):
+    """(sequence (N_CHANNELS, n), the invariants of the same symbols) of one raw burst at its
+    blind clock with the second carrier pass; None for a burst the chain cannot clock. The
+    sequence is the product's (rfclassify.dsp.symbol_sequence, where this probe's features
+    moved in the tenth session), without its cap on the symbol count."""
+    found = sc.blind_symbols(iq)
+    if found is None or found.symbols.size < MIN_SYMBOLS:
         return None
     try:
         with np.errstate(all="ignore"):
-            x = sc.remove_dc_line(x)
-            clock = sc.blind_clock(x)
-            if clock is None:
-                return None
-            sps, timing, f0 = clock
-            pulse = sc.rrc_lookup(sc.BLIND_ROLLOFF)
-            xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-            y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=pulse)
-            if y.size < MIN_SYMBOLS:
-                return None
-            y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
-            xb = xb * np.exp(-2j * np.pi * residual_carrier(y) / sps * np.arange(x.size))
-            y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=pulse)
+            y = second_pass_symbols(found)
             if y.size < MIN_SYMBOLS:
                 return None
             return sequence_from_symbols(y), sc.clock_invariants(y)

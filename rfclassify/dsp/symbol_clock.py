@@ -8,7 +8,8 @@ symbols into statistics that neither the carrier phase nor a small residual carr
 changes: amplitude moments and histogram, and per power k the one-symbol lag product and
 the local-mean energy of the unit-magnitude k-th power (the lines that separate 16PSK from
 32PSK and the dense QAMs from each other, which no feature of every sample carries).
-``burst_invariants`` is the whole chain for one raw burst; it never raises on a bad one.
+``blind_symbols`` is the whole chain for one raw burst and ``burst_invariants`` its
+statistics; neither raises on a bad burst.
 
 The estimators were built and measured in benchmarks/high_order_sync_ladder.py (fifth
 session: the rate within 0.5 % for 82-91 % of bursts); the invariants in
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -222,26 +224,51 @@ def line_search_nfft(n_samples: int) -> int:
     return min(RATE_NFFT, RATE_OVERSAMPLE * (1 << int(math.ceil(math.log2(2 * max(n_samples, 1))))))
 
 
-def burst_invariants(iq: np.ndarray) -> np.ndarray:
-    """clock_invariants of one raw burst at its blind clock: the central MAX_CLOCK_SAMPLES,
-    the mean removed where 0 Hz holds a line, the strongest |x|^2 line's rate and timing
-    (searched near the occupied-bandwidth estimate), derotated by the band's centroid, RRC
-    matched filter with BLIND_ROLLOFF (interpolated from a table, rrc_lookup). The
-    line search uses a transform of RATE_OVERSAMPLE x the interpolated length (at most
-    RATE_NFFT). Any burst the chain cannot clock (too short, silent, non-finite) gets the
-    invalid all-zero vector; it never raises for one."""
+class BlindSymbols(NamedTuple):
+    """A burst at its blind clock: what blind_symbols found."""
+
+    baseband: np.ndarray    # unit-RMS burst (central MAX_CLOCK_SAMPLES) derotated by the band centroid
+    symbols: np.ndarray     # RRC (BLIND_ROLLOFF) matched-filter outputs at the clock's instants
+    sps: float              # samples per symbol
+    timing_samples: float   # the first symbol instant, in samples
+
+
+def blind_symbols(iq: np.ndarray) -> BlindSymbols | None:
+    """One raw burst at its blind clock: the central MAX_CLOCK_SAMPLES, the mean removed where
+    0 Hz holds a line, the strongest |x|^2 line's rate and timing (searched near the
+    occupied-bandwidth estimate), derotated by the band's centroid, RRC matched filter with
+    BLIND_ROLLOFF (interpolated from a table, rrc_lookup). None for a burst the chain cannot
+    clock (too short, silent, non-finite, a rate outside the synthesizer's range); it never
+    raises for one."""
     x = np.asarray(iq).reshape(-1)
     if x.size > MAX_CLOCK_SAMPLES:
         start = (x.size - MAX_CLOCK_SAMPLES) // 2
         x = x[start:start + MAX_CLOCK_SAMPLES]
     if x.size < MIN_CLOCK_SAMPLES or not np.all(np.isfinite(x)) or not np.any(x):
-        return np.zeros(N_INVARIANTS, np.float32)
+        return None
     try:
         with np.errstate(all="ignore"):
-            return _invariants_at_blind_clock(x)
+            x = remove_dc_line(x)
+            clock = blind_clock(x)
+            if clock is None:
+                return None
+            sps, timing, f0 = clock
+            xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
+            return BlindSymbols(xb, symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)),
+                                sps, timing)
     except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
         # an estimator that cannot make sense of a degenerate burst: it has no clock
+        return None
+
+
+def burst_invariants(iq: np.ndarray) -> np.ndarray:
+    """clock_invariants of one raw burst's symbols at its blind clock (blind_symbols); a burst
+    the chain cannot clock gets the invalid all-zero vector. It never raises for one."""
+    found = blind_symbols(iq)
+    if found is None:
         return np.zeros(N_INVARIANTS, np.float32)
+    with np.errstate(all="ignore"):
+        return clock_invariants(found.symbols)
 
 
 def blind_clock(x: np.ndarray) -> tuple[float, float, float] | None:
@@ -257,14 +284,3 @@ def blind_clock(x: np.ndarray) -> tuple[float, float, float] | None:
         return None
     f0, _ = estimate_carrier_and_noise(x, sps)
     return sps, timing, f0
-
-
-def _invariants_at_blind_clock(x: np.ndarray) -> np.ndarray:
-    """burst_invariants' chain on a finite, non-silent burst of a usable length."""
-    x = remove_dc_line(x)
-    clock = blind_clock(x)
-    if clock is None:
-        return np.zeros(N_INVARIANTS, np.float32)
-    sps, timing, f0 = clock
-    xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-    return clock_invariants(symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)))

@@ -1,0 +1,129 @@
+"""A burst's clocked symbols, carrier-recovered, as per-symbol channels for the sequence network.
+
+The refiner's invariants (rfclassify.dsp.symbol_clock.clock_invariants) are 27 numbers that no
+carrier phase or small residual offset moves; they throw away where each symbol lies. This
+module keeps it. From a burst at its blind clock (``blind_symbols``) it takes out what is left
+of the carrier (the strongest line of the symbols' 4th or 8th power, removed and the matched
+filter run again: ``second_pass_symbols``), then gives every symbol ``N_CHANNELS`` numbers
+(``sequence_from_symbols``):
+
+- the symbols derotated by the 4th-power line's local (PHASE_SYMBOLS-symbol) phase, and by the
+  4th-, 8th- and 16th-power lines' whole-burst phases (I and Q each): the constellation's
+  amplitude structure, which no invariant keeps;
+- |y|^2 and the one-symbol lag product y_n conj(y_{n-1}) (I/Q);
+- the unit-magnitude 8th/16th/32nd powers against their LOCAL_SYMBOLS-symbol local means (I/Q);
+- the squared magnitudes of the local means of the 4th..32nd powers.
+
+Built and measured in benchmarks/sequence_refiner_probe.py (ninth session); the serving
+refiner (rfclassify.engine.refiner) runs the sequence network (rfclassify.engine.sequence_net)
+on it. ``burst_sequence`` is the whole chain for one raw burst; it never raises on a bad one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rfclassify.dsp import symbol_clock as sc
+
+LOCAL_SYMBOLS = 16          # local means of the unit-magnitude powers
+PHASE_SYMBOLS = 64          # local carrier phase of the 4th-power line
+N_CHANNELS = 21             # per-symbol channels
+MIN_SYMBOLS = 3             # fewer symbols: no sequence
+MAX_SYMBOLS = 1024          # burst_sequence keeps the central symbols of longer bursts
+
+
+def _local_mean(z: np.ndarray, w: int) -> np.ndarray:
+    from scipy.ndimage import uniform_filter1d
+
+    return uniform_filter1d(z.real, w, mode="nearest") + 1j * uniform_filter1d(z.imag, w, mode="nearest")
+
+
+def _power_line(y: np.ndarray, k: int) -> np.ndarray:
+    """y^k with the amplitude kept for k = 4 (QAM, APSK: |y|^2 y^2 phase weighting) and unit
+    magnitude above (PSK)."""
+    if k == 4:
+        return y ** 4 / np.maximum(np.abs(y) ** 2, 1e-30)
+    return (y / np.maximum(np.abs(y), 1e-30)) ** k
+
+
+def strongest_line(z: np.ndarray, k: int) -> tuple[float, float]:
+    """(frequency in cycles/symbol, strength against the spectrum's median) of the strongest
+    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5)."""
+    nfft = 1 << int(math.ceil(math.log2(8 * z.size)))
+    f = np.fft.fftfreq(nfft)
+    s = np.abs(np.fft.fft(z, nfft))
+    i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
+    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size))
+
+
+def residual_carrier(y: np.ndarray) -> float:
+    """Cycles per symbol: the strongest line of the 4th or 8th power of the symbols, over k."""
+    lines = [(*strongest_line(_power_line(y, k), k), k) for k in (4, 8)]
+    f, _, k = max(lines, key=lambda line: line[1])
+    return f / k
+
+
+def derotate(y: np.ndarray, k: int, local: bool) -> np.ndarray:
+    """y turned back by the k-th power line: its frequency (whole burst) and its phase, over
+    PHASE_SYMBOLS symbols (local, follows phase noise) or the whole burst."""
+    z = _power_line(y, k)
+    fk, _ = strongest_line(z, k)
+    t = np.arange(z.size)
+    zc = z * np.exp(-2j * np.pi * fk * t)
+    phase = np.angle(_local_mean(zc, PHASE_SYMBOLS)) if local else np.angle(np.mean(zc))
+    return y * np.exp(-1j * (2 * np.pi * fk * t + phase) / k)
+
+
+def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
+    """(N_CHANNELS, n) float32 per-symbol channels of matched-filter symbols y (any scale)."""
+    y = np.asarray(y, np.complex128)
+    y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+    u = y / np.maximum(np.abs(y), 1e-30)
+    ch: list[np.ndarray] = []
+    for k, local in ((4, True), (4, False), (8, False), (16, False)):
+        d = derotate(y, k, local)
+        ch += [d.real, d.imag]
+    ch.append(np.abs(y) ** 2)
+    lag = np.concatenate([[0], y[1:] * np.conj(y[:-1])])
+    ch += [lag.real, lag.imag]
+    means = {k: _local_mean(u ** k, LOCAL_SYMBOLS) for k in (4, 8, 16, 32)}
+    for k in (8, 16, 32):
+        v = u ** k * np.exp(-1j * np.angle(means[k]))
+        ch += [v.real, v.imag]
+    ch += [np.abs(means[k]) ** 2 for k in (4, 8, 16, 32)]
+    return np.stack(ch).astype(np.float32)
+
+
+def second_pass_symbols(found: sc.BlindSymbols) -> np.ndarray:
+    """The symbols again after the residual carrier of the first pass's symbols is taken out
+    of the baseband burst."""
+    y = found.symbols / math.sqrt(max(float(np.mean(np.abs(found.symbols) ** 2)), 1e-30))
+    xb = found.baseband * np.exp(-2j * np.pi * residual_carrier(y) / found.sps * np.arange(found.baseband.size))
+    return sc.symbols_at(xb, found.sps, sc.BLIND_ROLLOFF, found.timing_samples, pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
+
+
+def clocked_sequence(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
+    """(N_CHANNELS, n) channels of a burst found at its blind clock (the central max_symbols
+    of the second pass's symbols), or None where there are fewer than MIN_SYMBOLS usable ones
+    (or no clock). Never raises for a degenerate burst."""
+    if found is None or found.symbols.size < MIN_SYMBOLS:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            y = second_pass_symbols(found)
+            if max_symbols is not None and y.size > max_symbols:
+                start = (y.size - max_symbols) // 2
+                y = y[start:start + max_symbols]
+            if y.size < MIN_SYMBOLS or not np.all(np.isfinite(y)) or np.count_nonzero(y) < MIN_SYMBOLS:
+                return None
+            seq = sequence_from_symbols(y)
+    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
+        return None
+    return seq if np.all(np.isfinite(seq)) else None
+
+
+def burst_sequence(iq: np.ndarray, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
+    """clocked_sequence of one raw burst (blind_symbols, then the second carrier pass)."""
+    return clocked_sequence(sc.blind_symbols(iq), max_symbols)
