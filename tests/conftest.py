@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rfclassify.model.meta import ModelMeta
@@ -33,6 +34,27 @@ def randomize_batchnorm(net):
 def randomize_batchnorm_fixture():
     """randomize_batchnorm, for tests (conftest is not imported by name)."""
     return randomize_batchnorm
+
+
+def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, blocks: int = 1, kernel: int = 3):
+    """A numpy sequence network (rfclassify.engine.sequence_net) with random weights, no torch."""
+    from rfclassify.dsp.symbol_sequence import N_CHANNELS
+    from rfclassify.engine.sequence_net import SequenceNet
+
+    rng = np.random.default_rng(seed)
+
+    def a(*shape: int) -> np.ndarray:
+        return (0.3 * rng.standard_normal(shape)).astype(np.float32)
+    embed = ((a(16, N_CHANNELS, 1), a(16)), (a(width, 16, 1), a(width)))
+    block = tuple((a(width, width, kernel), a(width), a(width, width, kernel), a(width)) for _ in range(blocks))
+    head = ((a(10, 2 * width + 1), a(10)), (a(len(labels), 10), a(len(labels))))
+    return SequenceNet(embed, block, head, labels, {"made_by": "test"})
+
+
+@pytest.fixture(name="random_sequence_net")
+def random_sequence_net_fixture():
+    """random_sequence_net, for tests."""
+    return random_sequence_net
 
 
 @pytest.fixture(scope="session")

@@ -136,6 +136,26 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
         assert clf.refiner is not None
 
 
+def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net):
+    pytest.importorskip("torch")
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5).save(tmp_path / "seq.npz")
+    rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96,
+                                                  sequence_net=str(net_path)))
+    assert rep["sequence_net"]["sha256"] == file_sha256(net_path)
+    assert ModelMeta.load(model_dir).refiner["fit"]["sequence_net"]["params"] == rep["sequence_net"]["params"]
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.refiner is not None and clf.refiner.sequence is not None
+        assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS)
+        burst = np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)
+        assert clf.classify([burst])[0].top
+
+
 def test_short_bursts_are_left_to_the_network():
     ref = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
     ref = Refiner(**{**ref.__dict__, "min_samples": 512})
@@ -317,3 +337,70 @@ def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_mo
         push.close(0)
         assert d.stop(drain=True)
         ctx.term()
+
+
+def sequence_reading_refiner(classes: tuple[str, ...], sequence) -> Refiner:
+    """A refiner whose perceptron passes the sequence network's log-probabilities through
+    (shifted up by 20 so that no ReLU clips them): its re-shared distribution over its classes
+    is the sequence network's."""
+    k, n_in = len(classes), N_FEATURES + len(sequence.labels)
+    w1 = np.zeros((n_in, k), np.float32)
+    w1[N_FEATURES:, :] = np.eye(k, dtype=np.float32)
+    return Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                   mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32), w1=w1,
+                   b1=np.full(k, 20.0, np.float32), w2=np.eye(k, dtype=np.float32), b2=np.zeros(k, np.float32),
+                   sequence=sequence)
+
+
+def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stores_it(tiny_model_dir, tmp_path,
+                                                                                      random_sequence_net):
+    from dataclasses import replace
+
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_sequence import burst_sequence
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_invariants, burst_statistics
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    ref = sequence_reading_refiner(classes, random_sequence_net(classes, seed=3))
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, ref.sequence)
+    np.testing.assert_array_equal(stats[:N_INVARIANTS], burst_invariants(burst))
+    np.testing.assert_array_equal(stats[N_INVARIANTS:], ref.sequence.log_probs(burst_sequence(burst)))
+    probs = _probs("16PSK", 0.6)
+    out = ref.refine(probs, 20.0, burst)
+    np.testing.assert_allclose(out[ref.index] / probs[ref.index].sum(), np.exp(stats[N_INVARIANTS:]), rtol=1e-4)
+    # a burst with no clock: invalid invariants, uniform sequence outputs
+    silent = burst_statistics(np.zeros(600, np.complex64), ref.sequence)
+    assert not np.any(silent[:N_INVARIANTS]) and np.allclose(np.exp(silent[N_INVARIANTS:]), 1 / 3)
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.sequence is not None and back.sequence.labels == classes
+    assert back.describe()["sequence_net_params"] == ref.sequence.n_params
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), out)
+    # the same perceptron without its sequence network does not fit the features
+    _with_refiner(model_dir, replace(ref, sequence=None))
+    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_the_pools_workers_hold_the_refiners_sequence_network(random_sequence_net):
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import statistics_many
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    ref = sequence_reading_refiner(classes, random_sequence_net(classes, seed=4))
+    bursts = list(synthesize(["16QAM", "32PSK", "16PSK"], 2048, np.random.default_rng(9), 20.0, ChannelConfig()).iq)
+    bursts.append(np.zeros(300, np.complex64))
+    here = statistics_many(bursts, ref.sequence)
+    pool = ref.start_pool(1)
+    try:
+        there = statistics_many(bursts, ref.sequence, pool)
+    finally:
+        pool.shutdown()
+    assert all(v.shape == (N_INVARIANTS + 3,) for v in here)
+    np.testing.assert_array_equal(np.stack(there), np.stack(here))

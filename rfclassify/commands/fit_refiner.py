@@ -20,13 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")
+    parser.add_argument("--sequence-net", default=None, metavar="NPZ",
+                        help="a network from `rfclassify fit-sequence` whose outputs join the invariants "
+                             "(stored inside refiner.npz)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.model.meta import default_model_dir
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
-    cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend)
+    cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend,
+                           sequence_net=args.sequence_net)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True))
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]

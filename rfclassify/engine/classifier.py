@@ -105,9 +105,9 @@ class Classifier:
             raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
         refine, pool = None, None
         if refiner and meta.refiner:  # before the backend: a broken refiner file fails fast
-            from rfclassify.engine.refiner import Refiner, start_pool
+            from rfclassify.engine.refiner import Refiner
             refine = Refiner.load(model_dir, meta.refiner, meta.labels)
-            pool = start_pool(refiner_workers) if refiner_workers > 0 else None
+            pool = refine.start_pool(refiner_workers) if refiner_workers > 0 else None
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)

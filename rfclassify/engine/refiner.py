@@ -5,15 +5,19 @@ dense QAMs from each other when the carrier and symbol rate are unknown (docs/mo
 refiner is a late fusion that adds them: for a burst whose network top class is one of the
 refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the
 network's calibrated log-probabilities, its SNR estimate and the burst's carrier-invariant
-statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``),
-runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
+statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``)
+and, when it carries one, the class log-probabilities of a small network over the burst's
+clocked, carrier-recovered symbols (``rfclassify.engine.sequence_net``, on
+``rfclassify.dsp.symbol_sequence``), runs a small two-layer perceptron (numpy, on the CPU,
+whatever backend ran the network),
 and shares the probability the network gave those classes out again by the perceptron's
 softmax. Every other class keeps the network's probability, so the label can only move
 inside the refiner's classes and the open-set threshold reads the result as before.
 
 Fitted by ``rfclassify.model.refiner_fit`` (``rfclassify fit-refiner``) on a trained model and
-stored beside it (``refiner.npz``, described in model.json's ``refiner``). A model without one
-classifies as the network alone.
+stored beside it (``refiner.npz``, described in model.json's ``refiner``; the sequence
+network's weights, trained by ``rfclassify fit-sequence``, are stored inside it). A model
+without one classifies as the network alone.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ModelNotFoundError
-from rfclassify.dsp.symbol_clock import N_INVARIANTS, burst_invariants
+from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, clock_invariants
+from rfclassify.dsp.symbol_sequence import clocked_sequence
+from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
+from rfclassify.engine.sequence_net import SequenceNet
 
 log = logging.getLogger(__name__)
 
@@ -38,34 +45,72 @@ LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped befo
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
 
-def safe_invariants(iq: np.ndarray) -> np.ndarray | None:
-    """burst_invariants, or None (logged) when they fail: that burst keeps the network's answer.
-    Module-level so that a process pool can run it."""
-    try:
+def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) -> np.ndarray:
+    """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
+    blind clock, then, with a sequence network, that network's log-probabilities of the
+    burst's clocked symbol sequence (uniform where it has none). One blind clock serves both."""
+    if sequence_net is None:
         return burst_invariants(iq)
+    found = blind_symbols(iq)
+    if found is None:
+        return np.concatenate([np.zeros(N_INVARIANTS, np.float32), sequence_net.uniform()])
+    with np.errstate(all="ignore"):
+        inv = clock_invariants(found.symbols)
+    seq = clocked_sequence(found)
+    return np.concatenate([inv, sequence_net.uniform() if seq is None else sequence_net.log_probs(seq)])
+
+
+def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) -> np.ndarray | None:
+    """burst_statistics, or None (logged) when they fail: that burst keeps the network's answer."""
+    try:
+        return burst_statistics(iq, sequence_net)
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
-        log.warning("refiner: burst invariants failed; the network's decision stands", exc_info=True)
+        log.warning("refiner: burst statistics failed; the network's decision stands", exc_info=True)
         return None
 
 
-def invariants_many(bursts: Sequence[np.ndarray], pool: Executor | None = None) -> list[np.ndarray | None]:
-    """safe_invariants of every burst, in order: in `pool` (an executor of processes, e.g.
-    start_pool's) when given and there is more than one, else here, one after another."""
+_worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker
+_worker_thread_limits: Any = None                  # the worker's threadpoolctl limits, kept in force
+
+
+def _init_worker(sequence_net: SequenceNet | None) -> None:
+    """A pool worker's start: keep its copy of the sequence network, and give it one BLAS
+    (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
+    in every worker for the sequence network's products oversubscribes the cores (an H200
+    host's 16: 8 workers re-decided a burst in 16 ms instead of under 1)."""
+    from threadpoolctl import threadpool_limits
+
+    global _worker_sequence_net, _worker_thread_limits
+    _worker_sequence_net = sequence_net
+    _worker_thread_limits = threadpool_limits(limits=1)
+
+
+def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
+    return safe_statistics(iq, _worker_sequence_net)
+
+
+def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
+                    pool: Executor | None = None) -> list[np.ndarray | None]:
+    """safe_statistics of every burst, in order: in `pool` when given and there is more than
+    one (a pool from start_pool(workers, sequence_net), whose workers hold that same network),
+    else here, one after another."""
     if pool is not None and len(bursts) > 1:
-        return list(pool.map(safe_invariants, bursts, chunksize=max(1, len(bursts) // 16)))
-    return [safe_invariants(x) for x in bursts]
+        return list(pool.map(_pooled_statistics, bursts, chunksize=max(1, len(bursts) // 16)))
+    return [safe_statistics(x, sequence_net) for x in bursts]
 
 
-def start_pool(workers: int) -> Executor:
-    """A pool of `workers` processes for the refiner's statistics, spawned (so nothing of the
-    caller's threads or sockets is inherited) and warmed with one small burst per worker, so
-    the first real bursts do not pay for starting them."""
+def start_pool(workers: int, sequence_net: SequenceNet | None = None) -> Executor:
+    """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
+    sequence_net and one BLAS thread), spawned (so nothing of the caller's threads or sockets
+    is inherited) and warmed with one small burst per worker, so the first real bursts do not
+    pay for starting them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(sequence_net,))
     warm = np.exp(2j * np.pi * 0.05 * np.arange(256)).astype(np.complex64)
-    list(pool.map(safe_invariants, [warm] * workers))
+    list(pool.map(_pooled_statistics, [warm] * workers))
     return pool
 
 
@@ -88,19 +133,27 @@ class Refiner:
     #: bursts shorter than this are left to the network (the fit's held-out bursts said the
     #: refiner does not help them: too few symbols for the statistics)
     min_samples: int = 0
+    #: the network over the clocked symbols whose log-probabilities follow the invariants in
+    #: the perceptron's input (None: the invariants alone)
+    sequence: SequenceNet | None = None
 
     @property
     def n_features(self) -> int:
         return int(self.mean.size)
 
     @staticmethod
-    def features(probs: np.ndarray, snr_db: np.ndarray | float, invariants: np.ndarray) -> np.ndarray:
+    def features(probs: np.ndarray, snr_db: np.ndarray | float, statistics: np.ndarray) -> np.ndarray:
         """The perceptron's input rows: [log network probabilities, network SNR estimate / 10 dB,
-        burst invariants]."""
+        the burst's statistics (burst_statistics: its invariants, then the sequence network's
+        log-probabilities when the refiner has one)]."""
         p = np.atleast_2d(np.asarray(probs, np.float64))
         snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
-        inv = np.atleast_2d(np.asarray(invariants, np.float64))
-        return np.concatenate([np.log(np.maximum(p, LOG_PROB_FLOOR)), snr, inv], axis=1).astype(np.float32)
+        stats = np.atleast_2d(np.asarray(statistics, np.float64))
+        return np.concatenate([np.log(np.maximum(p, LOG_PROB_FLOOR)), snr, stats], axis=1).astype(np.float32)
+
+    def start_pool(self, workers: int) -> Executor:
+        """start_pool for this refiner's statistics (its workers hold its sequence network)."""
+        return start_pool(workers, self.sequence)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """(n, K) perceptron outputs of (n, F) feature rows."""
@@ -110,7 +163,10 @@ class Refiner:
 
     def describe(self) -> dict[str, Any]:
         """What it re-decides, for logs and `status`: its classes and the shortest burst it takes."""
-        return {"classes": list(self.labels), "min_samples": int(self.min_samples)}
+        out: dict[str, Any] = {"classes": list(self.labels), "min_samples": int(self.min_samples)}
+        if self.sequence is not None:
+            out["sequence_net_params"] = self.sequence.n_params
+        return out
 
     def applies(self, probs: np.ndarray) -> bool:
         """Whether the network's top class of this burst is one the refiner re-decides."""
@@ -128,13 +184,13 @@ class Refiner:
 
     def refine_many(self, probs: list[np.ndarray], snr_db: list[float], bursts: list[np.ndarray | None],
                     pool: Executor | None = None) -> list[np.ndarray]:
-        """refine for many bursts; the invariants of those it wants are computed in `pool` (a
-        concurrent.futures executor of processes) when given, else here, one after another."""
+        """refine for many bursts; the statistics of those it wants are computed in `pool` (this
+        refiner's start_pool) when given, else here, one after another."""
         probs = [np.asarray(p, np.float64) for p in probs]
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        invs = invariants_many([bursts[i] for i in todo], pool)
+        invs = statistics_many([bursts[i] for i in todo], self.sequence, pool)
         done = [(i, inv) for i, inv in zip(todo, invs, strict=True) if inv is not None]
         if not done:
             return probs
@@ -153,8 +209,9 @@ class Refiner:
     # -- storage ------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         path = Path(path)
+        extra = self.sequence.arrays() if self.sequence is not None else {}
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
-                 **{k: getattr(self, k) for k in _ARRAYS})
+                 **{k: getattr(self, k) for k in _ARRAYS}, **extra)
         return path
 
     @classmethod
@@ -171,18 +228,21 @@ class Refiner:
                 labels = tuple(str(s) for s in z["labels"])
                 arrays = {k: np.asarray(z[k], np.float32) for k in _ARRAYS}
                 min_samples = int(z["min_samples"])
+                sequence = SequenceNet.from_arrays(z, str(path)) if f"{SEQUENCE_PREFIX}labels" in z else None
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
         if unknown:
             raise ModelNotFoundError(f"{path}: classes {unknown} are not among the model's labels")
-        expected = len(model_labels) + 1 + N_INVARIANTS
+        n_sequence = len(sequence.labels) if sequence is not None else 0
+        expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence
         shapes_ok = (arrays["mean"].shape == arrays["scale"].shape == (expected,)
                      and arrays["w1"].shape[0] == expected and arrays["w1"].shape[1] == arrays["b1"].size
                      and arrays["w2"].shape == (arrays["b1"].size, len(labels)) and arrays["b2"].size == len(labels))
         if not shapes_ok:
             raise ModelNotFoundError(
                 f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
+                f"+ {n_sequence} sequence-network outputs "
                 f"(fitted by another version? run `rfclassify fit-refiner` again)")
         index = np.array([model_labels.index(lb) for lb in labels])
-        return cls(labels=labels, index=index, min_samples=min_samples, **arrays)
+        return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, **arrays)

@@ -94,14 +94,26 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
     if not fit:
         return []
     acc, acc10, cfg = fit["holdout_accuracy"], fit["holdout_accuracy_snr_ge_10db"], fit["config"]
+    seq = fit.get("sequence_net")
+    seq_input = (", and the class log-probabilities of a sequence network over the burst's carrier-recovered clocked "
+                 "symbols (rfclassify/dsp/symbol_sequence.py, rfclassify/engine/sequence_net.py; stored in the same "
+                 "file)" if seq else "")
+    seq_lines = [] if not seq else [
+        f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
+        f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
+        "bursts at SNR 10..30 dB, by burst length: "
+        + ", ".join(f"{n}: {_pct(v)}" for n, v in sorted(seq["eval_accuracy_by_length"].items(),
+                                                          key=lambda kv: int(kv[0]))) + "."]
     return ["", "## Constellation refiner", "",
             f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by a "
             f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU) from the network's "
             "log-probabilities, its SNR estimate and the burst's carrier-invariant statistics at its blind symbol clock "
-            "(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py); the probability the network gave "
-            f"those classes is shared out again, every other class keeps its own. File `{r['file']}` "
+            f"(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py){seq_input}; the probability the network "
+            f"gave those classes is shared out again, every other class keeps its own. File `{r['file']}` "
             f"(sha256 {r['sha256'][:12]}...).", "",
-            f"- Fitted by `rfclassify fit-refiner --per-class {cfg['per_class']} --seed {cfg['seed']}`: "
+            *seq_lines,
+            f"- Fitted by `rfclassify fit-refiner --per-class {cfg['per_class']} --seed {cfg['seed']}"
+            f"{' --sequence-net ' + Path(seq['file']).name if seq else ''}`: "
             f"{fit['bursts_synthesized']:,} bursts of those classes from the training recipe at "
             f"{', '.join(map(str, fit['lengths']))} samples, {fit['bursts_routed']:,} of them called one of the "
             f"classes by the network; {fit['total_s']:.0f} s on the CPU.",

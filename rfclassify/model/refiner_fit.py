@@ -5,7 +5,9 @@ training recipe (its impairment chain and SNR range), at lengths spread over the
 beyond; the model classifies them as it serves (the network alone, any backend); the bursts it
 calls one of those classes become the refiner's examples: the network's log-probabilities, its
 SNR estimate and the burst's clocked invariants in, the true class out. A two-layer perceptron (torch, CPU) is
-trained on them with early stopping on a held-out share, saved beside the model as
+trained on them with early stopping on a held-out share (with ``sequence_net``, a network
+from ``rfclassify fit-sequence``, its outputs join the invariants and its weights are stored
+inside refiner.npz), saved beside the model as
 refiner.npz and recorded in model.json with what it was fitted on and how it did on the
 held-out share against the network alone. Refitting replaces it; retraining the network
 drops it (a refiner belongs to one network).
@@ -26,7 +28,8 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
-from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256, invariants_many, start_pool
+from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256, start_pool, statistics_many
+from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,7 @@ class RefinerFitConfig:
     workers: int = 2               # processes computing the invariants (0 or 1: in this one)
     backend: str = "onnxruntime"   # what runs the network while fitting
     chunk: int = 256               # bursts synthesized and classified at a time
+    sequence_net: str | None = None  # a fit-sequence network whose outputs join the invariants
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -59,23 +63,25 @@ class RefinerFitConfig:
 
 
 def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...] = HIGH_ORDER_LABELS,
-                    progress: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
+                    progress: Callable[[str], None] | None = None,
+                    sequence_net: SequenceNet | None = None) -> dict[str, np.ndarray]:
     """Synthesize cfg.per_class bursts of each class from the model's recipe, classify them
     with the network alone, and keep the ones it calls one of `classes`: features (n, F), the
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
-    SNR (n,) and burst length (n,). The invariants are computed chunk by chunk, in cfg.workers
-    processes (the serving refiner's pool), so no more than one chunk of bursts is held at a
-    time."""
-    pool = start_pool(cfg.workers) if cfg.workers > 1 else None
+    SNR (n,) and burst length (n,). The statistics (the invariants, and sequence_net's
+    outputs when given) are computed chunk by chunk, in cfg.workers processes (the serving
+    refiner's pool), so no more than one chunk of bursts is held at a time."""
+    pool = start_pool(cfg.workers, sequence_net) if cfg.workers > 1 else None
     try:
-        return _routed_examples(model_dir, cfg, classes, progress, pool)
+        return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net)
     finally:
         if pool is not None:
             pool.shutdown()
 
 
 def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
-                     progress: Callable[[str], None] | None, pool: Executor | None) -> dict[str, np.ndarray]:
+                     progress: Callable[[str], None] | None, pool: Executor | None,
+                     sequence_net: SequenceNet | None) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.training_data import DataRecipe
@@ -90,6 +96,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
     feats, truth, top, snrs, lengths = [], [], [], [], []
+    n_stats = N_INVARIANTS + (len(sequence_net.labels) if sequence_net is not None else 0)
     n_chunks = -(-labels.size // cfg.chunk)
     try:
         for k, start in enumerate(range(0, labels.size, cfg.chunk)):
@@ -101,10 +108,10 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             probs = np.stack([r.probabilities for r in results])
             keep = np.flatnonzero(np.isin(probs.argmax(1), index))
             if keep.size:
-                # a burst whose statistics fail (none should: burst_invariants does not raise)
+                # a burst whose statistics fail (none should: burst_statistics does not raise)
                 # gets the invalid vector, as a burst without a clock does
-                inv = np.stack([v if v is not None else np.zeros(N_INVARIANTS, np.float32)
-                                for v in invariants_many([batch.iq[i] for i in keep], pool)])
+                inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32)
+                                for v in statistics_many([batch.iq[i] for i in keep], sequence_net, pool)])
                 feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
             truth += [classes.index(str(lab[i])) for i in keep]
             top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
@@ -185,11 +192,13 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     if len(classes) < 2:
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
-    ex = routed_examples(model_dir, cfg, classes, progress)
+    sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
+    ex = routed_examples(model_dir, cfg, classes, progress, sequence)
     t_data = time.time() - t0
     weights, hold = train_perceptron(ex["features"], ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]), **weights)
+    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]), sequence=sequence,
+                      **weights)
     pred = refiner.logits(ex["features"][hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -207,6 +216,11 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
                                          "refined": float(np.mean(pred[high] == y[high]))},
         "data_s": round(t_data, 1), "total_s": round(time.time() - t0, 1),
     }
+    if sequence is not None:
+        report["sequence_net"] = {"file": str(cfg.sequence_net), "sha256": file_sha256(cfg.sequence_net),
+                                  "params": sequence.n_params,
+                                  **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
+                                                                       "eval_accuracy_by_length", "config")}}
     path = refiner.save(Path(model_dir) / REFINER_FILE)
     info = {"file": REFINER_FILE, "sha256": file_sha256(path), "classes": list(classes), "fit": report}
     meta.with_updates(refiner=info).save(model_dir)

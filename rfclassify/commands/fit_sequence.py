@@ -1,0 +1,43 @@
+"""`rfclassify fit-sequence`: train the refiner's sequence network (torch, CPU or CUDA)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rfclassify.engine.options import model_dir_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig
+
+    d = SequenceFitConfig()
+    parser.add_argument("--model-dir", type=model_dir_path, default=None,
+                        help="the model whose training recipe (channel) the bursts follow (default: shipped models/)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"where to write the network (default: MODEL_DIR/{SEQUENCE_NET_FILE}); "
+                             "`rfclassify fit-refiner --sequence-net` then fuses it")
+    parser.add_argument("--bursts", type=int, default=d.bursts, help=f"training bursts (default {d.bursts})")
+    parser.add_argument("--train-s", type=float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
+    parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
+    parser.add_argument("--workers", type=int, default=d.workers, help="processes making the sequences")
+    parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and training seed")
+    parser.add_argument("--eval-per-length", type=int, default=d.eval_per_length,
+                        help="fresh evaluation bursts per length")
+    parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+    from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig, fit_sequence_net, report_summary
+
+    model_dir = args.model_dir or default_model_dir()
+    recipe = ModelMeta.load(model_dir).extra.get("training", {}).get("recipe", {})
+    cfg = SequenceFitConfig(bursts=args.bursts, train_s=args.train_s, device=args.device, workers=args.workers,
+                            seed=args.seed, eval_per_length=args.eval_per_length, eval_every=args.eval_every)
+    out = args.out or Path(model_dir) / SEQUENCE_NET_FILE
+    rep = fit_sequence_net(out, cfg, dict(recipe.get("channel_overrides", {})),
+                           progress=lambda line: print(f"  {line}", flush=True))
+    print(f"wrote {out}: {rep['params']} parameters; {report_summary(rep)}")
+    print("fuse it with `rfclassify fit-refiner --sequence-net " + str(out) + "`")
+    return 0

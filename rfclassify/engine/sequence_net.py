@@ -1,0 +1,148 @@
+"""The sequence network's forward pass in numpy: class log-probabilities of one burst's clocked symbols.
+
+A small residual network over the per-symbol channels of rfclassify.dsp.symbol_sequence: two
+1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
+the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
+It is trained with torch by rfclassify.model.sequence_fit (``rfclassify fit-sequence``) and
+stored as an .npz of float32 arrays plus a JSON description; serving runs it here, without
+torch or onnxruntime, on the CPU beside the refiner's statistics (one burst at a time, in the
+refiner's worker processes). A sequence is zero-padded at both ends of every convolution,
+exactly as the masked batches it was trained on, so one burst here gives what it gave there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.symbol_sequence import N_CHANNELS
+
+LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
+PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
+
+
+def _conv(h: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(out, n) 'same' convolution of h (in, n) with w (out, in, k), zero-padded, plus b."""
+    k = w.shape[2]
+    if k == 1:
+        return w[:, :, 0] @ h + b[:, None]
+    pad = k // 2
+    hp = np.pad(h, ((0, 0), (pad, k - 1 - pad)))
+    cols = np.lib.stride_tricks.sliding_window_view(hp, k, axis=1)      # (in, n, k)
+    cols = cols.transpose(0, 2, 1).reshape(-1, h.shape[1])              # (in * k, n)
+    return w.reshape(w.shape[0], -1) @ cols + b[:, None]
+
+
+@dataclass(frozen=True)
+class SequenceNet:
+    """Weights (float32, batch norm folded) and what the network was trained on."""
+
+    embed: tuple[tuple[np.ndarray, np.ndarray], ...]             # 1x1 convolutions: (w (out, in, 1), b)
+    blocks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]  # (wa, ba, wb, bb)
+    head: tuple[tuple[np.ndarray, np.ndarray], ...]              # linear layers: (w (out, in), b)
+    labels: tuple[str, ...]                                      # its outputs, in order
+    info: dict[str, Any]                                         # fit report (sequence_fit)
+
+    @property
+    def n_params(self) -> int:
+        arrays = [a for pair in self.embed + self.head for a in pair] + [a for blk in self.blocks for a in blk]
+        return int(sum(a.size for a in arrays))
+
+    def log_probs(self, seq: np.ndarray) -> np.ndarray:
+        """(len(labels),) float32 log-probabilities of one (N_CHANNELS, n) sequence."""
+        h = np.asarray(seq, np.float32)
+        if h.ndim != 2 or h.shape[0] != N_CHANNELS or h.shape[1] < 1:
+            raise ValueError(f"a sequence is ({N_CHANNELS}, n >= 1), got {h.shape}")
+        for w, b in self.embed:
+            h = np.maximum(_conv(h, w, b), 0.0)
+        for wa, ba, wb, bb in self.blocks:
+            t = np.maximum(_conv(h, wa, ba), 0.0)
+            h = np.maximum(h + _conv(t, wb, bb), 0.0)
+        z = np.concatenate([h.mean(1), h.max(1), [math.log(h.shape[1]) / LOG_COUNT_SCALE]]).astype(np.float32)
+        for i, (w, b) in enumerate(self.head):
+            z = w @ z + b
+            if i < len(self.head) - 1:
+                z = np.maximum(z, 0.0)
+        z = z - z.max()
+        return (z - np.log(np.sum(np.exp(z)))).astype(np.float32)
+
+    def uniform(self) -> np.ndarray:
+        """What a burst without a sequence gets: the uniform log-probabilities."""
+        return np.full(len(self.labels), -math.log(len(self.labels)), np.float32)
+
+    # -- storage ------------------------------------------------------------------------
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything needed to rebuild it, as named arrays (names start with PREFIX)."""
+        out: dict[str, np.ndarray] = {}
+        for i, (w, b) in enumerate(self.embed):
+            out[f"{PREFIX}embed{i}_w"], out[f"{PREFIX}embed{i}_b"] = w, b
+        for i, blk in enumerate(self.blocks):
+            for name, a in zip(("wa", "ba", "wb", "bb"), blk, strict=True):
+                out[f"{PREFIX}block{i}_{name}"] = a
+        for i, (w, b) in enumerate(self.head):
+            out[f"{PREFIX}head{i}_w"], out[f"{PREFIX}head{i}_b"] = w, b
+        out[f"{PREFIX}labels"] = np.array(self.labels)
+        out[f"{PREFIX}info"] = np.array(json.dumps(self.info))
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        np.savez(path, **self.arrays())
+        return path
+
+    @classmethod
+    def from_arrays(cls, z: Any, source: str) -> SequenceNet:
+        """Rebuild from named arrays (an open .npz or a dict); ModelNotFoundError naming
+        `source` when they are missing or do not fit together."""
+        def layers(stem: str, names: tuple[str, ...]) -> list[tuple[np.ndarray, ...]]:
+            out, i = [], 0
+            while f"{PREFIX}{stem}{i}_{names[0]}" in z:
+                out.append(tuple(np.asarray(z[f"{PREFIX}{stem}{i}_{n}"], np.float32) for n in names))
+                i += 1
+            return out
+        try:
+            embed, head = layers("embed", ("w", "b")), layers("head", ("w", "b"))
+            blocks = layers("block", ("wa", "ba", "wb", "bb"))
+            labels = tuple(str(s) for s in z[f"{PREFIX}labels"])
+            info = json.loads(str(z[f"{PREFIX}info"]))
+        except (KeyError, ValueError, OSError) as exc:
+            raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
+        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info)  # type: ignore[arg-type]
+        net.check(source)
+        return net
+
+    def check(self, source: str) -> None:
+        """ModelNotFoundError unless the layers chain: N_CHANNELS in, len(labels) out."""
+        width = N_CHANNELS
+        ok = bool(self.embed) and bool(self.head) and len(self.labels) >= 2
+        for w, b in self.embed:
+            ok &= w.ndim == 3 and w.shape[1:] == (width, 1) and b.shape == (w.shape[0],)
+            width = w.shape[0]
+        for wa, ba, wb, bb in self.blocks:
+            ok &= (wa.ndim == 3 and wa.shape[:2] == (width, width) and wb.shape == wa.shape
+                   and ba.shape == bb.shape == (width,))
+        features = 2 * width + 1
+        for w, b in self.head:
+            ok &= w.ndim == 2 and w.shape[1] == features and b.shape == (w.shape[0],)
+            features = w.shape[0]
+        ok &= features == len(self.labels)
+        if not ok:
+            raise ModelNotFoundError(f"the sequence network in {source} has layers that do not fit together "
+                                     f"({N_CHANNELS} channels in, {len(self.labels)} classes out)")
+
+    @classmethod
+    def load(cls, path: str | Path) -> SequenceNet:
+        path = Path(path)
+        if not path.is_file():
+            raise ModelNotFoundError(f"no sequence network at {path}; train one with `rfclassify fit-sequence`")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return cls.from_arrays(z, str(path))
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"cannot read the sequence network {path}: {exc}") from None

@@ -1,0 +1,302 @@
+"""Train the sequence network (rfclassify.engine.sequence_net) on synthesized high-order bursts.
+
+Bursts of the 12 high-order classes are drawn from a model's training recipe (its impairment
+chain) at lengths spread over the buckets, SNR uniform over cfg.snr_range_db, and taken to
+their clocked symbol channels (rfclassify.dsp.symbol_sequence) in cfg.workers processes; a
+random window of at most cfg.max_keep symbols of each is kept (float16). The whole set then
+sits on the training device as one padded tensor, and every step draws a batch, a window
+length from cfg.crops and a random window of each burst, so short bursts (fewer symbols than
+the window) are trained on as they come, masked. The network trains for cfg.train_s seconds
+(AdamW, warm-up then linear decay). Every cfg.eval_every steps it is scored on fresh bursts
+of every length (SNR 10..30 dB, whole sequences as served) and saved, batch norm folded, as
+the numpy network serving runs, so a run stopped early still leaves its last weights.
+
+It does not need the CNN: the refiner (rfclassify.model.refiner_fit, ``--sequence-net``)
+fuses the two. The ninth session's probe (benchmarks/sequence_refiner_scale.py) found the
+network needs about a million examples; a GPU trains it in minutes, a CPU does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._exceptions import ConfigError
+from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, N_CHANNELS, burst_sequence
+from rfclassify.engine.sequence_net import LOG_COUNT_SCALE, SequenceNet
+from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+log = logging.getLogger(__name__)
+
+SEQUENCE_NET_FILE = "sequence_net.npz"
+EVAL_SNR_RANGE_DB = (10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class SequenceFitConfig:
+    bursts: int = 600_000               # training bursts synthesized (all 12 classes, shuffled)
+    train_s: float = 540.0              # training time (after the data is made)
+    seed: int = 20261209
+    lengths: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)   # burst lengths drawn, uniformly
+    snr_range_db: tuple[float, float] = (0.0, 30.0)
+    max_keep: int = 256                 # symbols kept per training burst
+    crops: tuple[int, ...] = (32, 64, 128, 256)   # window lengths a step draws from
+    width: int = 48
+    blocks: int = 3
+    kernel: int = 5
+    hidden: int = 128
+    batch: int = 512
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    warmup_steps: int = 300
+    eval_per_length: int = 1000         # fresh evaluation bursts per length
+    eval_every: int = 1000              # steps between evaluations (and saves)
+    workers: int = 2                    # processes making the sequences
+    device: str = "cpu"
+    chunk: int = 300                    # bursts a worker synthesizes at a time (one length)
+    labels: tuple[str, ...] = field(default=HIGH_ORDER_LABELS)
+
+    def __post_init__(self) -> None:
+        if self.bursts < 2 * len(self.labels):
+            raise ConfigError(f"bursts must be >= {2 * len(self.labels)}, got {self.bursts}")
+        if self.kernel < 1 or self.kernel % 2 == 0:
+            raise ConfigError(f"kernel must be odd, got {self.kernel}")
+        if self.train_s <= 0 or self.batch < 1 or self.width < 1 or self.hidden < 1 or self.blocks < 0:
+            raise ConfigError("train_s, batch, width and hidden must be positive, blocks >= 0")
+        if not self.crops or min(self.crops) < 1 or max(self.crops) > self.max_keep:
+            raise ConfigError(f"crops must lie in 1..max_keep ({self.max_keep}), got {self.crops}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+
+
+# -- the network ------------------------------------------------------------------------
+def make_torch_net(cfg: SequenceFitConfig):
+    """The torch module sequence_net.SequenceNet runs: forward(x (B, C, L), mask (B, 1, L))
+    -> logits (B, K). Every activation is masked, so padding acts as the zero padding of a
+    lone sequence."""
+    import torch
+    from torch import nn
+
+    class TorchSequenceNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.ModuleList([nn.Conv1d(N_CHANNELS, 64, 1), nn.Conv1d(64, cfg.width, 1)])
+            pad = cfg.kernel // 2
+            self.blocks = nn.ModuleList(nn.ModuleList([
+                nn.Conv1d(cfg.width, cfg.width, cfg.kernel, padding=pad), nn.BatchNorm1d(cfg.width),
+                nn.Conv1d(cfg.width, cfg.width, cfg.kernel, padding=pad), nn.BatchNorm1d(cfg.width)])
+                for _ in range(cfg.blocks))
+            self.head = nn.ModuleList([nn.Linear(2 * cfg.width + 1, cfg.hidden), nn.Linear(cfg.hidden, len(cfg.labels))])
+
+        def forward(self, x, mask):
+            h = x * mask
+            for conv in self.embed:
+                h = torch.relu(conv(h)) * mask
+            for conv_a, norm_a, conv_b, norm_b in self.blocks:
+                t = torch.relu(norm_a(conv_a(h))) * mask
+                h = torch.relu(h + norm_b(conv_b(t))) * mask
+            n = mask.sum(-1).clamp_min(1)
+            z = torch.cat([h.sum(-1) / n, (h - 1e4 * (1 - mask)).amax(-1), torch.log(n) / LOG_COUNT_SCALE], 1)
+            return self.head[1](torch.relu(self.head[0](z)))
+
+    return TorchSequenceNet()
+
+
+def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any]) -> SequenceNet:
+    """The numpy network of a trained torch one, each batch norm folded into its convolution."""
+    def arr(t) -> np.ndarray:
+        return t.detach().float().cpu().numpy().astype(np.float32)
+
+    def folded(conv, norm) -> tuple[np.ndarray, np.ndarray]:
+        s = arr(norm.weight) / np.sqrt(arr(norm.running_var) + norm.eps)
+        return arr(conv.weight) * s[:, None, None], (arr(conv.bias) - arr(norm.running_mean)) * s + arr(norm.bias)
+
+    embed = tuple((arr(c.weight), arr(c.bias)) for c in model.embed)
+    blocks = tuple((*folded(a, na), *folded(b, nb)) for a, na, b, nb in model.blocks)
+    head = tuple((arr(lin.weight), arr(lin.bias)) for lin in model.head)
+    return SequenceNet(embed, blocks, head, tuple(labels), info)
+
+
+# -- data -------------------------------------------------------------------------------
+def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int, ...], tuple[float, float], int | None]
+                ) -> tuple[list[np.ndarray], list[int], int]:
+    """(sequences as float16, class indices, burst length) of one chunk of synthesized bursts;
+    bursts without a sequence are left out. max_keep None keeps whole sequences (as served)."""
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.model.training_data import DataRecipe
+
+    seed, n, overrides, labels, lengths, snr_range, max_keep = job
+    rng = np.random.default_rng(seed)
+    length = int(rng.choice(lengths))
+    cls = rng.integers(0, len(labels), n)
+    snr = rng.uniform(*snr_range, n)
+    channel = DataRecipe(channel_overrides=overrides).channel_config()
+    batch = synthesize([labels[c] for c in cls], length, rng, snr, channel)
+    seqs, ys = [], []
+    for iq, c in zip(batch.iq, cls, strict=True):
+        s = burst_sequence(iq, max_symbols=MAX_SYMBOLS if max_keep is None else None)
+        if s is None:
+            continue
+        if max_keep is not None and s.shape[1] > max_keep:
+            a = int(rng.integers(0, s.shape[1] - max_keep + 1))
+            s = s[:, a:a + max_keep]
+        seqs.append(s.astype(np.float16))
+        ys.append(int(c))
+    return seqs, ys, length
+
+
+def make_sequences(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str, Any],
+                   snr_range: tuple[float, float], max_keep: int | None,
+                   lengths: tuple[int, ...] | None = None,
+                   progress: Callable[[str], None] | None = None) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(sequences, class indices, burst lengths) of about n_bursts synthesized bursts, made in
+    cfg.workers processes chunk by chunk (each chunk its own seed and one length); lengths
+    given: one chunk set per length instead of drawing them."""
+    if lengths is None:
+        jobs = [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep)
+                for i in range(max(1, -(-n_bursts // cfg.chunk)))]
+    else:
+        per_length = max(1, -(-n_bursts // len(lengths)))
+        jobs = [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep)
+                for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
+    seqs: list[np.ndarray] = []
+    ys: list[int] = []
+    lens: list[int] = []
+    t0 = time.perf_counter()
+    if cfg.workers > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(cfg.workers) as pool:
+            results = pool.imap(_make_chunk, jobs)
+            for k, (s, y, n) in enumerate(results):
+                seqs += s
+                ys += y
+                lens += [n] * len(y)
+                if progress is not None and (k + 1) % 100 == 0:
+                    progress(f"made {k + 1}/{len(jobs)} chunks, {len(seqs)} sequences ({time.perf_counter() - t0:.0f} s)")
+    else:
+        for job in jobs:
+            s, y, n = _make_chunk(job)
+            seqs += s
+            ys += y
+            lens += [n] * len(y)
+    return seqs, np.array(ys, np.int64), np.array(lens, np.int64)
+
+
+def _padded(seqs: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x (N, C, width) float16 zero-padded, lengths (N,))."""
+    x = np.zeros((len(seqs), N_CHANNELS, width), np.float16)
+    n = np.zeros(len(seqs), np.int64)
+    for i, s in enumerate(seqs):
+        x[i, :, :s.shape[1]] = s[:, :width]
+        n[i] = min(s.shape[1], width)
+    return x, n
+
+
+# -- training ---------------------------------------------------------------------------
+def _accuracy_by_length(model, seqs: list[np.ndarray], y: np.ndarray, lens: np.ndarray, device: str
+                        ) -> dict[int, float]:
+    """Accuracy of whole sequences (as served), per burst length; batches of like lengths."""
+    import torch
+
+    model.eval()
+    pred = np.zeros(len(seqs), np.int64)
+    order = np.argsort([s.shape[1] for s in seqs], kind="stable")
+    with torch.no_grad():
+        for a in range(0, order.size, 512):
+            idx = order[a:a + 512]
+            x, n = _padded([seqs[i] for i in idx], max(seqs[i].shape[1] for i in idx))
+            xt = torch.from_numpy(x).float().to(device)
+            m = (torch.arange(x.shape[2], device=device)[None, :] < torch.from_numpy(n).to(device)[:, None])
+            pred[idx] = model(xt, m[:, None, :].float()).argmax(1).cpu().numpy()
+    model.train()
+    return {int(n): float(np.mean(pred[lens == n] == y[lens == n])) for n in np.unique(lens)}
+
+
+def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitConfig(),
+                     channel_overrides: dict[str, Any] | None = None,
+                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Make the data, train, save the numpy network to out_path (at every evaluation and at
+    the end); returns the report (also stored in the network's info)."""
+    import torch
+
+    say = progress or (lambda line: None)
+    overrides = dict(channel_overrides or {})
+    t0 = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    ev_seqs, ev_y, ev_len = make_sequences(cfg.eval_per_length * len(cfg.lengths), cfg.seed + 7_000_000, cfg,
+                                           overrides, EVAL_SNR_RANGE_DB, None, lengths=cfg.lengths)
+    seqs, y, _ = make_sequences(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, progress=say)
+    if len(seqs) < 2 * len(cfg.labels):
+        raise ConfigError(f"only {len(seqs)} of {cfg.bursts} bursts had a clocked sequence")
+    t_data = time.perf_counter() - t0
+    say(f"{len(seqs)} training sequences, {len(ev_seqs)} evaluation ones ({t_data:.0f} s)")
+    x_np, n_np = _padded(seqs, cfg.max_keep)
+    del seqs
+    dev = torch.device(cfg.device)
+    x_all = torch.from_numpy(x_np).to(dev)
+    n_all = torch.from_numpy(n_np).to(dev)
+    y_all = torch.from_numpy(y).to(dev)
+    del x_np
+    model = make_torch_net(cfg).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), cfg.lr, weight_decay=cfg.weight_decay)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(cfg.seed)
+    history: list[dict[str, Any]] = []
+    report: dict[str, Any] = {}
+
+    def checkpoint(step: int, loss: float, elapsed_s: float) -> None:
+        acc = _accuracy_by_length(model, ev_seqs, ev_y, ev_len, cfg.device)
+        history.append({"step": step, "train_s": round(elapsed_s, 1), "loss": round(loss, 4),
+                        "eval_accuracy": {str(k): round(v, 4) for k, v in acc.items()}})
+        report.update({"config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+                       "channel_overrides": overrides, "training_bursts": int(y.size), "steps": step,
+                       "examples": step * cfg.batch, "data_s": round(t_data, 1), "train_s": round(elapsed_s, 1),
+                       "eval_bursts": len(ev_seqs), "eval_snr_range_db": list(EVAL_SNR_RANGE_DB),
+                       "eval_accuracy_by_length": history[-1]["eval_accuracy"], "history": history})
+        net = to_sequence_net(model, cfg.labels, report)
+        report["params"] = net.n_params
+        net.save(out_path)
+        say(f"step {step} ({elapsed_s:.0f} s): loss {loss:.3f}, held-out accuracy by length "
+            + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in acc.items()))
+
+    t1 = time.perf_counter()
+    step, loss_value = 0, float("nan")
+    arange = torch.arange(cfg.max_keep, device=dev)
+    while (elapsed := time.perf_counter() - t1) < cfg.train_s:
+        idx = torch.randint(0, y_all.numel(), (cfg.batch,), device=dev, generator=gen)
+        crop = int(rng.choice(cfg.crops))
+        n = n_all[idx]
+        start = (torch.rand(cfg.batch, device=dev, generator=gen) * (n - crop).clamp_min(0).add(1)).long()
+        pos = (start[:, None] + arange[None, :crop]).clamp_max(cfg.max_keep - 1)
+        xb = torch.gather(x_all[idx], 2, pos[:, None, :].expand(-1, N_CHANNELS, -1)).float()
+        mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - elapsed / cfg.train_s)
+        loss = torch.nn.functional.cross_entropy(model(xb, mask), y_all[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        if step % cfg.eval_every == 0:
+            loss_value = loss.item()
+            checkpoint(step, loss_value, time.perf_counter() - t1)
+    checkpoint(step, loss.item() if step else loss_value, time.perf_counter() - t1)
+    report["total_s"] = round(time.perf_counter() - t0, 1)
+    to_sequence_net(model, cfg.labels, report).save(out_path)
+    return report
+
+
+def report_summary(report: dict[str, Any]) -> str:
+    """One line for the command's output and logs."""
+    acc = report["eval_accuracy_by_length"]
+    return (f"{report['training_bursts']} bursts, {report['steps']} steps ({report['examples']} examples) in "
+            f"{report['train_s']:.0f} s; held-out accuracy (SNR 10..30 dB) "
+            + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in acc.items()))

@@ -1,0 +1,98 @@
+"""The sequence network: the numpy forward pass serving runs is the torch network it was trained
+as, it stores and loads back, it refuses weights that do not fit, and a short fit learns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.symbol_sequence import N_CHANNELS
+from rfclassify.engine.sequence_net import SequenceNet
+
+
+def test_the_numpy_network_is_the_torch_network_on_padded_batches():
+    """A batch of sequences of different lengths, zero-padded and masked as in training, gives
+    each sequence what the numpy network gives it alone (batch norm folded, with non-trivial
+    running statistics)."""
+    torch = pytest.importorskip("torch")
+    from rfclassify.model.sequence_fit import SequenceFitConfig, make_torch_net, to_sequence_net
+
+    cfg = SequenceFitConfig(bursts=100, width=16, blocks=2, kernel=5)
+    torch.manual_seed(0)
+    model = make_torch_net(cfg)
+    with torch.no_grad():
+        for blk in model.blocks:
+            for norm in (blk[1], blk[3]):
+                norm.running_mean.uniform_(-0.5, 0.5)
+                norm.running_var.uniform_(0.5, 2.0)
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.3, 0.3)
+    model.eval()
+    net = to_sequence_net(model, cfg.labels, {})
+    rng = np.random.default_rng(1)
+    seqs = [rng.standard_normal((N_CHANNELS, n)).astype(np.float32) for n in (1, 4, 37, 130)]
+    x = np.zeros((len(seqs), N_CHANNELS, 130), np.float32)
+    mask = np.zeros((len(seqs), 1, 130), np.float32)
+    for i, s in enumerate(seqs):
+        x[i, :, :s.shape[1]], mask[i, :, :s.shape[1]] = s, 1.0
+    with torch.no_grad():
+        want = torch.log_softmax(model(torch.from_numpy(x), torch.from_numpy(mask)), 1).numpy()
+    got = np.stack([net.log_probs(s) for s in seqs])
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d)]
+    folded_away = sum(m.weight.numel() + m.bias.numel() for m in norms)
+    assert net.n_params == sum(p.numel() for p in model.parameters()) - folded_away
+
+
+def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, random_sequence_net):
+    labels = ("8PSK", "16QAM", "64QAM")
+    net = random_sequence_net(labels)
+    path = net.save(tmp_path / "seq.npz")
+    back = SequenceNet.load(path)
+    seq = np.random.default_rng(2).standard_normal((N_CHANNELS, 50)).astype(np.float32)
+    np.testing.assert_array_equal(back.log_probs(seq), net.log_probs(seq))
+    assert back.labels == labels and back.info == {"made_by": "test"} and back.n_params == net.n_params
+    assert np.exp(back.log_probs(seq)).sum() == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(np.exp(back.uniform()), 1 / 3)
+
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["seq_block0_wa"] = arrays["seq_block0_wa"][:, :-1]       # one input channel short
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ModelNotFoundError, match="do not fit together"):
+        SequenceNet.load(tmp_path / "bad.npz")
+    del arrays["seq_labels"]
+    np.savez(tmp_path / "nolabels.npz", **arrays)
+    with pytest.raises(ModelNotFoundError, match="cannot read"):
+        SequenceNet.load(tmp_path / "nolabels.npz")
+    with pytest.raises(ModelNotFoundError, match="fit-sequence"):
+        SequenceNet.load(tmp_path / "absent.npz")
+    with pytest.raises(ValueError, match="sequence is"):
+        net.log_probs(np.zeros((N_CHANNELS - 1, 10), np.float32))
+
+
+def test_a_short_fit_learns_two_classes_and_saves_what_serving_loads(tmp_path):
+    """8PSK against 16QAM at 20..30 dB: seconds of training on the CPU separate them on fresh
+    bursts; the file holds the numpy network and its report."""
+    pytest.importorskip("torch")
+    from rfclassify.dsp.symbol_sequence import burst_sequence
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.model.sequence_fit import SequenceFitConfig, fit_sequence_net
+    from rfclassify.model.training_data import DataRecipe
+
+    cfg = SequenceFitConfig(bursts=600, train_s=8.0, labels=("8PSK", "16QAM"), lengths=(1024,),
+                            snr_range_db=(20.0, 30.0), crops=(32, 64), width=16, blocks=1, batch=64,
+                            eval_per_length=60, eval_every=50, workers=0, chunk=100)
+    out = tmp_path / "seq.npz"
+    rep = fit_sequence_net(out, cfg)
+    net = SequenceNet.load(out)
+    assert net.labels == ("8PSK", "16QAM") and net.info["steps"] == rep["steps"] > 0
+    assert rep["training_bursts"] > 500 and rep["history"][-1]["step"] == rep["steps"]
+    assert rep["eval_accuracy_by_length"]["1024"] >= 0.8, rep["eval_accuracy_by_length"]
+    rng = np.random.default_rng(99)
+    labels = ["8PSK", "16QAM"] * 15
+    batch = synthesize(labels, 1024, rng, 25.0, DataRecipe().channel_config())
+    right = [net.labels[int(np.argmax(net.log_probs(s)))] == lab
+             for s, lab in zip(map(burst_sequence, batch.iq), labels, strict=True) if s is not None]
+    assert len(right) >= 25 and np.mean(right) >= 0.8, right
