@@ -48,14 +48,15 @@ def _power_line(y: np.ndarray, k: int) -> np.ndarray:
     return (y / np.maximum(np.abs(y), 1e-30)) ** k
 
 
-def strongest_line(z: np.ndarray, k: int) -> tuple[float, float]:
+def strongest_line(z: np.ndarray, k: int, strength: bool = True) -> tuple[float, float]:
     """(frequency in cycles/symbol, strength against the spectrum's median) of the strongest
-    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5)."""
+    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5).
+    strength=False skips the median (the strength is then nan)."""
     nfft = 1 << int(math.ceil(math.log2(8 * z.size)))
     f = np.fft.fftfreq(nfft)
     s = np.abs(np.fft.fft(z, nfft))
     i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
-    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size))
+    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size)) if strength else math.nan
 
 
 def residual_carrier(y: np.ndarray) -> float:
@@ -65,15 +66,17 @@ def residual_carrier(y: np.ndarray) -> float:
     return f / k
 
 
-def derotate(y: np.ndarray, k: int, local: bool) -> np.ndarray:
-    """y turned back by the k-th power line: its frequency (whole burst) and its phase, over
-    PHASE_SYMBOLS symbols (local, follows phase noise) or the whole burst."""
+def derotations(y: np.ndarray, k: int, local: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
+    """y turned back by the k-th power line (one line search): its frequency over the whole
+    burst, and its phase over PHASE_SYMBOLS symbols (local, follows phase noise; None when
+    local is False) and over the whole burst."""
     z = _power_line(y, k)
-    fk, _ = strongest_line(z, k)
+    fk, _ = strongest_line(z, k, strength=False)
     t = np.arange(z.size)
     zc = z * np.exp(-2j * np.pi * fk * t)
-    phase = np.angle(_local_mean(zc, PHASE_SYMBOLS)) if local else np.angle(np.mean(zc))
-    return y * np.exp(-1j * (2 * np.pi * fk * t + phase) / k)
+    ramp = 2 * np.pi * fk * t
+    near = y * np.exp(-1j * (ramp + np.angle(_local_mean(zc, PHASE_SYMBOLS))) / k) if local else None
+    return near, y * np.exp(-1j * (ramp + np.angle(np.mean(zc))) / k)
 
 
 def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
@@ -82,8 +85,8 @@ def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
     y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
     u = y / np.maximum(np.abs(y), 1e-30)
     ch: list[np.ndarray] = []
-    for k, local in ((4, True), (4, False), (8, False), (16, False)):
-        d = derotate(y, k, local)
+    near4, whole4 = derotations(y, 4)
+    for d in (near4, whole4, derotations(y, 8, local=False)[1], derotations(y, 16, local=False)[1]):
         ch += [d.real, d.imag]
     ch.append(np.abs(y) ** 2)
     lag = np.concatenate([[0], y[1:] * np.conj(y[:-1])])
