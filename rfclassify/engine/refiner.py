@@ -76,8 +76,9 @@ _worker_thread_limits: Any = None                  # the worker's threadpoolctl 
 def _init_worker(sequence_net: SequenceNet | None) -> None:
     """A pool worker's start: keep its copy of the sequence network, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
-    in every worker for the sequence network's products oversubscribes the cores (an H200
-    host's 16: 8 workers re-decided a burst in 16 ms instead of under 1)."""
+    in every worker for the sequence network's products oversubscribes the cores (fit-refiner
+    took 2.6x as long on a 2-core CPU without this limit). It did not make 8 workers scale on
+    an H200 host (docs/engine.md); what does there is not known yet."""
     from threadpoolctl import threadpool_limits
 
     global _worker_sequence_net, _worker_thread_limits
@@ -190,13 +191,13 @@ class Refiner:
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        invs = statistics_many([bursts[i] for i in todo], self.sequence, pool)
-        done = [(i, inv) for i, inv in zip(todo, invs, strict=True) if inv is not None]
+        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool)
+        done = [(i, st) for i, st in zip(todo, stats, strict=True) if st is not None]
         if not done:
             return probs
         rows = [i for i, _ in done]
         z = self.logits(self.features(np.stack([probs[i] for i in rows]), np.array([snr_db[i] for i in rows]),
-                                      np.stack([inv for _, inv in done]))).astype(np.float64)
+                                      np.stack([st for _, st in done]))).astype(np.float64)
         q = np.exp(z - z.max(axis=1, keepdims=True))
         q /= q.sum(axis=1, keepdims=True)
         out = list(probs)
