@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
-from rfclassify._exceptions import ModelNotFoundError
+from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
-from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256
+from rfclassify.engine.refiner import LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, refiner_info
 from rfclassify.labels import LABELS
 from rfclassify.model.meta import ModelMeta
 
@@ -140,6 +140,7 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.model.export import export_model_dir
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
     model_dir = tmp_path / "m"
@@ -147,13 +148,33 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5).save(tmp_path / "seq.npz")
     rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96,
                                                   sequence_net=str(net_path)))
+    info = ModelMeta.load(model_dir).refiner
     assert rep["sequence_net"]["sha256"] == file_sha256(net_path)
-    assert ModelMeta.load(model_dir).refiner["fit"]["sequence_net"]["params"] == rep["sequence_net"]["params"]
+    assert info["fit"]["sequence_net"]["params"] == rep["sequence_net"]["params"]
+    assert info["light"]["sha256"] == file_sha256(model_dir / LIGHT_REFINER_FILE)
+    assert set(info["light"]["fit"]["holdout_accuracy"]) == {"network", "refined"}
+    burst = np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
         assert clf.refiner is not None and clf.refiner.sequence is not None
         assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS)
-        burst = np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)
         assert clf.classify([burst])[0].top
+    with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
+        assert light.refiner is not None and light.refiner.sequence is None
+        assert light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
+        assert light.classify([burst])[0].top
+    out = tmp_path / "exported"
+    export_model_dir(model_dir, out, parity_lengths=(128,))
+    assert (out / LIGHT_REFINER_FILE).read_bytes() == (model_dir / LIGHT_REFINER_FILE).read_bytes()
+
+
+def test_which_refiner_a_model_serves():
+    plain = {"file": REFINER_FILE, "fit": {}}
+    with_light = {"file": REFINER_FILE, "fit": {"sequence_net": {}}, "light": {"file": LIGHT_REFINER_FILE}}
+    assert refiner_info(plain) is plain and refiner_info(plain, sequence=False) is plain
+    assert refiner_info(with_light) is with_light
+    assert refiner_info(with_light, sequence=False) == {"file": LIGHT_REFINER_FILE}
+    with pytest.raises(ConfigError, match="no light variant"):
+        refiner_info({"file": REFINER_FILE, "fit": {"sequence_net": {}}}, sequence=False)
 
 
 def test_short_bursts_are_left_to_the_network():
@@ -404,3 +425,27 @@ def test_the_pools_workers_hold_the_refiners_sequence_network(random_sequence_ne
         pool.shutdown()
     assert all(v.shape == (N_INVARIANTS + 3,) for v in here)
     np.testing.assert_array_equal(np.stack(there), np.stack(here))
+
+
+def test_the_daemon_config_chooses_the_refiners_light_variant(tiny_model_dir, tmp_path, random_sequence_net):
+    """`[model] refiner_sequence = false` serves the invariants-only variant model.json names
+    beside a refiner with a sequence network."""
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, sequence_reading_refiner(classes, random_sequence_net(classes, seed=6)))
+    light = constant_refiner(classes, favoured="32PSK").save(model_dir / LIGHT_REFINER_FILE)
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(refiner={**meta.refiner, "fit": {"sequence_net": {}},
+                               "light": {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light)}}).save(model_dir)
+    for sequence in (True, False):
+        cfg = config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime", "warmup": False,
+                                          "refiner_sequence": sequence}})
+        engine = load_engine(cfg)
+        try:
+            assert (engine.classifier.refiner.sequence is not None) == sequence
+        finally:
+            engine.classifier.close()

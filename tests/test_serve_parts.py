@@ -292,8 +292,10 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     text = render_status(_status_sample())
     assert "DEGRADED" in text and "1 drop(s)" in text
     assert "tensorrt int8 on cuda:0, DLA core 1" in text
-    assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples" in text
+    assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples\n" in text
     sample = _status_sample()
+    sample["engine"]["refiner"]["sequence_net_params"] = 88028
+    assert "bursts of >= 128 samples, with its sequence network" in render_status(sample)
     sample["engine"]["refiner"] = None
     assert "refiner     off" in render_status(sample)
     assert "01:02:05" in text

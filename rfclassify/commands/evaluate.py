@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave out the model's constellation refiner (measure the network alone)")
+    parser.add_argument("--light-refiner", action="store_true",
+                        help="the refiner's light variant (invariants only, no sequence network)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
     parser.add_argument("--card-dir", default=None, help="where the card goes (default: the model directory)")
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out) if (args.out and i == 0) else None
         out = out or model_dir / "eval" / Path(path).stem
         res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
-                            name=args.name if i == 0 else None, refiner=not args.no_refiner)
+                            name=args.name if i == 0 else None, refiner=not args.no_refiner,
+                            refiner_sequence=not args.light_refiner)
         res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
         _print(res)
         print(f"wrote {out}/evaluation.json and figures")

@@ -82,7 +82,8 @@ class Classifier:
     def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
              precision: str = "auto", device: str | None = None, *, top_k: int = 5,
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
-             threads: int | None = None, refiner: bool = True, refiner_workers: int = 0) -> Classifier:
+             threads: int | None = None, refiner: bool = True, refiner_workers: int = 0,
+             refiner_sequence: bool = True) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -94,7 +95,8 @@ class Classifier:
         request pays for a capture); threads limits CPU threads; refiner=False leaves out the
         model's constellation refiner (the network decides alone); refiner_workers > 0 computes
         its statistics in that many processes (a batch's bursts in parallel) instead of one
-        after another in the calling thread.
+        after another in the calling thread; refiner_sequence=False serves the refiner's
+        light variant (invariants only, about half its CPU per burst) where the model has one.
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -105,8 +107,8 @@ class Classifier:
             raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
         refine, pool = None, None
         if refiner and meta.refiner:  # before the backend: a broken refiner file fails fast
-            from rfclassify.engine.refiner import Refiner
-            refine = Refiner.load(model_dir, meta.refiner, meta.labels)
+            from rfclassify.engine.refiner import Refiner, refiner_info
+            refine = Refiner.load(model_dir, refiner_info(meta.refiner, refiner_sequence), meta.labels)
             pool = refine.start_pool(refiner_workers) if refiner_workers > 0 else None
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,

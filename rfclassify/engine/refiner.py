@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._exceptions import ModelNotFoundError
+from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, clock_invariants
 from rfclassify.dsp.symbol_sequence import clocked_sequence
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
@@ -41,6 +41,7 @@ from rfclassify.engine.sequence_net import SequenceNet
 log = logging.getLogger(__name__)
 
 REFINER_FILE = "refiner.npz"
+LIGHT_REFINER_FILE = "refiner_light.npz"   # the invariants-only variant of a refiner with a sequence network
 LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
@@ -113,6 +114,19 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None) -> Executo
     warm = np.exp(2j * np.pi * 0.05 * np.arange(256)).astype(np.complex64)
     list(pool.map(_pooled_statistics, [warm] * workers))
     return pool
+
+
+def refiner_info(info: dict[str, Any], sequence: bool = True) -> dict[str, Any]:
+    """Which refiner of model.json's `info` to load: the refiner itself, or with
+    sequence=False its light variant (`info["light"]`, invariants only). A refiner without a
+    sequence network is its own light variant; ConfigError for one with a sequence network
+    and no light variant."""
+    if sequence or "light" in info:
+        return info if sequence else dict(info["light"])
+    if "sequence_net" in info.get("fit", {}):
+        raise ConfigError("this model's refiner has a sequence network but no light variant; "
+                          "refit it with `rfclassify fit-refiner --sequence-net ...` or serve it whole")
+    return info
 
 
 def file_sha256(path: str | Path) -> str:

@@ -122,7 +122,19 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             "By burst length (network -> refiner): " + ", ".join(
                 f"{n}: {_pct(v['network'])} -> {_pct(v['refined'])}"
                 for n, v in sorted(fit.get("holdout_by_length", {}).items(), key=lambda kv: int(kv[0])))
-            + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."]
+            + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network.",
+            *_light_lines(r.get("light"))]
+
+
+def _light_lines(light: dict[str, Any] | None) -> list[str]:
+    """The refiner's light variant (fitted without the sequence network), when it has one."""
+    if not light or "fit" not in light:
+        return []
+    acc, acc10 = light["fit"]["holdout_accuracy"], light["fit"]["holdout_accuracy_snr_ge_10db"]
+    return [f"- Light variant `{light['file']}` (the same fit without the sequence network; about half the CPU "
+            f"per burst; `[model] refiner_sequence = false`): held-out {_pct(acc['refined'])}, at SNR >= 10 dB "
+            f"{_pct(acc10['refined'])}; bursts shorter than {light['fit'].get('min_samples', 0)} samples are left "
+            "to the network."]
 
 
 def render_markdown(card: dict[str, Any]) -> str:

@@ -154,7 +154,7 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
 
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
-                  plots: bool = True, refiner: bool = True) -> dict[str, Any]:
+                  plots: bool = True, refiner: bool = True, refiner_sequence: bool = True) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's constellation refiner unless refiner=False).
 
@@ -165,7 +165,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     from rfclassify.model.calibration import expected_calibration_error, threshold_table
 
     path = Path(path)
-    with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner) as clf:
+    with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner,
+                                                                refiner_sequence=refiner_sequence) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
@@ -194,7 +195,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,
                "model": clf.model_id, "temperature": clf.meta.temperature,
                "unknown_threshold": clf.meta.unknown_threshold,
-               "refiner": list(clf.refiner.labels) if clf.refiner else None}
+               "refiner": list(clf.refiner.labels) if clf.refiner else None,
+               "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None)}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

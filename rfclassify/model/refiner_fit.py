@@ -28,7 +28,8 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
-from rfclassify.engine.refiner import REFINER_FILE, Refiner, file_sha256, start_pool, statistics_many
+from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, start_pool,
+                                      statistics_many)
 from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS
 
@@ -182,9 +183,36 @@ def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
     return int(shortest)
 
 
+def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
+                   classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None
+                   ) -> tuple[Refiner, dict[str, Any]]:
+    """A refiner trained on `features` (rows of ex), its min_samples chosen and its held-out
+    scores against the network's, as served (shorter bursts keep the network's answer)."""
+    weights, hold = train_perceptron(features, ex["truth"], len(classes), cfg)
+    y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
+    refiner = Refiner(labels=classes, index=index, sequence=sequence, **weights)
+    pred = refiner.logits(features[hold]).argmax(1)
+    by_length = {n: {"bursts": int(np.sum(length == n)),
+                     "network": float(np.mean(network[length == n] == y[length == n])),
+                     "refined": float(np.mean(pred[length == n] == y[length == n]))}
+                 for n in FIT_LENGTHS if np.any(length == n)}
+    refiner = dataclasses.replace(refiner, min_samples=shortest_helped(by_length))
+    pred = np.where(length >= refiner.min_samples, pred, network)
+    high = ex["snr_db"][hold] >= 10.0
+    return refiner, {
+        "holdout_bursts": int(hold.size), "holdout_by_length": by_length, "min_samples": refiner.min_samples,
+        "holdout_accuracy": {"network": float(np.mean(network == y)), "refined": float(np.mean(pred == y))},
+        "holdout_accuracy_snr_ge_10db": {"network": float(np.mean(network[high] == y[high])),
+                                         "refined": float(np.mean(pred[high] == y[high]))},
+    }
+
+
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Fit, save refiner.npz into model_dir and record it in model.json; returns the report."""
+    """Fit, save refiner.npz into model_dir and record it in model.json; returns the report.
+    With a sequence network, a second perceptron is fitted on the same examples without its
+    outputs and saved as refiner_light.npz (model.json's refiner.light): the cheaper variant
+    a box short of CPU can serve instead (Classifier.load refiner_sequence=False)."""
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
@@ -195,33 +223,24 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
     ex = routed_examples(model_dir, cfg, classes, progress, sequence)
     t_data = time.time() - t0
-    weights, hold = train_perceptron(ex["features"], ex["truth"], len(classes), cfg)
-    y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    refiner = Refiner(labels=classes, index=np.array([meta.labels.index(c) for c in classes]), sequence=sequence,
-                      **weights)
-    pred = refiner.logits(ex["features"][hold]).argmax(1)
-    by_length = {n: {"bursts": int(np.sum(length == n)),
-                     "network": float(np.mean(network[length == n] == y[length == n])),
-                     "refined": float(np.mean(pred[length == n] == y[length == n]))}
-                 for n in FIT_LENGTHS if np.any(length == n)}
-    refiner = dataclasses.replace(refiner, min_samples=shortest_helped(by_length))
-    pred = np.where(length >= refiner.min_samples, pred, network)  # as served: short bursts keep the network's
-    high = ex["snr_db"][hold] >= 10.0
+    index = np.array([meta.labels.index(c) for c in classes])
+    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
-        "holdout_bursts": int(hold.size), "holdout_by_length": by_length, "min_samples": refiner.min_samples,
-        "holdout_accuracy": {"network": float(np.mean(network == y)), "refined": float(np.mean(pred == y))},
-        "holdout_accuracy_snr_ge_10db": {"network": float(np.mean(network[high] == y[high])),
-                                         "refined": float(np.mean(pred[high] == y[high]))},
-        "data_s": round(t_data, 1), "total_s": round(time.time() - t0, 1),
+        **scores, "data_s": round(t_data, 1),
     }
+    info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
     if sequence is not None:
         report["sequence_net"] = {"file": str(cfg.sequence_net), "sha256": file_sha256(cfg.sequence_net),
                                   "params": sequence.n_params,
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
-    path = refiner.save(Path(model_dir) / REFINER_FILE)
-    info = {"file": REFINER_FILE, "sha256": file_sha256(path), "classes": list(classes), "fit": report}
+        # the same examples without the sequence network's columns: the cheaper variant
+        light, light_scores = _fit_and_score(ex, ex["features"][:, :-len(sequence.labels)], cfg, classes, index, None)
+        light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
+        info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
+    report["total_s"] = round(time.time() - t0, 1)
+    info["sha256"] = file_sha256(refiner.save(Path(model_dir) / REFINER_FILE))
     meta.with_updates(refiner=info).save(model_dir)
     return report

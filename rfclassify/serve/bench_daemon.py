@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave the model's constellation refiner out (the network alone)")
+    parser.add_argument("--light-refiner", action="store_true",
+                        help="the refiner's light variant (invariants only, no sequence network)")
     parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
                         help="processes for the refiner's statistics (default 0: in the inference thread)")
 
@@ -157,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seconds and --max-batch must be positive, --refiner-workers not negative")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
-                          refiner_workers=args.refiner_workers)
+                          refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner)
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]

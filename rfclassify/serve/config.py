@@ -76,6 +76,7 @@ class ModelConfig:
     warmup: bool = True
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
     refiner_workers: int = field(default=0, metadata=_check(lo=0, hi=256))  # processes for it; 0: inference thread
+    refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
 
 
 @dataclass(frozen=True)

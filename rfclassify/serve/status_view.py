@@ -34,7 +34,9 @@ def render_status(st: dict[str, Any]) -> str:
         add(f"model       {eng.get('model')}  (unknown below p={eng.get('unknown_threshold')})")
         ref = eng.get("refiner")
         add("refiner     " + (f"on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
-                               f">= {ref.get('min_samples')} samples" if ref else "off (the network decides alone)"))
+                               f">= {ref.get('min_samples')} samples"
+                               + (", with its sequence network" if ref.get("sequence_net_params") else "")
+                               if ref else "off (the network decides alone)"))
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
