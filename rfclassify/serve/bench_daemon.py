@@ -168,9 +168,11 @@ def run(args: argparse.Namespace) -> int:
         "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
         "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": args.refiner_workers,
+        "refiner_sequence_net": clf.refiner is not None and clf.refiner.sequence is not None,
     }
     refiner = ("no refiner" if clf.refiner is None else
-               f"refiner {'in the inference thread' if not args.refiner_workers else f'in {args.refiner_workers} processes'}")
+               f"{'light ' if args.light_refiner else ''}refiner "
+               f"{'in the inference thread' if not args.refiner_workers else f'in {args.refiner_workers} processes'}")
     print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}, {refiner}; {BURST_SAMPLES}-sample "
           f"bursts, batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
     # the bare backend is measured before and after the daemon (half the time each) and
