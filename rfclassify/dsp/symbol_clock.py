@@ -261,14 +261,18 @@ def blind_symbols(iq: np.ndarray) -> BlindSymbols | None:
         return None
 
 
-def burst_invariants(iq: np.ndarray) -> np.ndarray:
-    """clock_invariants of one raw burst's symbols at its blind clock (blind_symbols); a burst
-    the chain cannot clock gets the invalid all-zero vector. It never raises for one."""
-    found = blind_symbols(iq)
+def found_invariants(found: BlindSymbols | None) -> np.ndarray:
+    """clock_invariants of what blind_symbols found; the invalid all-zero vector for None."""
     if found is None:
         return np.zeros(N_INVARIANTS, np.float32)
     with np.errstate(all="ignore"):
         return clock_invariants(found.symbols)
+
+
+def burst_invariants(iq: np.ndarray) -> np.ndarray:
+    """clock_invariants of one raw burst's symbols at its blind clock (blind_symbols); a burst
+    the chain cannot clock gets the invalid all-zero vector. It never raises for one."""
+    return found_invariants(blind_symbols(iq))
 
 
 def blind_clock(x: np.ndarray) -> tuple[float, float, float] | None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
-from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, clock_invariants
+from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, found_invariants
 from rfclassify.dsp.symbol_sequence import clocked_sequence
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
@@ -53,12 +53,9 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) ->
     if sequence_net is None:
         return burst_invariants(iq)
     found = blind_symbols(iq)
-    if found is None:
-        return np.concatenate([np.zeros(N_INVARIANTS, np.float32), sequence_net.uniform()])
-    with np.errstate(all="ignore"):
-        inv = clock_invariants(found.symbols)
     seq = clocked_sequence(found)
-    return np.concatenate([inv, sequence_net.uniform() if seq is None else sequence_net.log_probs(seq)])
+    return np.concatenate([found_invariants(found),
+                           sequence_net.uniform() if seq is None else sequence_net.log_probs(seq)])
 
 
 def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) -> np.ndarray | None:
@@ -121,8 +118,10 @@ def refiner_info(info: dict[str, Any], sequence: bool = True) -> dict[str, Any]:
     sequence=False its light variant (`info["light"]`, invariants only). A refiner without a
     sequence network is its own light variant; ConfigError for one with a sequence network
     and no light variant."""
-    if sequence or "light" in info:
-        return info if sequence else dict(info["light"])
+    if sequence:
+        return info
+    if "light" in info:
+        return dict(info["light"])
     if "sequence_net" in info.get("fit", {}):
         raise ConfigError("this model's refiner has a sequence network but no light variant; "
                           "refit it with `rfclassify fit-refiner --sequence-net ...` or serve it whole")
