@@ -13,6 +13,11 @@ invariants alone scaled 7.5x in the same pool. This probe prints, for 1 and N wo
    worker's wall time here, the BLAS (or the host) serializes them.
 
     PYTHONPATH=. python3 benchmarks/refiner_pool_probe.py [--workers 8] [--bursts 480]
+
+Answered in the eleventh session (benchmarks/refiner_pool_h200_run11.log): start_pool had
+started only 3 of its 8 workers (a spawning ProcessPoolExecutor starts one only when a task
+finds none idle), so the one timed call here paid for starting the others. start_pool now
+starts them all; with it, 8 workers take 4.6x less wall time than one process there.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -418,13 +420,35 @@ def test_the_pools_workers_hold_the_refiners_sequence_network(random_sequence_ne
     bursts = list(synthesize(["16QAM", "32PSK", "16PSK"], 2048, np.random.default_rng(9), 20.0, ChannelConfig()).iq)
     bursts.append(np.zeros(300, np.complex64))
     here = statistics_many(bursts, ref.sequence)
-    pool = ref.start_pool(1)
+    before = len(multiprocessing.active_children())
+    pool = ref.start_pool(3)
     try:
+        started = len(multiprocessing.active_children()) - before   # all of them, before any real burst
         there = statistics_many(bursts, ref.sequence, pool)
     finally:
         pool.shutdown()
+    assert started == 3
     assert all(v.shape == (N_INVARIANTS + 3,) for v in here)
     np.testing.assert_array_equal(np.stack(there), np.stack(here))
+
+
+def test_a_starting_pool_worker_waits_until_all_have_started():
+    """start_pool's workers each wait in their start until the last one is counted (then the
+    pool has them all before its first real burst); a later one finds the wait over."""
+    from rfclassify.engine.refiner import _wait_for_all
+
+    ctx = multiprocessing.get_context("spawn")
+    started, all_started = ctx.Value("i", 0), ctx.Event()
+    first = threading.Thread(target=_wait_for_all, args=(started, all_started, 2))
+    first.start()
+    first.join(0.3)
+    assert first.is_alive() and not all_started.is_set()       # one of two: still waiting
+    assert _wait_for_all(started, all_started, 2, timeout_s=5.0)
+    first.join(5.0)
+    assert not first.is_alive()
+    assert _wait_for_all(started, all_started, 2, timeout_s=0.0)   # a replacement worker does not wait
+    lone_started, lone_event = ctx.Value("i", 0), ctx.Event()
+    assert not _wait_for_all(lone_started, lone_event, 2, timeout_s=0.05)   # the others never came: gives up
 
 
 def test_the_daemon_config_chooses_the_refiners_light_variant(tiny_model_dir, tmp_path, random_sequence_net):

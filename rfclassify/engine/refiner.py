@@ -71,17 +71,33 @@ _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set b
 _worker_thread_limits: Any = None                  # the worker's threadpoolctl limits, kept in force
 
 
-def _init_worker(sequence_net: SequenceNet | None) -> None:
+POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
+
+
+def _init_worker(sequence_net: SequenceNet | None, started: Any = None, all_started: Any = None,
+                 workers: int = 0) -> None:
     """A pool worker's start: keep its copy of the sequence network, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
     in every worker for the sequence network's products oversubscribes the cores (fit-refiner
-    took 2.6x as long on a 2-core CPU without this limit). It did not make 8 workers scale on
-    an H200 host (docs/engine.md); what does there is not known yet."""
+    took 2.6x as long on a 2-core CPU without this limit). Then, with `started` (a shared
+    count) and `all_started` (an event), wait until all `workers` have started (see start_pool)."""
     from threadpoolctl import threadpool_limits
 
     global _worker_sequence_net, _worker_thread_limits
     _worker_sequence_net = sequence_net
     _worker_thread_limits = threadpool_limits(limits=1)
+    if started is not None and all_started is not None:
+        _wait_for_all(started, all_started, workers)
+
+
+def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float = POOL_START_TIMEOUT_S) -> bool:
+    """Count this worker in `started` and wait (at most timeout_s) until `workers` are counted;
+    the last sets `all_started`. A worker started later (a replacement) finds it set."""
+    with started.get_lock():
+        started.value += 1
+        if started.value >= workers:
+            all_started.set()
+    return bool(all_started.wait(timeout_s))
 
 
 def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
@@ -98,18 +114,35 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
     return [safe_statistics(x, sequence_net) for x in bursts]
 
 
+def _warm_burst() -> np.ndarray:
+    """A 1024-sample QPSK burst (4 samples per symbol, a small carrier offset): it takes a
+    worker through the blind clock, the sequence and its network, so their first-use costs
+    (lazy imports, BLAS buffers) are paid before real bursts arrive."""
+    rng = np.random.default_rng(0)
+    symbols = np.exp(1j * (np.pi / 4 + np.pi / 2 * rng.integers(0, 4, 256)))
+    x = np.convolve(np.repeat(symbols, 4), np.hanning(6), mode="same") * np.exp(2j * np.pi * 0.01 * np.arange(1024))
+    return (x + 0.05 * (rng.standard_normal(1024) + 1j * rng.standard_normal(1024))).astype(np.complex64)
+
+
 def start_pool(workers: int, sequence_net: SequenceNet | None = None) -> Executor:
     """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
     sequence_net and one BLAS thread), spawned (so nothing of the caller's threads or sockets
-    is inherited) and warmed with one small burst per worker, so the first real bursts do not
-    pay for starting them."""
+    is inherited), all started and each warmed with one burst before it returns.
+
+    All started: a spawning ProcessPoolExecutor starts a process only when a task finds no
+    idle one, so warming it with one small task per worker left 3 processes of 8, and the
+    others started later (seconds each) while real bursts waited for them; on a 16-core H200
+    host the first 480 bursts then took 7x as long as the next 480, which made 8 workers
+    look as if they did not scale (benchmarks/refiner_pool_h200_run11.log). So each worker's
+    start waits until all have started, and no task finds an idle one before then."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(sequence_net,))
-    warm = np.exp(2j * np.pi * 0.05 * np.arange(256)).astype(np.complex64)
-    list(pool.map(_pooled_statistics, [warm] * workers))
+    ctx = multiprocessing.get_context("spawn")
+    started, all_started = ctx.Value("i", 0), ctx.Event()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(sequence_net, started, all_started, workers))
+    list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 
 
