@@ -96,3 +96,28 @@ def test_a_short_fit_learns_two_classes_and_saves_what_serving_loads(tmp_path):
     right = [net.labels[int(np.argmax(net.log_probs(s)))] == lab
              for s, lab in zip(map(burst_sequence, batch.iq), labels, strict=True) if s is not None]
     assert len(right) >= 25 and np.mean(right) >= 0.8, right
+
+
+def test_a_streamed_fit_starts_before_its_data_is_made_and_takes_the_rest_as_it_comes(tmp_path):
+    """start_bursts: training begins on the first chunks; the later ones join while it runs,
+    and the report says how many there were at the start and at the end."""
+    pytest.importorskip("torch")
+    from rfclassify.model.sequence_fit import SequenceFitConfig, fit_sequence_net
+
+    cfg = SequenceFitConfig(bursts=600, start_bursts=150, train_s=6.0, labels=("8PSK", "16QAM"), lengths=(1024,),
+                            snr_range_db=(20.0, 30.0), crops=(32, 64), width=16, blocks=1, batch=64,
+                            eval_per_length=60, eval_every=50, workers=0, chunk=100)
+    rep = fit_sequence_net(tmp_path / "seq.npz", cfg)
+    assert 150 <= rep["bursts_at_start"] <= 200, rep["bursts_at_start"]
+    assert rep["training_bursts"] > rep["bursts_at_start"]
+    seen = [h["bursts"] for h in rep["history"]]
+    assert seen == sorted(seen) and seen[-1] == rep["training_bursts"]
+    assert rep["eval_accuracy_by_length"]["1024"] >= 0.8, rep["eval_accuracy_by_length"]
+
+
+def test_fit_config_refuses_a_start_beyond_its_bursts():
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.sequence_fit import SequenceFitConfig
+
+    with pytest.raises(ConfigError, match="start_bursts"):
+        SequenceFitConfig(bursts=600, start_bursts=601)

@@ -18,12 +18,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where to write the network (default: MODEL_DIR/{SEQUENCE_NET_FILE}); "
                              "`rfclassify fit-refiner --sequence-net` then fuses it")
     parser.add_argument("--bursts", type=int, default=d.bursts, help=f"training bursts (default {d.bursts})")
+    parser.add_argument("--start-bursts", type=int, default=d.start_bursts,
+                        help="start training once this many bursts are made; the rest keep coming while it "
+                             "trains (default 0: make them all first, which is reproducible)")
     parser.add_argument("--train-s", type=float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
     parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes making the sequences")
     parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and training seed")
     parser.add_argument("--eval-per-length", type=int, default=d.eval_per_length,
                         help="fresh evaluation bursts per length")
+    parser.add_argument("--width", type=int, default=d.width, help=f"channels of the residual blocks (default {d.width})")
+    parser.add_argument("--hidden", type=int, default=d.hidden, help=f"width of the head's hidden layer (default {d.hidden})")
+    parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
+    parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
 
 
@@ -33,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = args.model_dir or default_model_dir()
     recipe = ModelMeta.load(model_dir).extra.get("training", {}).get("recipe", {})
-    cfg = SequenceFitConfig(bursts=args.bursts, train_s=args.train_s, device=args.device, workers=args.workers,
-                            seed=args.seed, eval_per_length=args.eval_per_length, eval_every=args.eval_every)
+    cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
+                            device=args.device, workers=args.workers, seed=args.seed, width=args.width,
+                            hidden=args.hidden, batch=args.batch, lr=args.lr,
+                            eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE
     rep = fit_sequence_net(out, cfg, dict(recipe.get("channel_overrides", {})),
                            progress=lambda line: print(f"  {line}", flush=True))

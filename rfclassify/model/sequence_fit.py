@@ -3,11 +3,15 @@
 Bursts of the 12 high-order classes are drawn from a model's training recipe (its impairment
 chain) at lengths spread over the buckets, SNR uniform over cfg.snr_range_db, and taken to
 their clocked symbol channels (rfclassify.dsp.symbol_sequence) in cfg.workers processes; a
-random window of at most cfg.max_keep symbols of each is kept (float16). The whole set then
-sits on the training device as one padded tensor, and every step draws a batch, a window
-length from cfg.crops and a random window of each burst, so short bursts (fewer symbols than
-the window) are trained on as they come, masked. The network trains for cfg.train_s seconds
-(AdamW, warm-up then linear decay). Every cfg.eval_every steps it is scored on fresh bursts
+random window of at most cfg.max_keep symbols of each is kept (float16). The set sits on the
+training device as one padded tensor, filled chunk by chunk from a background thread; training
+starts once cfg.start_bursts are in (0: all of them) and the rest keep arriving while it runs,
+so a GPU run spends its time budget training rather than waiting for its data. Every step
+draws a batch from the bursts in so far, a window length from cfg.crops and a random window of
+each burst, so short bursts (fewer symbols than the window) are trained on as they come,
+masked. The network trains for cfg.train_s seconds (AdamW, warm-up then linear decay). With
+start_bursts below bursts the run depends on timing (how many bursts each step could draw
+from), so it is not bit-reproducible; start_bursts 0 is, up to the time budget's step count. Every cfg.eval_every steps it is scored on fresh bursts
 of every length (SNR 10..30 dB, whole sequences as served) and saved, batch norm folded, as
 the numpy network serving runs, so a run stopped early still leaves its last weights.
 
@@ -19,8 +23,10 @@ network needs about a million examples; a GPU trains it in minutes, a CPU does n
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ EVAL_SNR_RANGE_DB = (10.0, 30.0)
 @dataclass(frozen=True)
 class SequenceFitConfig:
     bursts: int = 600_000               # training bursts synthesized (all 12 classes, shuffled)
+    start_bursts: int = 0               # training starts once this many are made (0: all of them)
     train_s: float = 540.0              # training time (after the data is made)
     seed: int = 20261209
     lengths: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)   # burst lengths drawn, uniformly
@@ -73,6 +80,8 @@ class SequenceFitConfig:
             raise ConfigError(f"crops must lie in 1..max_keep ({self.max_keep}), got {self.crops}")
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if not 0 <= self.start_bursts <= self.bursts:
+            raise ConfigError(f"start_bursts must lie in 0..bursts ({self.bursts}), got {self.start_bursts}")
 
 
 # -- the network ------------------------------------------------------------------------
@@ -151,42 +160,112 @@ def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int,
     return seqs, ys, length
 
 
+def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str, Any],
+          snr_range: tuple[float, float], max_keep: int | None, lengths: tuple[int, ...] | None) -> list[tuple]:
+    """The chunks (_make_chunk's jobs) of about n_bursts bursts: each its own seed and one
+    length, drawn from cfg.lengths; lengths given: one chunk set per length instead."""
+    if lengths is None:
+        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep)
+                for i in range(max(1, -(-n_bursts // cfg.chunk)))]
+    per_length = max(1, -(-n_bursts // len(lengths)))
+    return [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep)
+            for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
+
+
+def _chunks(jobs: list[tuple], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
+    """_make_chunk of every job, in job order, in `workers` processes (in this one for <= 1);
+    closing the generator stops the processes."""
+    if workers <= 1:
+        yield from map(_make_chunk, jobs)
+        return
+    from multiprocessing import get_context
+
+    with get_context("spawn").Pool(workers) as pool:
+        yield from pool.imap(_make_chunk, jobs)
+
+
 def make_sequences(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str, Any],
                    snr_range: tuple[float, float], max_keep: int | None,
-                   lengths: tuple[int, ...] | None = None,
-                   progress: Callable[[str], None] | None = None) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+                   lengths: tuple[int, ...] | None = None) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(sequences, class indices, burst lengths) of about n_bursts synthesized bursts, made in
     cfg.workers processes chunk by chunk (each chunk its own seed and one length); lengths
     given: one chunk set per length instead of drawing them."""
-    if lengths is None:
-        jobs = [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep)
-                for i in range(max(1, -(-n_bursts // cfg.chunk)))]
-    else:
-        per_length = max(1, -(-n_bursts // len(lengths)))
-        jobs = [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep)
-                for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
     seqs: list[np.ndarray] = []
     ys: list[int] = []
     lens: list[int] = []
-    t0 = time.perf_counter()
-    if cfg.workers > 1:
-        from multiprocessing import get_context
-
-        with get_context("spawn").Pool(cfg.workers) as pool:
-            results = pool.imap(_make_chunk, jobs)
-            for k, (s, y, n) in enumerate(results):
-                seqs += s
-                ys += y
-                lens += [n] * len(y)
-                if progress is not None and (k + 1) % 100 == 0:
-                    progress(f"made {k + 1}/{len(jobs)} chunks, {len(seqs)} sequences ({time.perf_counter() - t0:.0f} s)")
-    else:
-        for job in jobs:
-            s, y, n = _make_chunk(job)
-            seqs += s
-            ys += y
-            lens += [n] * len(y)
+    for s, y, n in _chunks(_jobs(n_bursts, seed, cfg, overrides, snr_range, max_keep, lengths), cfg.workers):
+        seqs += s
+        ys += y
+        lens += [n] * len(y)
     return seqs, np.array(ys, np.int64), np.array(lens, np.int64)
+
+
+class _StreamedSet:
+    """The training set on the device, (capacity, C, max_keep) float16 plus symbol counts and
+    classes, filled in job order by a background thread that makes the chunks; take() moves
+    what has arrived onto the device (in the training thread, between steps)."""
+
+    def __init__(self, jobs: list[tuple], workers: int, max_keep: int, dev) -> None:
+        import torch
+
+        capacity = sum(job[1] for job in jobs)
+        self.x = torch.zeros((capacity, N_CHANNELS, max_keep), dtype=torch.float16, device=dev)
+        self.n = torch.zeros(capacity, dtype=torch.int64, device=dev)
+        self.y = torch.zeros(capacity, dtype=torch.int64, device=dev)
+        self.count = 0
+        self.done = False
+        self.chunks_made = 0
+        self._max_keep = max_keep
+        self._dev = dev
+        self._queue: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._make, args=(jobs, workers), name="sequence-data", daemon=True)
+        self._thread.start()
+
+    def _make(self, jobs: list[tuple], workers: int) -> None:
+        chunks = _chunks(jobs, workers)
+        try:
+            for chunk in chunks:
+                self._queue.put(chunk)
+                if self._stop.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 - handed to the training thread, which raises it
+            self._queue.put(exc)
+        finally:
+            chunks.close()
+            self._queue.put(None)
+
+    def take(self, until: int | None = None) -> None:
+        """Move the chunks that have arrived onto the device; until given, wait for chunks
+        until `until` bursts are in or the data is all made."""
+        import torch
+
+        while not self.done:
+            waiting = until is not None and self.count < until
+            try:
+                item = self._queue.get(block=waiting)
+            except queue.Empty:
+                return
+            if item is None:
+                self.done = True
+                return
+            if isinstance(item, BaseException):
+                raise item
+            seqs, ys, _ = item
+            self.chunks_made += 1
+            if not ys:
+                continue
+            x, n = _padded(seqs, self._max_keep)
+            a, b = self.count, self.count + len(ys)
+            self.x[a:b] = torch.from_numpy(x).to(self._dev)
+            self.n[a:b] = torch.from_numpy(n).to(self._dev)
+            self.y[a:b] = torch.tensor(ys, dtype=torch.int64, device=self._dev)
+            self.count = b
+
+    def close(self) -> None:
+        """Stop making chunks (the processes end with the thread, at its next chunk)."""
+        self._stop.set()
+        self._thread.join()
 
 
 def _padded(seqs: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -230,57 +309,71 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
     overrides = dict(channel_overrides or {})
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
     ev_seqs, ev_y, ev_len = make_sequences(cfg.eval_per_length * len(cfg.lengths), cfg.seed + 7_000_000, cfg,
                                            overrides, EVAL_SNR_RANGE_DB, None, lengths=cfg.lengths)
-    seqs, y, _ = make_sequences(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, progress=say)
-    if len(seqs) < 2 * len(cfg.labels):
-        raise ConfigError(f"only {len(seqs)} of {cfg.bursts} bursts had a clocked sequence")
-    t_data = time.perf_counter() - t0
-    say(f"{len(seqs)} training sequences, {len(ev_seqs)} evaluation ones ({t_data:.0f} s)")
-    x_np, n_np = _padded(seqs, cfg.max_keep)
-    del seqs
     dev = torch.device(cfg.device)
-    x_all = torch.from_numpy(x_np).to(dev)
-    n_all = torch.from_numpy(n_np).to(dev)
-    y_all = torch.from_numpy(y).to(dev)
-    del x_np
+    data = _StreamedSet(_jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None),
+                        cfg.workers, cfg.max_keep, dev)
+    try:
+        return _train(out_path, cfg, overrides, data, (ev_seqs, ev_y, ev_len), t0, say)
+    finally:
+        data.close()
+
+
+def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, Any], data: _StreamedSet,
+           evaluation: tuple[list[np.ndarray], np.ndarray, np.ndarray], t0: float, say: Callable[[str], None]
+           ) -> dict[str, Any]:
+    """fit_sequence_net's training loop, on the set `data` fills."""
+    import torch
+
+    ev_seqs, ev_y, ev_len = evaluation
+    data.take(until=cfg.start_bursts or cfg.bursts)
+    if data.count < 2 * len(cfg.labels):
+        raise ConfigError(f"only {data.count} of {cfg.bursts} bursts had a clocked sequence")
+    t_data = time.perf_counter() - t0
+    at_start = data.count
+    say(f"training starts on {at_start} sequences ({len(ev_seqs)} held out for evaluation; {t_data:.0f} s)"
+        + ("" if data.done else "; the rest keep coming"))
+    dev = data.x.device
     model = make_torch_net(cfg).to(dev)
     opt = torch.optim.AdamW(model.parameters(), cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=dev)
     gen.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
     history: list[dict[str, Any]] = []
     report: dict[str, Any] = {}
 
     def checkpoint(step: int, loss: float, elapsed_s: float) -> None:
         acc = _accuracy_by_length(model, ev_seqs, ev_y, ev_len, cfg.device)
-        history.append({"step": step, "train_s": round(elapsed_s, 1), "loss": round(loss, 4),
+        history.append({"step": step, "train_s": round(elapsed_s, 1), "loss": round(loss, 4), "bursts": data.count,
                         "eval_accuracy": {str(k): round(v, 4) for k, v in acc.items()}})
         report.update({"config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
-                       "channel_overrides": overrides, "training_bursts": int(y.size), "steps": step,
+                       "channel_overrides": overrides, "training_bursts": data.count,
+                       "bursts_at_start": at_start, "steps": step,
                        "examples": step * cfg.batch, "data_s": round(t_data, 1), "train_s": round(elapsed_s, 1),
                        "eval_bursts": len(ev_seqs), "eval_snr_range_db": list(EVAL_SNR_RANGE_DB),
                        "eval_accuracy_by_length": history[-1]["eval_accuracy"], "history": history})
         net = to_sequence_net(model, cfg.labels, report)
         report["params"] = net.n_params
         net.save(out_path)
-        say(f"step {step} ({elapsed_s:.0f} s): loss {loss:.3f}, held-out accuracy by length "
-            + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in acc.items()))
+        say(f"step {step} ({elapsed_s:.0f} s, {step / max(elapsed_s, 1e-9):.0f} steps/s, {data.count} bursts): "
+            f"loss {loss:.3f}, held-out accuracy by length " + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in acc.items()))
 
     t1 = time.perf_counter()
     step, loss_value = 0, float("nan")
     arange = torch.arange(cfg.max_keep, device=dev)
     while (elapsed := time.perf_counter() - t1) < cfg.train_s:
-        idx = torch.randint(0, y_all.numel(), (cfg.batch,), device=dev, generator=gen)
+        data.take()
+        idx = torch.randint(0, data.count, (cfg.batch,), device=dev, generator=gen)
         crop = int(rng.choice(cfg.crops))
-        n = n_all[idx]
+        n = data.n[idx]
         start = (torch.rand(cfg.batch, device=dev, generator=gen) * (n - crop).clamp_min(0).add(1)).long()
         pos = (start[:, None] + arange[None, :crop]).clamp_max(cfg.max_keep - 1)
-        xb = torch.gather(x_all[idx], 2, pos[:, None, :].expand(-1, N_CHANNELS, -1)).float()
+        xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, N_CHANNELS, -1)).float()
         mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - elapsed / cfg.train_s)
-        loss = torch.nn.functional.cross_entropy(model(xb, mask), y_all[idx])
+        loss = torch.nn.functional.cross_entropy(model(xb, mask), data.y[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
