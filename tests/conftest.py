@@ -36,8 +36,10 @@ def randomize_batchnorm_fixture():
     return randomize_batchnorm
 
 
-def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, blocks: int = 1, kernel: int = 3):
-    """A numpy sequence network (rfclassify.engine.sequence_net) with random weights, no torch."""
+def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, blocks: int = 1, kernel: int = 3,
+                        gates: bool = False):
+    """A numpy sequence network (rfclassify.engine.sequence_net) with random weights, no torch
+    (gates: with a squeeze-and-excitation gate per block)."""
     from rfclassify.dsp.symbol_sequence import N_CHANNELS
     from rfclassify.engine.sequence_net import SequenceNet
 
@@ -48,7 +50,8 @@ def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, 
     embed = ((a(16, N_CHANNELS, 1), a(16)), (a(width, 16, 1), a(width)))
     block = tuple((a(width, width, kernel), a(width), a(width, width, kernel), a(width)) for _ in range(blocks))
     head = ((a(10, 2 * width + 1), a(10)), (a(len(labels), 10), a(len(labels))))
-    return SequenceNet(embed, block, head, labels, {"made_by": "test"})
+    gate = tuple((a(4, width), a(4), a(width, 4), a(width)) for _ in range(blocks if gates else 0))
+    return SequenceNet(embed, block, head, labels, {"made_by": "test"}, gate)
 
 
 @pytest.fixture(name="random_sequence_net")

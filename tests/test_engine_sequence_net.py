@@ -11,14 +11,15 @@ from rfclassify.dsp.symbol_sequence import N_CHANNELS
 from rfclassify.engine.sequence_net import SequenceNet
 
 
-def test_the_numpy_network_is_the_torch_network_on_padded_batches():
+@pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
+def test_the_numpy_network_is_the_torch_network_on_padded_batches(gates):
     """A batch of sequences of different lengths, zero-padded and masked as in training, gives
     each sequence what the numpy network gives it alone (batch norm folded, with non-trivial
-    running statistics)."""
+    running statistics; the gates' means over the burst taken over its own symbols only)."""
     torch = pytest.importorskip("torch")
     from rfclassify.model.sequence_fit import SequenceFitConfig, make_torch_net, to_sequence_net
 
-    cfg = SequenceFitConfig(bursts=100, width=16, blocks=2, kernel=5)
+    cfg = SequenceFitConfig(bursts=100, width=16, blocks=2, kernel=5, gates=gates)
     torch.manual_seed(0)
     model = make_torch_net(cfg)
     with torch.no_grad():
@@ -40,19 +41,22 @@ def test_the_numpy_network_is_the_torch_network_on_padded_batches():
         want = torch.log_softmax(model(torch.from_numpy(x), torch.from_numpy(mask)), 1).numpy()
     got = np.stack([net.log_probs(s) for s in seqs])
     np.testing.assert_allclose(got, want, atol=2e-5)
+    assert len(net.gates) == (2 if gates else 0)
     norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d)]
     folded_away = sum(m.weight.numel() + m.bias.numel() for m in norms)
     assert net.n_params == sum(p.numel() for p in model.parameters()) - folded_away
 
 
-def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, random_sequence_net):
+@pytest.mark.parametrize("gates", [False, True], ids=["plain", "gated"])
+def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, random_sequence_net, gates):
     labels = ("8PSK", "16QAM", "64QAM")
-    net = random_sequence_net(labels)
+    net = random_sequence_net(labels, blocks=2, gates=gates)
     path = net.save(tmp_path / "seq.npz")
     back = SequenceNet.load(path)
     seq = np.random.default_rng(2).standard_normal((N_CHANNELS, 50)).astype(np.float32)
     np.testing.assert_array_equal(back.log_probs(seq), net.log_probs(seq))
     assert back.labels == labels and back.info == {"made_by": "test"} and back.n_params == net.n_params
+    assert len(back.gates) == len(net.gates) == (2 if gates else 0)
     assert np.exp(back.log_probs(seq)).sum() == pytest.approx(1.0, abs=1e-5)
     np.testing.assert_allclose(np.exp(back.uniform()), 1 / 3)
 
@@ -70,6 +74,12 @@ def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, rando
         SequenceNet.load(tmp_path / "absent.npz")
     with pytest.raises(ValueError, match="sequence is"):
         net.log_probs(np.zeros((N_CHANNELS - 1, 10), np.float32))
+    if gates:   # a gate for one block of two
+        with np.load(path) as z:
+            arrays = {k: v for k, v in z.items() if not k.startswith("seq_gate1_")}
+        np.savez(tmp_path / "onegate.npz", **arrays)
+        with pytest.raises(ModelNotFoundError, match="do not fit together"):
+            SequenceNet.load(tmp_path / "onegate.npz")
 
 
 def test_a_short_fit_learns_two_classes_and_saves_what_serving_loads(tmp_path):

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh evaluation bursts per length")
     parser.add_argument("--width", type=int, default=d.width, help=f"channels of the residual blocks (default {d.width})")
     parser.add_argument("--hidden", type=int, default=d.hidden, help=f"width of the head's hidden layer (default {d.hidden})")
+    parser.add_argument("--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})")
+    parser.add_argument("--gates", action="store_true",
+                        help="a squeeze-and-excitation gate on each residual block (channel gains from the whole burst)")
     parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
     parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     recipe = ModelMeta.load(model_dir).extra.get("training", {}).get("recipe", {})
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
                             device=args.device, workers=args.workers, seed=args.seed, width=args.width,
-                            hidden=args.hidden, batch=args.batch, lr=args.lr,
+                            hidden=args.hidden, blocks=args.blocks, gates=args.gates, batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE
     rep = fit_sequence_net(out, cfg, dict(recipe.get("channel_overrides", {})),

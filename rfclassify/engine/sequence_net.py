@@ -3,6 +3,9 @@
 A small residual network over the per-symbol channels of rfclassify.dsp.symbol_sequence: two
 1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
 the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
+Optionally each block's output passes a squeeze-and-excitation gate (channel gains from its
+mean over the burst), which lets the blocks act on what the whole burst shows (its
+multipath, say) as well as on the symbols within a kernel's reach.
 It is trained with torch by rfclassify.model.sequence_fit (``rfclassify fit-sequence``) and
 stored as an .npz of float32 arrays plus a JSON description; serving runs it here, without
 torch or onnxruntime, on the CPU beside the refiner's statistics (one burst at a time, in the
@@ -39,6 +42,14 @@ def _conv(h: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return w.reshape(w.shape[0], -1) @ cols + b[:, None]
 
 
+def _gate(u: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """(width,) per-channel gains in (0, 1) of a block's output u (width, n), from its mean over
+    the burst's symbols: a squeeze-and-excitation gate, so what a block passes on depends on
+    the whole burst (its channel, say) and not only on the symbols its kernel sees."""
+    z = w2 @ np.maximum(w1 @ u.mean(1) + b1, 0.0) + b2
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 @dataclass(frozen=True)
 class SequenceNet:
     """Weights (float32, batch norm folded) and what the network was trained on."""
@@ -48,10 +59,12 @@ class SequenceNet:
     head: tuple[tuple[np.ndarray, np.ndarray], ...]              # linear layers: (w (out, in), b)
     labels: tuple[str, ...]                                      # its outputs, in order
     info: dict[str, Any]                                         # fit report (sequence_fit)
+    gates: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...] = ()  # per block or none: (w1, b1, w2, b2)
 
     @property
     def n_params(self) -> int:
-        arrays = [a for pair in self.embed + self.head for a in pair] + [a for blk in self.blocks for a in blk]
+        arrays = ([a for pair in self.embed + self.head for a in pair] + [a for blk in self.blocks for a in blk]
+                  + [a for gate in self.gates for a in gate])
         return int(sum(a.size for a in arrays))
 
     def log_probs(self, seq: np.ndarray) -> np.ndarray:
@@ -61,9 +74,12 @@ class SequenceNet:
             raise ValueError(f"a sequence is ({N_CHANNELS}, n >= 1), got {h.shape}")
         for w, b in self.embed:
             h = np.maximum(_conv(h, w, b), 0.0)
-        for wa, ba, wb, bb in self.blocks:
+        for i, (wa, ba, wb, bb) in enumerate(self.blocks):
             t = np.maximum(_conv(h, wa, ba), 0.0)
-            h = np.maximum(h + _conv(t, wb, bb), 0.0)
+            u = _conv(t, wb, bb)
+            if self.gates:
+                u = u * _gate(u, *self.gates[i])[:, None]
+            h = np.maximum(h + u, 0.0)
         z = np.concatenate([h.mean(1), h.max(1), [math.log(h.shape[1]) / LOG_COUNT_SCALE]]).astype(np.float32)
         for i, (w, b) in enumerate(self.head):
             z = w @ z + b
@@ -85,6 +101,9 @@ class SequenceNet:
         for i, blk in enumerate(self.blocks):
             for name, a in zip(("wa", "ba", "wb", "bb"), blk, strict=True):
                 out[f"{PREFIX}block{i}_{name}"] = a
+        for i, gate in enumerate(self.gates):
+            for name, a in zip(("w1", "b1", "w2", "b2"), gate, strict=True):
+                out[f"{PREFIX}gate{i}_{name}"] = a
         for i, (w, b) in enumerate(self.head):
             out[f"{PREFIX}head{i}_w"], out[f"{PREFIX}head{i}_b"] = w, b
         out[f"{PREFIX}labels"] = np.array(self.labels)
@@ -109,11 +128,12 @@ class SequenceNet:
         try:
             embed, head = layers("embed", ("w", "b")), layers("head", ("w", "b"))
             blocks = layers("block", ("wa", "ba", "wb", "bb"))
+            gates = layers("gate", ("w1", "b1", "w2", "b2"))
             labels = tuple(str(s) for s in z[f"{PREFIX}labels"])
             info = json.loads(str(z[f"{PREFIX}info"]))
         except (KeyError, ValueError, OSError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
-        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info)  # type: ignore[arg-type]
+        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates))  # type: ignore[arg-type]
         net.check(source)
         return net
 
@@ -127,6 +147,10 @@ class SequenceNet:
         for wa, ba, wb, bb in self.blocks:
             ok &= (wa.ndim == 3 and wa.shape[:2] == (width, width) and wb.shape == wa.shape
                    and ba.shape == bb.shape == (width,))
+        ok &= len(self.gates) in (0, len(self.blocks))
+        for w1, b1, w2, b2 in self.gates:
+            ok &= (w1.ndim == 2 and w1.shape[1] == width and b1.shape == (w1.shape[0],)
+                   and w2.shape == (width, w1.shape[0]) and b2.shape == (width,))
         features = 2 * width + 1
         for w, b in self.head:
             ok &= w.ndim == 2 and w.shape[1] == features and b.shape == (w.shape[0],)

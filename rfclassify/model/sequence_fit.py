@@ -58,6 +58,7 @@ class SequenceFitConfig:
     blocks: int = 3
     kernel: int = 5
     hidden: int = 128
+    gates: bool = False                 # a squeeze-and-excitation gate on each block's output
     batch: int = 512
     lr: float = 2e-3
     weight_decay: float = 1e-4
@@ -102,15 +103,22 @@ def make_torch_net(cfg: SequenceFitConfig):
                 nn.Conv1d(cfg.width, cfg.width, cfg.kernel, padding=pad), nn.BatchNorm1d(cfg.width)])
                 for _ in range(cfg.blocks))
             self.head = nn.ModuleList([nn.Linear(2 * cfg.width + 1, cfg.hidden), nn.Linear(cfg.hidden, len(cfg.labels))])
+            squeeze = max(4, cfg.width // 4)
+            self.gates = nn.ModuleList(nn.ModuleList([nn.Linear(cfg.width, squeeze), nn.Linear(squeeze, cfg.width)])
+                                       for _ in range(cfg.blocks if cfg.gates else 0))
 
         def forward(self, x, mask):
             h = x * mask
             for conv in self.embed:
                 h = torch.relu(conv(h)) * mask
-            for conv_a, norm_a, conv_b, norm_b in self.blocks:
-                t = torch.relu(norm_a(conv_a(h))) * mask
-                h = torch.relu(h + norm_b(conv_b(t))) * mask
             n = mask.sum(-1).clamp_min(1)
+            for i, (conv_a, norm_a, conv_b, norm_b) in enumerate(self.blocks):
+                t = torch.relu(norm_a(conv_a(h))) * mask
+                u = norm_b(conv_b(t))
+                if self.gates:
+                    squeeze, excite = self.gates[i]
+                    u = u * torch.sigmoid(excite(torch.relu(squeeze((u * mask).sum(-1) / n))))[..., None]
+                h = torch.relu(h + u) * mask
             z = torch.cat([h.sum(-1) / n, (h - 1e4 * (1 - mask)).amax(-1), torch.log(n) / LOG_COUNT_SCALE], 1)
             return self.head[1](torch.relu(self.head[0](z)))
 
@@ -129,7 +137,8 @@ def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any]) -> Seq
     embed = tuple((arr(c.weight), arr(c.bias)) for c in model.embed)
     blocks = tuple((*folded(a, na), *folded(b, nb)) for a, na, b, nb in model.blocks)
     head = tuple((arr(lin.weight), arr(lin.bias)) for lin in model.head)
-    return SequenceNet(embed, blocks, head, tuple(labels), info)
+    gates = tuple((arr(a.weight), arr(a.bias), arr(b.weight), arr(b.bias)) for a, b in model.gates)
+    return SequenceNet(embed, blocks, head, tuple(labels), info, gates)
 
 
 # -- data -------------------------------------------------------------------------------
