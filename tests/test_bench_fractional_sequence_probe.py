@@ -1,0 +1,42 @@
+"""The half-symbol channels of benchmarks/fractional_sequence_probe.py: the product's 21
+channels first, unchanged, then samples that lie half a symbol after each symbol instant."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from rfclassify.dsp.channel import ChannelConfig
+from rfclassify.dsp.symbol_sequence import N_CHANNELS, burst_sequence
+from rfclassify.dsp.synth import synthesize
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "fractional_sequence_probe.py"
+_spec = importlib.util.spec_from_file_location("fractional_sequence_probe", _PATH)
+fsp = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = fsp
+_spec.loader.exec_module(fsp)
+
+
+def test_half_symbol_samples_lie_between_their_symbol_and_the_next() -> None:
+    """On clean QPSK the sample half a symbol after symbol k is close to the mean of symbols k
+    and k + 1 (a Nyquist pulse midway), and not to that of k - 1 and k."""
+    batch = synthesize(["QPSK"] * 6, 1024, np.random.default_rng(2), 30.0, ChannelConfig.clean())
+    for iq in batch.iq:
+        seq = fsp.half_symbol_sequence(iq)
+        assert seq is not None and seq.shape[0] == N_CHANNELS + fsp.HALF_CHANNELS and seq.dtype == np.float16
+        product = burst_sequence(iq)
+        n = seq.shape[1]
+        assert n in (product.shape[1], product.shape[1] - 1)       # one fewer at most (the far edge)
+        # the same symbols as the product's sequence (|y|^2, channel 8; the phase channels move a
+        # little with the one symbol fewer their line searches see)
+        np.testing.assert_allclose(seq[8].astype(np.float32), product[8, :n], atol=3e-2, rtol=2e-2)
+        y = seq[2].astype(np.float32) + 1j * seq[3].astype(np.float32)    # whole-burst 4th-power derotated symbols
+        h = seq[N_CHANNELS].astype(np.float32) + 1j * seq[N_CHANNELS + 1].astype(np.float32)
+
+        def match(a, b):
+            return abs(np.vdot(a, b)) / (np.linalg.norm(a) * np.linalg.norm(b))
+        assert match(h[1:-1], (y[1:-1] + y[2:]) / 2) > 0.9
+        assert match(h[1:-1], (y[:-2] + y[1:-1]) / 2) < 0.6
