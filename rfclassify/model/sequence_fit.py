@@ -9,11 +9,12 @@ starts once cfg.start_bursts are in (0: all of them) and the rest keep arriving 
 so a GPU run spends its time budget training rather than waiting for its data. Every step
 draws a batch from the bursts in so far, a window length from cfg.crops and a random window of
 each burst, so short bursts (fewer symbols than the window) are trained on as they come,
-masked. The network trains for cfg.train_s seconds (AdamW, warm-up then linear decay). With
-start_bursts below bursts the run depends on timing (how many bursts each step could draw
-from), so it is not bit-reproducible; start_bursts 0 is, up to the time budget's step count. Every cfg.eval_every steps it is scored on fresh bursts
-of every length (SNR 10..30 dB, whole sequences as served) and saved, batch norm folded, as
-the numpy network serving runs, so a run stopped early still leaves its last weights.
+masked. The network trains for cfg.train_s seconds (AdamW, warm-up then linear decay). Every
+cfg.eval_every steps it is scored on fresh bursts of every length (SNR 10..30 dB, whole
+sequences as served) and saved, batch norm folded, as the numpy network serving runs, so a
+run stopped early still leaves its last weights. With start_bursts below bursts the run
+depends on timing (how many bursts each step could draw from), so it is not bit-reproducible;
+start_bursts 0 is, up to the time budget's step count.
 
 It does not need the CNN: the refiner (rfclassify.model.refiner_fit, ``--sequence-net``)
 fuses the two. The ninth session's probe (benchmarks/sequence_refiner_scale.py) found the
@@ -244,11 +245,12 @@ class _StreamedSet:
             chunks.close()
             self._queue.put(None)
 
-    def take(self, until: int | None = None) -> None:
+    def take(self, until: int | None = None, progress: Callable[[str], None] | None = None) -> None:
         """Move the chunks that have arrived onto the device; until given, wait for chunks
-        until `until` bursts are in or the data is all made."""
+        until `until` bursts are in or the data is all made (saying so every 100 chunks)."""
         import torch
 
+        t0 = time.perf_counter()
         while not self.done:
             waiting = until is not None and self.count < until
             try:
@@ -262,6 +264,8 @@ class _StreamedSet:
                 raise item
             seqs, ys, _ = item
             self.chunks_made += 1
+            if progress is not None and waiting and self.chunks_made % 100 == 0:
+                progress(f"made {self.chunks_made} chunks, {self.count} sequences ({time.perf_counter() - t0:.0f} s)")
             if not ys:
                 continue
             x, n = _padded(seqs, self._max_keep)
@@ -336,7 +340,7 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
     import torch
 
     ev_seqs, ev_y, ev_len = evaluation
-    data.take(until=cfg.start_bursts or cfg.bursts)
+    data.take(until=cfg.start_bursts or cfg.bursts, progress=say)
     if data.count < 2 * len(cfg.labels):
         raise ConfigError(f"only {data.count} of {cfg.bursts} bursts had a clocked sequence")
     t_data = time.perf_counter() - t0
