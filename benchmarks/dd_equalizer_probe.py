@@ -1,0 +1,223 @@
+"""Does a decision-directed equalizer per candidate class add to the sequence network? A diagnostic, not a test.
+
+The sequence network's errors are in multipath bursts (benchmarks/sequence_net_limits.py):
+40.6 % on the quarter of faded bursts with the largest delay spread. A blind equalizer
+before a likelihood receiver lost (high_order_sync_ladder.md: CMA), and learned equalization
+showed nothing (--gates; fractional_sequence_probe.py). This probe tries the remaining
+form: an equalizer fitted per hypothesis. For each of the 12 high-order classes' alphabets
+(one per DVB-S2 ring ratio for 16/32APSK, benchmarks/high_order_bound.py), the clocked
+symbols are turned by that alphabet's own carrier-phase line (the k-th power, k = 4 for QAM
+and APSK, M for M-PSK) and then by the turn within 2 pi / k that best fits the alphabet,
+then a TAPS-tap symbol-spaced equalizer is fitted by least squares to its own decisions,
+ITERATIONS times. The class's score is the Gaussian-mixture
+log-likelihood of the equalized symbols under its alphabet, with the noise taken from the
+residual (the likelihood of high_order_bound.py; ring ratios mixed), per symbol. With
+TAPS = 1 the equalizer is only a complex gain: the same receiver without equalization.
+
+It reports the classes' accuracies by the scores alone, and whether they add to the
+shipped sequence network: a softmax regression on [network log-probabilities] against one
+on [network log-probabilities, scores], fitted on one half of the bursts and scored on the
+other.
+
+    PYTHONPATH=. python3 benchmarks/dd_equalizer_probe.py [--bursts 2400] [--workers 2] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rfclassify.dsp import symbol_clock as sc  # noqa: E402
+from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
+from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, derotations, second_pass_symbols  # noqa: E402
+from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("high_order_bound", Path(__file__).with_name("high_order_bound.py"))
+hob = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = hob
+_spec.loader.exec_module(hob)
+
+TAPS = (1, 5)
+ITERATIONS = 20
+WORST_SPREAD_SYMBOLS = 0.215
+
+
+def carrier_power(label: str) -> int:
+    """The power whose line gives an alphabet's carrier phase: M for M-PSK, else 4."""
+    return int(label[:-3]) if label.endswith("PSK") and not label.endswith("APSK") else 4
+
+
+def nearest(z: np.ndarray, alphabet: np.ndarray) -> np.ndarray:
+    return alphabet[np.argmin(np.abs(z[:, None] - alphabet[None, :]), axis=1)]
+
+
+def best_rotation(y: np.ndarray, alphabet: np.ndarray, period: float, steps: int = 16) -> float:
+    """The turn in [0, period) that puts y closest to the alphabet (mean squared distance to
+    the nearest point). A k-th power line fixes the carrier phase only up to the alphabet's
+    own offset (square QAM comes out turned by pi/4 from a 4th-power line)."""
+    turns = np.arange(steps) * period / steps
+    cost = [np.mean(np.abs(y * np.exp(1j * t) - nearest(y * np.exp(1j * t), alphabet)) ** 2) for t in turns]
+    return float(turns[int(np.argmin(cost))])
+
+
+def fit_equalizer(y: np.ndarray, alphabet: np.ndarray, taps: int, iterations: int = ITERATIONS,
+                  period: float = 2 * np.pi) -> tuple[np.ndarray, np.ndarray]:
+    """(equalized symbols, their decisions): a taps-long symbol-spaced filter (centred, zero
+    padded) fitted by least squares to its own nearest-point decisions, iterations times,
+    starting from the best rotation of the identity (best_rotation over `period`)."""
+    half = taps // 2
+    yp = np.concatenate([np.zeros(half, complex), y, np.zeros(half, complex)])
+    cols = np.stack([yp[i:i + y.size] for i in range(taps)][::-1], axis=1)     # cols[:, half] = y
+    w = np.zeros(taps, complex)
+    w[half] = np.exp(1j * best_rotation(y, alphabet, period))
+    z = cols @ w
+    for _ in range(iterations):
+        w = np.linalg.lstsq(cols, nearest(z, alphabet), rcond=None)[0]
+        z = cols @ w
+    return z, nearest(z, alphabet)
+
+
+def mixture_loglik(z: np.ndarray, alphabet: np.ndarray, n0: float) -> float:
+    """Mean over symbols of log((1/M) sum_m exp(-|z - a_m|^2 / n0) / (pi n0))."""
+    e = -np.abs(z[:, None] - alphabet[None, :]) ** 2 / n0
+    peak = e.max(axis=1, keepdims=True)
+    per = np.log(np.exp(e - peak).mean(axis=1)) + peak[:, 0] - math.log(math.pi * n0)
+    return float(per.mean())
+
+
+def class_scores(y: np.ndarray, hyp, taps: int) -> np.ndarray:
+    """(12,) per-symbol log-likelihood of each class, equalized under its own alphabets (the
+    best of its noise grid; ring-ratio variants combined by log-mean-exp)."""
+    out = np.full(len(HIGH_ORDER_LABELS), -np.inf)
+    by_class: dict[int, list[float]] = {}
+    turned: dict[int, np.ndarray] = {}
+    for alphabet, c in zip(hyp.alphabets, hyp.variant_class, strict=True):
+        k = carrier_power(HIGH_ORDER_LABELS[c])
+        if k not in turned:
+            turned[k] = derotations(y, k, local=False)[1]
+        z, d = fit_equalizer(turned[k], alphabet, taps, period=2 * np.pi / k)
+        n0 = max(float(np.mean(np.abs(z - d) ** 2)), 1e-4)
+        best = max(mixture_loglik(z, alphabet, n0 * f) for f in (1.0, 2.0, 4.0))
+        by_class.setdefault(int(c), []).append(best * y.size)
+    for c, lls in by_class.items():
+        a = np.array(lls)
+        out[c] = (a.max() + math.log(np.mean(np.exp(a - a.max())))) / y.size
+    return out
+
+
+def _burst_features(args: tuple[np.ndarray, int]) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
+    iq, _ = args
+    from rfclassify.dsp.symbol_sequence import sequence_from_symbols
+    from rfclassify.engine.refiner import Refiner
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+
+    global _NET, _HYP
+    if "_NET" not in globals():
+        meta = ModelMeta.load(default_model_dir())
+        _NET = Refiner.load(default_model_dir(), meta.refiner, meta.labels).sequence
+        _HYP = hob.hypotheses()
+    found = sc.blind_symbols(iq)
+    if found is None or found.symbols.size < 16:
+        return None, None
+    with np.errstate(all="ignore"):
+        y = second_pass_symbols(found)[:MAX_SYMBOLS]
+        y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+        if not np.all(np.isfinite(y)):
+            return None, None
+        return _NET.log_probs(sequence_from_symbols(y)), [class_scores(y, _HYP, t) for t in TAPS]
+
+
+def softmax_regression(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, steps: int = 3000
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(W, b, mean, scale) of a multinomial logistic regression fitted by full-batch gradient descent."""
+    mean, scale = x.mean(0), x.std(0) + 1e-6
+    xs = (x - mean) / scale
+    w = np.zeros((x.shape[1], classes))
+    b = np.zeros(classes)
+    onehot = np.eye(classes)[y]
+    for _ in range(steps):
+        z = xs @ w + b
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        g = (p - onehot) / len(y)
+        w -= 0.5 * (xs.T @ g + l2 * w)
+        b -= 0.5 * g.sum(0)
+    return w, b, mean, scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+    from rfclassify.model.training_data import DataRecipe
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bursts", type=int, default=2400)
+    ap.add_argument("--length", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    meta = ModelMeta.load(default_model_dir())
+    overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
+    rng = np.random.default_rng(args.seed)
+    cls = rng.integers(0, len(HIGH_ORDER_LABELS), args.bursts)
+    snr = rng.uniform(10.0, 30.0, args.bursts)
+    t0 = time.perf_counter()
+    batch = synthesize([HIGH_ORDER_LABELS[c] for c in cls], args.length, rng, snr,
+                       DataRecipe(channel_overrides=overrides).channel_config())
+    jobs = [(iq, i) for i, iq in enumerate(batch.iq)]
+    if args.workers > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(args.workers) as pool:
+            feats = pool.map(_burst_features, jobs, chunksize=20)
+    else:
+        feats = [_burst_features(j) for j in jobs]
+    ok = np.array([f[0] is not None for f in feats])
+    net = np.stack([f[0] for f in feats if f[0] is not None])
+    scores = [np.stack([f[1][t] for f in feats if f[0] is not None]) for t in range(len(TAPS))]
+    truth = cls[ok]
+    p = batch.params
+    faded = (p["fading_type"] != FADING_NONE)[ok]
+    spread = (p["delay_spread_samples"] / p["samples_per_symbol"])[ok]
+    subsets = {"all": np.ones(truth.size, bool), "unfaded": ~faded, "faded": faded,
+               f"faded, delay spread > {WORST_SPREAD_SYMBOLS} symbols": faded & (spread > WORST_SPREAD_SYMBOLS)}
+
+    def acc(pred: np.ndarray, within: np.ndarray | None = None) -> dict[str, float]:
+        m = np.ones(truth.size, bool) if within is None else within
+        return {k: round(float(np.mean(pred[v & m] == truth[v & m])), 4) for k, v in subsets.items() if (v & m).any()}
+
+    report: dict = {"bursts": args.bursts, "clocked": int(ok.sum()), "length": args.length, "snr_db": [10.0, 30.0],
+                    "taps": list(TAPS), "iterations": ITERATIONS,
+                    "subset_sizes": {k: int(v.sum()) for k, v in subsets.items()},
+                    "alone": {"sequence network": acc(net.argmax(1))}}
+    for t, s in zip(TAPS, scores, strict=True):
+        report["alone"][f"likelihood, {t} tap(s)"] = acc(np.nan_to_num(s, nan=-1e9, neginf=-1e9).argmax(1))
+    half = np.arange(truth.size) % 2 == 0
+    fused = {}
+    for name, x in (("network", net), ("network + 1-tap scores", np.hstack([net, scores[0]])),
+                    (f"network + {TAPS[-1]}-tap scores", np.hstack([net, scores[-1]])),
+                    ("network + both", np.hstack([net, *scores]))):
+        x = np.nan_to_num(x, nan=-50.0, neginf=-50.0, posinf=50.0)
+        w, b, mean, scale = softmax_regression(x[half], truth[half], len(HIGH_ORDER_LABELS))
+        pred = (((x - mean) / scale) @ w + b).argmax(1)
+        fused[name] = acc(pred, ~half)
+    report["fused_on_held_out_half"] = fused
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(report, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
