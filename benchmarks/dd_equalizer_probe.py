@@ -19,7 +19,7 @@ shipped sequence network: a softmax regression on [network log-probabilities] ag
 on [network log-probabilities, scores], fitted on one half of the bursts and scored on the
 other.
 
-    PYTHONPATH=. python3 benchmarks/dd_equalizer_probe.py [--bursts 2400] [--workers 2] [--json OUT.json]
+    PYTHONPATH=. python3 benchmarks/dd_equalizer_probe.py [--bursts 2400] [--workers 2] [--passes 6] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ sys.modules[_spec.name] = hob
 _spec.loader.exec_module(hob)
 
 TAPS = (1, 5)
-ITERATIONS = 20
+ITERATIONS = 6
 WORST_SPREAD_SYMBOLS = 0.215
 
 
@@ -94,7 +94,7 @@ def mixture_loglik(z: np.ndarray, alphabet: np.ndarray, n0: float) -> float:
     return float(per.mean())
 
 
-def class_scores(y: np.ndarray, hyp, taps: int) -> np.ndarray:
+def class_scores(y: np.ndarray, hyp, taps: int, iterations: int = ITERATIONS) -> np.ndarray:
     """(12,) per-symbol log-likelihood of each class, equalized under its own alphabets (the
     best of its noise grid; ring-ratio variants combined by log-mean-exp)."""
     out = np.full(len(HIGH_ORDER_LABELS), -np.inf)
@@ -104,7 +104,7 @@ def class_scores(y: np.ndarray, hyp, taps: int) -> np.ndarray:
         k = carrier_power(HIGH_ORDER_LABELS[c])
         if k not in turned:
             turned[k] = derotations(y, k, local=False)[1]
-        z, d = fit_equalizer(turned[k], alphabet, taps, period=2 * np.pi / k)
+        z, d = fit_equalizer(turned[k], alphabet, taps, iterations, period=2 * np.pi / k)
         n0 = max(float(np.mean(np.abs(z - d) ** 2)), 1e-4)
         best = max(mixture_loglik(z, alphabet, n0 * f) for f in (1.0, 2.0, 4.0))
         by_class.setdefault(int(c), []).append(best * y.size)
@@ -115,7 +115,7 @@ def class_scores(y: np.ndarray, hyp, taps: int) -> np.ndarray:
 
 
 def _burst_features(args: tuple[np.ndarray, int]) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
-    iq, _ = args
+    iq, iterations = args
     from rfclassify.dsp.symbol_sequence import sequence_from_symbols
     from rfclassify.engine.refiner import Refiner
     from rfclassify.model.meta import ModelMeta, default_model_dir
@@ -133,7 +133,7 @@ def _burst_features(args: tuple[np.ndarray, int]) -> tuple[np.ndarray | None, li
         y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
         if not np.all(np.isfinite(y)):
             return None, None
-        return _NET.log_probs(sequence_from_symbols(y)), [class_scores(y, _HYP, t) for t in TAPS]
+        return _NET.log_probs(sequence_from_symbols(y)), [class_scores(y, _HYP, t, iterations) for t in TAPS]
 
 
 def softmax_regression(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, steps: int = 3000
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=ITERATIONS, help="least-squares passes per alphabet")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     meta = ModelMeta.load(default_model_dir())
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     batch = synthesize([HIGH_ORDER_LABELS[c] for c in cls], args.length, rng, snr,
                        DataRecipe(channel_overrides=overrides).channel_config())
-    jobs = [(iq, i) for i, iq in enumerate(batch.iq)]
+    jobs = [(iq, args.passes) for iq in batch.iq]
     if args.workers > 1:
         from multiprocessing import get_context
 
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return {k: round(float(np.mean(pred[v & m] == truth[v & m])), 4) for k, v in subsets.items() if (v & m).any()}
 
     report: dict = {"bursts": args.bursts, "clocked": int(ok.sum()), "length": args.length, "snr_db": [10.0, 30.0],
-                    "taps": list(TAPS), "iterations": ITERATIONS,
+                    "taps": list(TAPS), "iterations": args.passes,
                     "subset_sizes": {k: int(v.sum()) for k, v in subsets.items()},
                     "alone": {"sequence network": acc(net.argmax(1))}}
     for t, s in zip(TAPS, scores, strict=True):
