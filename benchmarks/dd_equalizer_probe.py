@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
-from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, derotations, second_pass_symbols  # noqa: E402
+from rfclassify.dsp.symbol_sequence import clocked_symbols, derotations  # noqa: E402
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("high_order_bound", Path(__file__).with_name("high_order_bound.py"))
@@ -125,14 +125,11 @@ def _burst_features(args: tuple[np.ndarray, int]) -> tuple[np.ndarray | None, li
         meta = ModelMeta.load(default_model_dir())
         _NET = Refiner.load(default_model_dir(), meta.refiner, meta.labels).sequence
         _HYP = hob.hypotheses()
-    found = sc.blind_symbols(iq)
-    if found is None or found.symbols.size < 16:
+    y = clocked_symbols(sc.blind_symbols(iq))
+    if y is None or y.size < 16:
         return None, None
+    y = y / math.sqrt(float(np.mean(np.abs(y) ** 2)))
     with np.errstate(all="ignore"):
-        y = second_pass_symbols(found)[:MAX_SYMBOLS]
-        y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
-        if not np.all(np.isfinite(y)):
-            return None, None
         return _NET.log_probs(sequence_from_symbols(y)), [class_scores(y, _HYP, t, iterations) for t in TAPS]
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
-from rfclassify.dsp.symbol_sequence import (MAX_SYMBOLS, N_CHANNELS, derotations, residual_carrier,  # noqa: E402
+from rfclassify.dsp.symbol_sequence import (MAX_SYMBOLS, N_CHANNELS, derotations, second_pass_baseband,  # noqa: E402
                                             sequence_from_symbols)
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
 
@@ -52,8 +52,7 @@ def half_symbol_sequence(iq: np.ndarray) -> np.ndarray | None:
     if found is None or found.symbols.size < 16:
         return None
     with np.errstate(all="ignore"):
-        y0 = found.symbols / math.sqrt(max(float(np.mean(np.abs(found.symbols) ** 2)), 1e-30))
-        xb = found.baseband * np.exp(-2j * np.pi * residual_carrier(y0) / found.sps * np.arange(found.baseband.size))
+        xb = second_pass_baseband(found)
         pulse = sc.rrc_lookup(sc.BLIND_ROLLOFF)
         y = sc.symbols_at(xb, found.sps, sc.BLIND_ROLLOFF, found.timing_samples, pulse=pulse)
         # half a symbol later, kept from the same first symbol on (the edge moves with it)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE, FADING_RAYLEIGH, FADING_RICIAN  # noqa: E402
-from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, second_pass_symbols, sequence_from_symbols  # noqa: E402
+from rfclassify.dsp.symbol_sequence import clocked_symbols, sequence_from_symbols  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
 from rfclassify.engine.refiner import Refiner  # noqa: E402
 from rfclassify.engine.sequence_net import SequenceNet  # noqa: E402
@@ -115,14 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     lp = {name: np.full((args.bursts, len(labels)), -np.log(len(labels))) for name in nets}
     whitened: dict[str, np.ndarray] = {}
     for i, iq in enumerate(batch.iq):
-        found = sc.blind_symbols(iq)
-        if found is None or found.symbols.size < 16:
+        y = clocked_symbols(sc.blind_symbols(iq))
+        if y is None or y.size < 16:
             continue
+        y = y / np.sqrt(np.mean(np.abs(y) ** 2))
         with np.errstate(all="ignore"):
-            y = second_pass_symbols(found)[:MAX_SYMBOLS]
-            y = y / np.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
-            if not np.all(np.isfinite(y)):
-                continue
             for name, net in nets.items():
                 lp[name][i] = net.log_probs(sequence_from_symbols(y))
             for k, v in variants(y).items():

@@ -49,10 +49,15 @@ def test_long_bursts_keep_their_central_symbols():
     capped = ss.burst_sequence(x, max_symbols=100)
     assert whole is not None and whole.shape[1] > 300
     assert capped is not None and capped.shape == (ss.N_CHANNELS, 100)
+    found = sc.blind_symbols(x)
+    all_symbols, central = ss.clocked_symbols(found, None), ss.clocked_symbols(found, 100)
+    start = (all_symbols.size - 100) // 2
+    np.testing.assert_array_equal(central, all_symbols[start:start + 100])    # the middle, as the sequence keeps
 
 
 def test_a_burst_without_a_clock_gives_no_sequence():
     for bad in (np.zeros(1024, np.complex64), np.ones(16, np.complex64), np.full(1024, np.nan, np.complex64),
                 np.zeros(0, np.complex64)):
         assert ss.burst_sequence(bad) is None
-    assert ss.clocked_sequence(None) is None
+    assert ss.clocked_sequence(None) is None and ss.clocked_symbols(None) is None
+    assert ss.clocked_symbols(sc.blind_symbols(np.zeros(1024, np.complex64))) is None

@@ -4,8 +4,8 @@ The refiner's invariants (rfclassify.dsp.symbol_clock.clock_invariants) are 27 n
 carrier phase or small residual offset moves; they throw away where each symbol lies. This
 module keeps it. From a burst at its blind clock (``blind_symbols``) it takes out what is left
 of the carrier (the strongest line of the symbols' 4th or 8th power, removed and the matched
-filter run again: ``second_pass_symbols``), then gives every symbol ``N_CHANNELS`` numbers
-(``sequence_from_symbols``):
+filter run again: ``second_pass_symbols``, ``clocked_symbols``), then gives every symbol
+``N_CHANNELS`` numbers (``sequence_from_symbols``):
 
 - the symbols derotated by the 4th-power line's local (PHASE_SYMBOLS-symbol) phase, and by the
   4th-, 8th- and 16th-power lines' whole-burst phases (I and Q each): the constellation's
@@ -99,30 +99,50 @@ def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
     return np.stack(ch).astype(np.float32)
 
 
-def second_pass_symbols(found: sc.BlindSymbols) -> np.ndarray:
-    """The symbols again after the residual carrier of the first pass's symbols is taken out
-    of the baseband burst."""
+def second_pass_baseband(found: sc.BlindSymbols) -> np.ndarray:
+    """The burst's baseband with the residual carrier of the first pass's symbols taken out."""
     y = found.symbols / math.sqrt(max(float(np.mean(np.abs(found.symbols) ** 2)), 1e-30))
-    xb = found.baseband * np.exp(-2j * np.pi * residual_carrier(y) / found.sps * np.arange(found.baseband.size))
-    return sc.symbols_at(xb, found.sps, sc.BLIND_ROLLOFF, found.timing_samples, pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
+    return found.baseband * np.exp(-2j * np.pi * residual_carrier(y) / found.sps * np.arange(found.baseband.size))
 
 
-def clocked_sequence(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
-    """(N_CHANNELS, n) channels of a burst found at its blind clock (the central max_symbols
-    of the second pass's symbols), or None where there are fewer than MIN_SYMBOLS usable ones
-    (or no clock). Never raises for a degenerate burst."""
+def second_pass_symbols(found: sc.BlindSymbols) -> np.ndarray:
+    """The symbols again, from the second pass's baseband, at the first pass's clock."""
+    return sc.symbols_at(second_pass_baseband(found), found.sps, sc.BLIND_ROLLOFF, found.timing_samples,
+                         pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
+
+
+_DEGENERATE = (ValueError, IndexError, ZeroDivisionError, FloatingPointError)   # what a degenerate burst raises
+
+
+def clocked_symbols(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
+    """The central max_symbols of the second pass's symbols of a burst found at its blind
+    clock, or None where there are fewer than MIN_SYMBOLS usable ones (or no clock). Never
+    raises for a degenerate burst."""
     if found is None or found.symbols.size < MIN_SYMBOLS:
         return None
     try:
         with np.errstate(all="ignore"):
             y = second_pass_symbols(found)
-            if max_symbols is not None and y.size > max_symbols:
-                start = (y.size - max_symbols) // 2
-                y = y[start:start + max_symbols]
-            if y.size < MIN_SYMBOLS or not np.all(np.isfinite(y)) or np.count_nonzero(y) < MIN_SYMBOLS:
-                return None
+    except _DEGENERATE:
+        return None
+    if max_symbols is not None and y.size > max_symbols:
+        start = (y.size - max_symbols) // 2
+        y = y[start:start + max_symbols]
+    if y.size < MIN_SYMBOLS or not np.all(np.isfinite(y)) or np.count_nonzero(y) < MIN_SYMBOLS:
+        return None
+    return y
+
+
+def clocked_sequence(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
+    """(N_CHANNELS, n) channels of clocked_symbols, or None where there are none (or the
+    channels are not finite). Never raises for a degenerate burst."""
+    y = clocked_symbols(found, max_symbols)
+    if y is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
             seq = sequence_from_symbols(y)
-    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
+    except _DEGENERATE:
         return None
     return seq if np.all(np.isfinite(seq)) else None
 

@@ -74,20 +74,18 @@ _worker_thread_limits: Any = None                  # the worker's threadpoolctl 
 POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
 
 
-def _init_worker(sequence_net: SequenceNet | None, started: Any = None, all_started: Any = None,
-                 workers: int = 0) -> None:
+def _init_worker(sequence_net: SequenceNet | None, started: Any, all_started: Any, workers: int) -> None:
     """A pool worker's start: keep its copy of the sequence network, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
     in every worker for the sequence network's products oversubscribes the cores (fit-refiner
-    took 2.6x as long on a 2-core CPU without this limit). Then, with `started` (a shared
-    count) and `all_started` (an event), wait until all `workers` have started (see start_pool)."""
+    took 2.6x as long on a 2-core CPU without this limit). Then wait, through `started` (a
+    shared count) and `all_started` (an event), until all `workers` have started (see start_pool)."""
     from threadpoolctl import threadpool_limits
 
     global _worker_sequence_net, _worker_thread_limits
     _worker_sequence_net = sequence_net
     _worker_thread_limits = threadpool_limits(limits=1)
-    if started is not None and all_started is not None:
-        _wait_for_all(started, all_started, workers)
+    _wait_for_all(started, all_started, workers)
 
 
 def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float = POOL_START_TIMEOUT_S) -> bool:
