@@ -138,7 +138,11 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
         assert clf.refiner is not None
 
 
-def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net):
+@pytest.mark.parametrize("equalizer", [False, True])
+def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net,
+                                                                      equalizer):
+    """With --equalizer the classes' equalized scores follow the sequence network's outputs;
+    the light variant has neither, and the report scores a fit without the scores too."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.evaluate import HIGH_ORDER_LABELS
@@ -149,8 +153,10 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     shutil.copytree(tiny_model_dir, model_dir)
     net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5).save(tmp_path / "seq.npz")
     rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96,
-                                                  sequence_net=str(net_path)))
+                                                  sequence_net=str(net_path), equalizer=equalizer))
     info = ModelMeta.load(model_dir).refiner
+    n_equalizer = len(HIGH_ORDER_LABELS) if equalizer else 0
+    assert ("without_equalizer" in rep) == equalizer
     assert rep["sequence_net"]["sha256"] == file_sha256(net_path)
     assert info["fit"]["sequence_net"]["params"] == rep["sequence_net"]["params"]
     assert info["light"]["sha256"] == file_sha256(model_dir / LIGHT_REFINER_FILE)
@@ -158,10 +164,11 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     burst = np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
         assert clf.refiner is not None and clf.refiner.sequence is not None
-        assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS)
+        assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + n_equalizer
+        assert clf.refiner.equalizer == (tuple(HIGH_ORDER_LABELS) if equalizer else ())
         assert clf.classify([burst])[0].top
     with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
-        assert light.refiner is not None and light.refiner.sequence is None
+        assert light.refiner is not None and light.refiner.sequence is None and not light.refiner.equalizer
         assert light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
         assert light.classify([burst])[0].top
     out = tmp_path / "exported"
@@ -407,6 +414,61 @@ def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stor
     # the same perceptron without its sequence network does not fit the features
     _with_refiner(model_dir, replace(ref, sequence=None))
     with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_refiner_with_equalizer_scores_feeds_them_after_the_sequence_and_stores_them(tiny_model_dir, tmp_path,
+                                                                                       random_sequence_net):
+    from dataclasses import replace
+
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.class_equalizer import class_scores
+    from rfclassify.dsp.symbol_clock import blind_symbols
+    from rfclassify.dsp.symbol_sequence import burst_sequence, clocked_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_invariants, burst_statistics, statistics_many
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    sequence = random_sequence_net(classes, seed=6)
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(10), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, sequence, classes)
+    assert stats.shape == (N_INVARIANTS + 3 + 3,) and stats.dtype == np.float32
+    np.testing.assert_array_equal(stats[:N_INVARIANTS], burst_invariants(burst))
+    np.testing.assert_allclose(stats[N_INVARIANTS:N_INVARIANTS + 3], sequence.log_probs(burst_sequence(burst)),
+                               rtol=1e-6)
+    scores = class_scores(clocked_symbols(blind_symbols(burst)), classes)
+    np.testing.assert_array_equal(stats[-3:], scores)
+    assert classes[int(np.argmax(scores))] == "16QAM"
+    # without the sequence network the scores follow the invariants; a burst with no clock gets zeros
+    np.testing.assert_array_equal(burst_statistics(burst, None, classes)[N_INVARIANTS:], scores)
+    assert not np.any(burst_statistics(np.zeros(600, np.complex64), sequence, classes)[-3:])
+
+    n_in = N_FEATURES + 3 + 3
+    ref = Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                  mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                  w1=np.random.default_rng(0).normal(size=(n_in, 4)).astype(np.float32), b1=np.ones(4, np.float32),
+                  w2=np.ones((4, 3), np.float32), b2=np.zeros(3, np.float32), sequence=sequence, equalizer=classes)
+    assert ref.describe()["equalizer_classes"] == 3
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.equalizer == classes
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    pool = back.start_pool(2)
+    try:
+        there = statistics_many([burst, burst[:700]], back.sequence, pool, back.equalizer)
+    finally:
+        pool.shutdown()
+    np.testing.assert_array_equal(there[0], stats)
+    np.testing.assert_array_equal(there[1], burst_statistics(burst[:700], sequence, classes))
+    # the same perceptron without its scores does not fit; nor do scores of a class with no alphabet
+    _with_refiner(model_dir, replace(ref, equalizer=()))
+    with pytest.raises(ModelNotFoundError, match="3 equalizer scores|0 equalizer scores"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    _with_refiner(model_dir, replace(ref, equalizer=("16PSK", "32PSK", "QPSK")))
+    with pytest.raises(ModelNotFoundError, match="no alphabets for"):
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 

@@ -137,8 +137,12 @@ def clocked_sequence(found: sc.BlindSymbols | None, max_symbols: int | None = MA
     """(N_CHANNELS, n) channels of clocked_symbols, or None where there are none (or the
     channels are not finite). Never raises for a degenerate burst."""
     y = clocked_symbols(found, max_symbols)
-    if y is None:
-        return None
+    return None if y is None else finite_sequence(y)
+
+
+def finite_sequence(y: np.ndarray) -> np.ndarray | None:
+    """sequence_from_symbols of clocked symbols, or None where the channels are not finite.
+    Never raises for degenerate symbols."""
     try:
         with np.errstate(all="ignore"):
             seq = sequence_from_symbols(y)

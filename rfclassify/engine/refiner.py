@@ -8,8 +8,10 @@ network's calibrated log-probabilities, its SNR estimate and the burst's carrier
 statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``)
 and, when it carries one, the class log-probabilities of a small network over the burst's
 clocked, carrier-recovered symbols (``rfclassify.engine.sequence_net``, on
-``rfclassify.dsp.symbol_sequence``), runs a small two-layer perceptron (numpy, on the CPU,
-whatever backend ran the network),
+``rfclassify.dsp.symbol_sequence``) and, when it has them, how well each of its classes'
+alphabets explains those symbols after an equalizer fitted to it
+(``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
+runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
 and shares the probability the network gave those classes out again by the perceptron's
 softmax. Every other class keeps the network's probability, so the label can only move
 inside the refiner's classes and the open-set threshold reads the result as before.
@@ -33,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, found_invariants
-from rfclassify.dsp.symbol_sequence import clocked_sequence
+from rfclassify.dsp.symbol_sequence import clocked_symbols, finite_sequence
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -46,44 +49,63 @@ LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped befo
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
 
-def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) -> np.ndarray:
+def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
+                     equalizer: tuple[str, ...] = ()) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
     blind clock, then, with a sequence network, that network's log-probabilities of the
-    burst's clocked symbol sequence (uniform where it has none). One blind clock serves both."""
-    if sequence_net is None:
+    burst's clocked symbol sequence (uniform where it has none), then, for `equalizer`'s
+    classes, their equalized scores (class_equalizer.class_scores; zeros where there are too
+    few symbols). One blind clock and one set of clocked symbols serve them all."""
+    if sequence_net is None and not equalizer:
         return burst_invariants(iq)
     found = blind_symbols(iq)
-    seq = clocked_sequence(found)
-    return np.concatenate([found_invariants(found),
-                           sequence_net.uniform() if seq is None else sequence_net.log_probs(seq)])
+    parts = [found_invariants(found)]
+    y = clocked_symbols(found)
+    if sequence_net is not None:
+        seq = None if y is None else finite_sequence(y)
+        parts.append(sequence_net.uniform() if seq is None else sequence_net.log_probs(seq))
+    if equalizer:
+        scores = None if y is None else _equalizer_scores(y, equalizer)
+        parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
+    return np.concatenate(parts).astype(np.float32)
 
 
-def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None) -> np.ndarray | None:
+def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | None:
+    with np.errstate(all="ignore"):
+        scores = class_scores(y, classes)
+    return scores if scores is not None and np.all(np.isfinite(scores)) else None
+
+
+def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
+                    equalizer: tuple[str, ...] = ()) -> np.ndarray | None:
     """burst_statistics, or None (logged) when they fail: that burst keeps the network's answer."""
     try:
-        return burst_statistics(iq, sequence_net)
+        return burst_statistics(iq, sequence_net, equalizer)
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
         log.warning("refiner: burst statistics failed; the network's decision stands", exc_info=True)
         return None
 
 
 _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker
+_worker_equalizer: tuple[str, ...] = ()            # the classes whose equalized scores it computes
 _worker_thread_limits: Any = None                  # the worker's threadpoolctl limits, kept in force
 
 
 POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
 
 
-def _init_worker(sequence_net: SequenceNet | None, started: Any, all_started: Any, workers: int) -> None:
-    """A pool worker's start: keep its copy of the sequence network, and give it one BLAS
+def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], started: Any, all_started: Any,
+                 workers: int) -> None:
+    """A pool worker's start: keep its copy of the sequence network and the equalizer's
+    classes, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
     in every worker for the sequence network's products oversubscribes the cores (fit-refiner
     took 2.6x as long on a 2-core CPU without this limit). Then wait, through `started` (a
     shared count) and `all_started` (an event), until all `workers` have started (see start_pool)."""
     from threadpoolctl import threadpool_limits
 
-    global _worker_sequence_net, _worker_thread_limits
-    _worker_sequence_net = sequence_net
+    global _worker_sequence_net, _worker_equalizer, _worker_thread_limits
+    _worker_sequence_net, _worker_equalizer = sequence_net, equalizer
     _worker_thread_limits = threadpool_limits(limits=1)
     _wait_for_all(started, all_started, workers)
 
@@ -99,17 +121,17 @@ def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float
 
 
 def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
-    return safe_statistics(iq, _worker_sequence_net)
+    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer)
 
 
 def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
-                    pool: Executor | None = None) -> list[np.ndarray | None]:
+                    pool: Executor | None = None, equalizer: tuple[str, ...] = ()) -> list[np.ndarray | None]:
     """safe_statistics of every burst, in order: in `pool` when given and there is more than
-    one (a pool from start_pool(workers, sequence_net), whose workers hold that same network),
-    else here, one after another."""
+    one (a pool from start_pool(workers, sequence_net, equalizer), whose workers hold that
+    same network and classes), else here, one after another."""
     if pool is not None and len(bursts) > 1:
         return list(pool.map(_pooled_statistics, bursts, chunksize=max(1, len(bursts) // 16)))
-    return [safe_statistics(x, sequence_net) for x in bursts]
+    return [safe_statistics(x, sequence_net, equalizer) for x in bursts]
 
 
 def _warm_burst() -> np.ndarray:
@@ -122,9 +144,9 @@ def _warm_burst() -> np.ndarray:
     return (x + 0.05 * (rng.standard_normal(1024) + 1j * rng.standard_normal(1024))).astype(np.complex64)
 
 
-def start_pool(workers: int, sequence_net: SequenceNet | None = None) -> Executor:
+def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer: tuple[str, ...] = ()) -> Executor:
     """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
-    sequence_net and one BLAS thread), spawned (so nothing of the caller's threads or sockets
+    sequence_net, the equalizer's classes and one BLAS thread), spawned (so nothing of the caller's threads or sockets
     is inherited), all started and each warmed with one burst before it returns.
 
     All started: a spawning ProcessPoolExecutor starts a process only when a task finds no
@@ -139,7 +161,7 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None) -> Executo
     ctx = multiprocessing.get_context("spawn")
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(sequence_net, started, all_started, workers))
+                               initargs=(sequence_net, tuple(equalizer), started, all_started, workers))
     list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 
@@ -181,6 +203,8 @@ class Refiner:
     #: the network over the clocked symbols whose log-probabilities follow the invariants in
     #: the perceptron's input (None: the invariants alone)
     sequence: SequenceNet | None = None
+    #: the classes whose equalized scores (class_equalizer) come last in the perceptron's input
+    equalizer: tuple[str, ...] = ()
 
     @property
     def n_features(self) -> int:
@@ -190,7 +214,7 @@ class Refiner:
     def features(probs: np.ndarray, snr_db: np.ndarray | float, statistics: np.ndarray) -> np.ndarray:
         """The perceptron's input rows: [log network probabilities, network SNR estimate / 10 dB,
         the burst's statistics (burst_statistics: its invariants, then the sequence network's
-        log-probabilities when the refiner has one)]."""
+        log-probabilities and the equalized scores when the refiner has them)]."""
         p = np.atleast_2d(np.asarray(probs, np.float64))
         snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
         stats = np.atleast_2d(np.asarray(statistics, np.float64))
@@ -198,7 +222,7 @@ class Refiner:
 
     def start_pool(self, workers: int) -> Executor:
         """start_pool for this refiner's statistics (its workers hold its sequence network)."""
-        return start_pool(workers, self.sequence)
+        return start_pool(workers, self.sequence, self.equalizer)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """(n, K) perceptron outputs of (n, F) feature rows."""
@@ -211,6 +235,8 @@ class Refiner:
         out: dict[str, Any] = {"classes": list(self.labels), "min_samples": int(self.min_samples)}
         if self.sequence is not None:
             out["sequence_net_params"] = self.sequence.n_params
+        if self.equalizer:
+            out["equalizer_classes"] = len(self.equalizer)
         return out
 
     def applies(self, probs: np.ndarray) -> bool:
@@ -235,7 +261,7 @@ class Refiner:
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool)
+        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer)
         done = [(i, st) for i, st in zip(todo, stats, strict=True) if st is not None]
         if not done:
             return probs
@@ -255,6 +281,8 @@ class Refiner:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         extra = self.sequence.arrays() if self.sequence is not None else {}
+        if self.equalizer:
+            extra["equalizer_labels"] = np.array(self.equalizer)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
         return path
@@ -274,20 +302,25 @@ class Refiner:
                 arrays = {k: np.asarray(z[k], np.float32) for k in _ARRAYS}
                 min_samples = int(z["min_samples"])
                 sequence = SequenceNet.from_arrays(z, str(path)) if f"{SEQUENCE_PREFIX}labels" in z else None
+                equalizer = tuple(str(s) for s in z["equalizer_labels"]) if "equalizer_labels" in z else ()
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
         if unknown:
             raise ModelNotFoundError(f"{path}: classes {unknown} are not among the model's labels")
+        unscored = [lb for lb in equalizer if not scorable(lb)]
+        if unscored:
+            raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
         n_sequence = len(sequence.labels) if sequence is not None else 0
-        expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence
+        expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence + len(equalizer)
         shapes_ok = (arrays["mean"].shape == arrays["scale"].shape == (expected,)
                      and arrays["w1"].shape[0] == expected and arrays["w1"].shape[1] == arrays["b1"].size
                      and arrays["w2"].shape == (arrays["b1"].size, len(labels)) and arrays["b2"].size == len(labels))
         if not shapes_ok:
             raise ModelNotFoundError(
                 f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
-                f"+ {n_sequence} sequence-network outputs "
+                f"+ {n_sequence} sequence-network outputs + {len(equalizer)} equalizer scores "
                 f"(fitted by another version? run `rfclassify fit-refiner` again)")
         index = np.array([model_labels.index(lb) for lb in labels])
-        return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, **arrays)
+        return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
+                   **arrays)

@@ -7,7 +7,8 @@ calls one of those classes become the refiner's examples: the network's log-prob
 SNR estimate and the burst's clocked invariants in, the true class out. A two-layer perceptron (torch, CPU) is
 trained on them with early stopping on a held-out share (with ``sequence_net``, a network
 from ``rfclassify fit-sequence``, its outputs join the invariants and its weights are stored
-inside refiner.npz), saved beside the model as
+inside refiner.npz; with ``equalizer``, the per-class equalized scores of
+``rfclassify.dsp.class_equalizer`` come last), saved beside the model as
 refiner.npz and recorded in model.json with what it was fitted on and how it did on the
 held-out share against the network alone. Refitting replaces it; retraining the network
 drops it (a refiner belongs to one network).
@@ -53,6 +54,7 @@ class RefinerFitConfig:
     backend: str = "onnxruntime"   # what runs the network while fitting
     chunk: int = 256               # bursts synthesized and classified at a time
     sequence_net: str | None = None  # a fit-sequence network whose outputs join the invariants
+    equalizer: bool = False        # the classes' equalized scores (class_equalizer) join them too
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -71,8 +73,10 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
     SNR (n,) and burst length (n,). The statistics (the invariants, and sequence_net's
     outputs when given) are computed chunk by chunk, in cfg.workers processes (the serving
-    refiner's pool), so no more than one chunk of bursts is held at a time."""
-    pool = start_pool(cfg.workers, sequence_net) if cfg.workers > 1 else None
+    refiner's pool), so no more than one chunk of bursts is held at a time; with
+    cfg.equalizer, the classes' equalized scores follow them."""
+    equalizer = tuple(classes) if cfg.equalizer else ()
+    pool = start_pool(cfg.workers, sequence_net, equalizer) if cfg.workers > 1 else None
     try:
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net)
     finally:
@@ -97,7 +101,8 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
     feats, truth, top, snrs, lengths = [], [], [], [], []
-    n_stats = N_INVARIANTS + (len(sequence_net.labels) if sequence_net is not None else 0)
+    equalizer = tuple(classes) if cfg.equalizer else ()
+    n_stats = N_INVARIANTS + (len(sequence_net.labels) if sequence_net is not None else 0) + len(equalizer)
     n_chunks = -(-labels.size // cfg.chunk)
     try:
         for k, start in enumerate(range(0, labels.size, cfg.chunk)):
@@ -112,7 +117,8 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
                 # a burst whose statistics fail (none should: burst_statistics does not raise)
                 # gets the invalid vector, as a burst without a clock does
                 inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32)
-                                for v in statistics_many([batch.iq[i] for i in keep], sequence_net, pool)])
+                                for v in statistics_many([batch.iq[i] for i in keep], sequence_net, pool,
+                                                         equalizer)])
                 feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
             truth += [classes.index(str(lab[i])) for i in keep]
             top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
@@ -184,13 +190,13 @@ def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
 
 
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
-                   classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None
-                   ) -> tuple[Refiner, dict[str, Any]]:
+                   classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None,
+                   equalizer: tuple[str, ...] = ()) -> tuple[Refiner, dict[str, Any]]:
     """A refiner trained on `features` (rows of ex), its min_samples chosen and its held-out
     scores against the network's, as served (shorter bursts keep the network's answer)."""
     weights, hold = train_perceptron(features, ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    refiner = Refiner(labels=classes, index=index, sequence=sequence, **weights)
+    refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -212,7 +218,10 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     """Fit, save refiner.npz into model_dir and record it in model.json; returns the report.
     With a sequence network, a second perceptron is fitted on the same examples without its
     outputs and saved as refiner_light.npz (model.json's refiner.light): the cheaper variant
-    a box short of CPU can serve instead (Classifier.load refiner_sequence=False)."""
+    a box short of CPU can serve instead (Classifier.load refiner_sequence=False). The light
+    variant has neither the sequence network nor the equalized scores; with the equalizer,
+    the report's `without_equalizer` scores one more perceptron fitted without its scores
+    (not saved), to tell what they add."""
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
@@ -224,20 +233,25 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     ex = routed_examples(model_dir, cfg, classes, progress, sequence)
     t_data = time.time() - t0
     index = np.array([meta.labels.index(c) for c in classes])
-    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence)
+    equalizer = classes if cfg.equalizer else ()
+    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, equalizer)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
         **scores, "data_s": round(t_data, 1),
     }
     info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
+    n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
+    if equalizer:
+        _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
+                                                        index, sequence)
     if sequence is not None:
         report["sequence_net"] = {"file": str(cfg.sequence_net), "sha256": file_sha256(cfg.sequence_net),
                                   "params": sequence.n_params,
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
         # the same examples without the sequence network's columns: the cheaper variant
-        light, light_scores = _fit_and_score(ex, ex["features"][:, :-len(sequence.labels)], cfg, classes, index, None)
+        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant], cfg, classes, index, None)
         light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)

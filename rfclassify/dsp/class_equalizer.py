@@ -1,0 +1,259 @@
+"""How well each high-order alphabet explains a burst's symbols once a short equalizer is fitted to it.
+
+The sequence network's errors are in multipath bursts, whose intersymbol interference
+nothing before it undoes (benchmarks/sequence_net_limits.py). A blind equalizer before one
+receiver did not help (benchmarks/high_order_sync_ladder.md: CMA); one fitted per
+hypothesis adds to the sequence network (benchmarks/dd_equalizer_probe.py). For every
+alphabet of the refiner's classes (one per DVB-S2 ring ratio for 16/32APSK), the burst's
+clocked symbols are
+
+1. turned back by that alphabet's carrier line (``carrier_line``: the power with the
+   strongest line, M for M-PSK, 4 for square QAM, 12 for 16APSK and 32QAM, ...; the 4th
+   power has all but no line for the APSK rings), then by the turn within the alphabet's
+   rotational ambiguity (``rotational_order``) that best fits it, of TURNS tried;
+2. passed through a TAPS-tap symbol-spaced filter fitted by least squares to its own
+   nearest-point decisions, at most PASSES times (an alphabet stops once none of its
+   decisions changes);
+3. scaled to the alphabet's unit signal power (the filter's gain is free, and 64QAM holds a
+   scaled copy of 32QAM) and scored by the Gaussian-mixture log-likelihood per symbol of
+   the filtered symbols, the noise taken from the residual (the best of NOISE_FACTORS times it).
+
+A class's score is the log-mean-exp of its alphabets' burst log-likelihoods, per symbol.
+
+Kept cheap enough to serve (the probe's first form spent 28 ms a burst; this one about
+7.5 ms on the 2-core x86 at 1024 samples), all 21 alphabets at once in numpy:
+
+- decisions, and the NEIGHBOURS points the mixture sums over, come from a table over a
+  fine grid of the plane (GRID cells a side over |re|, |im| <= GRID_LIMIT), built once
+  per process (about a second); a symbol off the grid takes its edge cell;
+- the alphabets of one carrier line share the same filter inputs, so the least-squares
+  solve is one (TAPS, n) pseudo-inverse per line, applied to each alphabet's decisions;
+- at most MAX_SYMBOLS central symbols are used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
+from rfclassify.dsp.symbol_sequence import derotations
+
+TAPS = 5
+PASSES = 10                     # at most: the fit stops once no decision changes
+TURNS = 16                      # start turns tried within an alphabet's rotational ambiguity
+NOISE_FACTORS = (1.0, 2.0, 4.0)
+NEIGHBOURS = 8                  # alphabet points the mixture sums over (all of smaller alphabets)
+DECISION_CANDIDATES = 4         # of which the nearest to a symbol is its decision
+GRID = 256
+GRID_LIMIT = 2.2                # unit-power alphabets reach 1.63 (256QAM)
+MAX_SYMBOLS = 512
+MIN_SYMBOLS = 16                # fewer: no scores
+N0_FLOOR = 1e-4
+LINE_POWERS = (4, 8, 12, 16, 20, 24, 32)   # carrier lines an alphabet can be recovered by
+LINE_DESIGN_ES_N0_DB = 15.0     # the symbol SNR at which carrier_line weighs a line's phase noise
+MIN_SIGNAL_POWER = 0.05         # of the filtered symbols, when they are scaled to unit signal power
+
+
+def line_strength(alphabet: np.ndarray, k: int) -> float:
+    """|E[a^k]| of an alphabet's k-th power line as rfclassify.dsp.symbol_sequence takes it
+    (amplitude-weighted a^4 / |a|^2 for k = 4, unit-magnitude above), times the loss a
+    symbol's phase noise at LINE_DESIGN_ES_N0_DB causes it (exp(-(k sigma)^2 / 2))."""
+    a = np.asarray(alphabet, np.complex128)
+    line = a ** 4 / np.abs(a) ** 2 if k == 4 else (a / np.abs(a)) ** k
+    sigma = math.sqrt(10 ** (-LINE_DESIGN_ES_N0_DB / 10) / 2)
+    return float(abs(np.mean(line)) * math.exp(-((k * sigma) ** 2) / 2))
+
+
+def carrier_line(alphabet: np.ndarray) -> int:
+    """The power whose line takes an alphabet's carrier out (of LINE_POWERS, the strongest by
+    line_strength): M for M-PSK, 4 for the square QAMs, 12 for 16APSK and 32QAM ... The
+    4th power's line of the APSK rings is all but absent (|E[a^4/|a|^2]| is 0.03 for 16APSK
+    and 0 for 128APSK), so one power for all left them a spurious frequency."""
+    return max(LINE_POWERS, key=lambda k: (line_strength(alphabet, k), -k))
+
+
+def rotational_order(alphabet: np.ndarray) -> int:
+    """The largest s such that turning the alphabet by 2 pi / s maps it onto itself."""
+    a = np.asarray(alphabet, np.complex128)
+    for s in range(a.size, 0, -1):
+        turned = a * np.exp(2j * np.pi / s)
+        if np.all(np.min(np.abs(turned[:, None] - a[None, :]), axis=1) < 1e-6):
+            return s
+    return 1
+
+
+def class_alphabets(label: str) -> tuple[np.ndarray, ...]:
+    """A class's alphabets: one per DVB-S2 ring ratio for 16APSK and 32APSK, else its one."""
+    if label == "16APSK":
+        return tuple(apsk((4, 12), (1.0, r)) for r in APSK16_RATIOS)
+    if label == "32APSK":
+        return tuple(apsk((4, 12, 16), (1.0, r2, r3)) for r2, r3 in APSK32_RATIOS)
+    return (constellation(label),)
+
+
+def scorable(label: str) -> bool:
+    """Whether class_scores can score a class: it has alphabets of NEIGHBOURS..256 points."""
+    try:
+        return all(NEIGHBOURS <= a.size <= 256 for a in class_alphabets(label))
+    except KeyError:
+        return False
+
+
+@dataclass(frozen=True)
+class AlphabetBank:
+    """Alphabets (padded to the largest) and, for each cell of the grid, each alphabet's
+    nearest point and NEIGHBOURS nearest; each alphabet's class and carrier power."""
+
+    points: np.ndarray          # (A, M_max) complex128, padded past each alphabet's size
+    sizes: np.ndarray           # (A,)
+    flat: np.ndarray            # (A * M_max,) points, raveled (alphabet j's point m at j * M_max + m)
+    nearest: np.ndarray         # (A, GRID * GRID) uint8: index of the nearest point
+    neighbours: np.ndarray      # (A, GRID * GRID, NEIGHBOURS) uint8: the nearest, nearest first
+    owner: np.ndarray           # (A,) the class (index into the labels) of each alphabet
+    power: np.ndarray           # (A,) the power of each alphabet's carrier line (carrier_line)
+    symmetry: np.ndarray        # (A,) each alphabet's rotational order (rotational_order)
+
+    @classmethod
+    def build(cls, labels: tuple[str, ...]) -> AlphabetBank:
+        alphabets, owner = [], []
+        for c, label in enumerate(labels):
+            for a in class_alphabets(label):
+                alphabets.append(np.asarray(a, np.complex128))
+                owner.append(c)
+        sizes = np.array([a.size for a in alphabets])
+        if sizes.min() < NEIGHBOURS or sizes.max() > 256:
+            raise ValueError(f"alphabets of {NEIGHBOURS}..256 points only, got {sizes.min()}..{sizes.max()}")
+        points = np.full((len(alphabets), sizes.max()), 1e3 + 0j)
+        centre = (np.arange(GRID) + 0.5) * (2 * GRID_LIMIT / GRID) - GRID_LIMIT
+        cells = (centre[:, None] + 1j * centre[None, :]).ravel()
+        near = np.empty((len(alphabets), cells.size, NEIGHBOURS), np.uint8)
+        for j, a in enumerate(alphabets):
+            points[j, :a.size] = a
+            for s in range(0, cells.size, 4096):
+                d = np.abs(cells[s:s + 4096, None] - a[None, :])
+                part = np.argpartition(d, NEIGHBOURS - 1, axis=1)[:, :NEIGHBOURS]
+                order = np.argsort(np.take_along_axis(d, part, axis=1), axis=1)
+                near[j, s:s + 4096] = np.take_along_axis(part, order, axis=1)
+        return cls(points=points, sizes=sizes, flat=points.ravel(), nearest=np.ascontiguousarray(near[:, :, 0]),
+                   neighbours=near,
+                   owner=np.array(owner), power=np.array([carrier_line(a) for a in alphabets]),
+                   symmetry=np.array([rotational_order(a) for a in alphabets]))
+
+    @staticmethod
+    def cells(z: np.ndarray) -> np.ndarray:
+        """The grid cell of each symbol (the edge cell off the grid)."""
+        scale = GRID / (2 * GRID_LIMIT)
+        i = np.minimum(np.maximum(((z.real + GRID_LIMIT) * scale).astype(np.int64), 0), GRID - 1)
+        q = np.minimum(np.maximum(((z.imag + GRID_LIMIT) * scale).astype(np.int64), 0), GRID - 1)
+        return i * GRID + q
+
+    def decide(self, z: np.ndarray, which: np.ndarray) -> np.ndarray:
+        """(len(which), ..., n) the nearest point of its grid cell's centre of each symbol of
+        z (len(which), ..., n) in alphabet which[j] (coarse: near a boundary, a symbol can get
+        its neighbour across it)."""
+        rows = which.reshape((-1,) + (1,) * (z.ndim - 1))
+        return self.flat[self.nearest[rows, self.cells(z)] + rows * self.points.shape[1]]
+
+    def candidates(self, z: np.ndarray, which: np.ndarray, k: int = NEIGHBOURS) -> np.ndarray:
+        """(len(which), n, k) the k points nearest each symbol's grid cell, for symbols z
+        (len(which), n) in alphabets `which`, nearest the cell's centre first."""
+        near = self.neighbours[which[:, None], self.cells(z), :k]                    # (A, n, k)
+        return self.flat[near + (which * self.points.shape[1])[:, None, None]]
+
+    def decide_exactly(self, z: np.ndarray, which: np.ndarray) -> np.ndarray:
+        """(len(which), n) the nearest point of each symbol of z (len(which), n) in alphabet
+        which[j]: the nearest of its cell's DECISION_CANDIDATES candidates (the true nearest
+        is among them but for symbols far off the grid)."""
+        cand = self.candidates(z, which, DECISION_CANDIDATES)
+        d = z[:, :, None] - cand
+        best = np.argmin(d.real ** 2 + d.imag ** 2, axis=-1)
+        return np.take_along_axis(cand, best[:, :, None], axis=-1)[:, :, 0]
+
+    def loglik(self, z: np.ndarray, which: np.ndarray, n0: np.ndarray) -> np.ndarray:
+        """(len(which), F) mean over symbols of log((1/M) sum_m exp(-|z - a_m|^2 / n0) / (pi n0))
+        for z (len(which), n) in alphabets `which` and noise n0 (len(which), F); the sum over
+        the symbol's cell's nearest points (the rest add nothing at a usable noise)."""
+        d2 = np.abs(z[:, :, None] - self.candidates(z, which)) ** 2                   # (A, n, K)
+        e = -d2[:, None] / n0[:, :, None, None]                                       # (A, F, n, K)
+        peak = e.max(axis=-1)
+        per = np.log(np.exp(e - peak[..., None]).sum(axis=-1)) + peak
+        return per.mean(axis=-1) - np.log(self.sizes[which])[:, None] - np.log(np.pi * n0)
+
+
+@lru_cache(maxsize=None)
+def alphabet_bank(labels: tuple[str, ...]) -> AlphabetBank:
+    """The bank of every class's alphabets, built once per process (about a second for the
+    12 high-order classes)."""
+    return AlphabetBank.build(tuple(labels))
+
+
+def _filter_inputs(y: np.ndarray, taps: int) -> np.ndarray:
+    """(n, taps) the symbols around each symbol, zero padded, the symbol itself in the middle."""
+    half = taps // 2
+    padded = np.concatenate([np.zeros(half, complex), y, np.zeros(half, complex)])
+    return np.stack([padded[i:i + y.size] for i in range(taps)][::-1], axis=1)
+
+
+def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passes: int = PASSES
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of unit-power symbols y
+    under each of the bank's alphabets, after that alphabet's start turn and decision-directed
+    filter, the filtered symbols at the alphabet's unit signal power."""
+    n = y.size
+    cols = np.empty((len(bank.sizes), n, taps), complex)       # each alphabet's filter inputs
+    solve = np.empty((len(bank.sizes), taps, n), complex)      # their least-squares pseudo-inverse
+    period = 2 * np.pi / bank.symmetry      # the carrier line fixes the phase up to this turn at best
+    for k in np.unique(bank.power):
+        rows = bank.power == k
+        c = _filter_inputs(derotations(y, int(k), local=False)[1], taps)
+        cols[rows], solve[rows] = c, np.linalg.pinv(c)
+    which = np.arange(len(bank.sizes))
+    half = taps // 2
+    angles = np.arange(TURNS)[None, :] * period[:, None] / TURNS                     # (A, T)
+    turned = cols[:, None, :, half] * np.exp(1j * angles)[:, :, None]                 # (A, T, n)
+    cost = np.mean(np.abs(turned - bank.decide(turned, which)) ** 2, axis=-1)
+    w = np.zeros((which.size, taps), complex)
+    w[:, half] = np.exp(1j * angles[which, cost.argmin(axis=1)])
+    z = np.einsum("ant,at->an", cols, w)
+    decided = bank.decide_exactly(z, which)
+    moving = which                               # the alphabets whose decisions still change
+    for _ in range(passes):
+        w = np.einsum("atn,an->at", solve[moving], decided[moving])
+        z[moving] = np.einsum("ant,at->an", cols[moving], w)
+        now = bank.decide_exactly(z[moving], moving)
+        changed = np.any(now != decided[moving], axis=1)
+        decided[moving] = now
+        moving = moving[changed]
+        if moving.size == 0:
+            break
+    # the filter's gain is free, so an alphabet that holds a scaled copy of the true one (64QAM
+    # holds 32QAM's cross) would fit it as well with less noise: score the symbols at the
+    # alphabet's own (unit) signal power instead
+    residual = np.mean(np.abs(z - decided) ** 2, axis=1)
+    z /= np.sqrt(np.maximum(np.mean(np.abs(z) ** 2, axis=1) - residual, MIN_SIGNAL_POWER))[:, None]
+    n0 = np.maximum(np.mean(np.abs(z - bank.decide_exactly(z, which)) ** 2, axis=1), N0_FLOOR)
+    return bank.loglik(z, which, n0[:, None] * np.array(NOISE_FACTORS)[None, :]).max(axis=1), z
+
+
+def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passes: int = PASSES) -> np.ndarray | None:
+    """(len(labels),) float32 per-symbol log-likelihood of each class's alphabets after their
+    own decision-directed equalizer (log-mean-exp over a class's alphabets), of clocked
+    symbols y (any scale; the central MAX_SYMBOLS are used); None for fewer than MIN_SYMBOLS."""
+    y = np.asarray(y, np.complex128)
+    if y.size > MAX_SYMBOLS:
+        start = (y.size - MAX_SYMBOLS) // 2
+        y = y[start:start + MAX_SYMBOLS]
+    if y.size < MIN_SYMBOLS:
+        return None
+    y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+    bank = alphabet_bank(tuple(labels))
+    total = equalized_logliks(y, bank, taps, passes)[0] * y.size
+    out = np.empty(len(labels), np.float32)
+    for c in range(len(labels)):
+        t = total[bank.owner == c]
+        out[c] = (t.max() + math.log(np.mean(np.exp(t - t.max())))) / y.size
+    return out

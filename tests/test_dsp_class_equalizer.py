@@ -1,0 +1,91 @@
+"""The per-class equalized scores: table decisions and likelihoods against brute force, the
+equalizer against a multipath channel, and which class the scores prefer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rfclassify.dsp import class_equalizer as ce
+from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+
+def _bank(labels: tuple[str, ...]) -> ce.AlphabetBank:
+    return ce.alphabet_bank(labels)
+
+
+def test_the_tables_decide_as_a_brute_force_nearest_point_search():
+    bank = _bank(("16QAM", "32QAM", "256QAM", "16APSK", "32PSK"))
+    rng = np.random.default_rng(0)
+    z = 1.2 * (rng.standard_normal(4000) + 1j * rng.standard_normal(4000)) / math.sqrt(2)
+    for j in range(len(bank.sizes)):
+        alphabet = bank.points[j, :bank.sizes[j]]
+        brute = alphabet[np.argmin(np.abs(z[:, None] - alphabet[None, :]), axis=1)]
+        exact = bank.decide_exactly(z[None, :], np.array([j]))[0]
+        coarse = bank.decide(z[None, :], np.array([j]))[0]
+        np.testing.assert_array_equal(exact, brute)
+        # the coarse decision is its cell centre's: only symbols within a cell of a boundary differ
+        assert 0.9 < np.mean(coarse == brute)
+        np.testing.assert_array_equal(bank.decide(alphabet[None, :], np.array([j]))[0], alphabet)
+
+
+def test_the_neighbour_mixture_matches_the_whole_alphabets():
+    bank = _bank(("64QAM",))
+    alphabet = bank.points[0, :64]
+    rng = np.random.default_rng(1)
+    n0 = 0.01
+    noise = math.sqrt(n0 / 2) * (rng.standard_normal(500) + 1j * rng.standard_normal(500))
+    z = alphabet[rng.integers(0, 64, 500)] + noise
+    e = -np.abs(z[:, None] - alphabet[None, :]) ** 2 / n0
+    exact = np.mean(np.log(np.mean(np.exp(e), axis=1))) - math.log(math.pi * n0)
+    got = bank.loglik(z[None, :], np.array([0]), np.array([[n0]]))[0, 0]
+    assert got == pytest.approx(exact, abs=0.01)
+
+
+def _symbols(label: str, n: int, rng: np.random.Generator, es_n0_db: float = 30.0) -> np.ndarray:
+    alphabet = ce.class_alphabets(label)[0]
+    s = alphabet[rng.integers(0, alphabet.size, n)].astype(np.complex128)
+    sigma = math.sqrt(10 ** (-es_n0_db / 10) / 2)
+    return s * np.exp(1j * rng.uniform(0, 2 * np.pi)) + sigma * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+
+
+@pytest.mark.parametrize("label", HIGH_ORDER_LABELS)
+def test_the_scores_prefer_the_true_class_of_clean_symbols_at_any_carrier_phase(label):
+    scores = ce.class_scores(_symbols(label, 400, np.random.default_rng(len(label))), HIGH_ORDER_LABELS)
+    assert scores.shape == (len(HIGH_ORDER_LABELS),) and np.all(np.isfinite(scores))
+    assert HIGH_ORDER_LABELS[int(np.argmax(scores))] == label
+
+
+def test_the_equalizer_undoes_a_multipath_channel_that_a_gain_alone_cannot():
+    rng = np.random.default_rng(2)
+    s = _symbols("16QAM", 500, rng, es_n0_db=35.0)
+    y = s + 0.4 * np.exp(1j) * np.concatenate([[0], s[:-1]])        # a second path one symbol late
+    labels = ("16QAM", "32QAM", "64QAM", "16APSK")
+    equalized = ce.class_scores(y, labels, taps=5)
+    gain_only = ce.class_scores(y, labels, taps=1)
+    assert labels[int(np.argmax(equalized))] == "16QAM"
+    assert labels[int(np.argmax(gain_only))] != "16QAM"           # the smeared grid looks denser
+    assert equalized[0] > gain_only[0] + 1.0
+
+
+def test_too_few_symbols_have_no_scores_and_long_bursts_use_their_centre():
+    assert ce.class_scores(np.ones(ce.MIN_SYMBOLS - 1, complex), ("16QAM",)) is None
+    rng = np.random.default_rng(3)
+    centre = _symbols("8PSK", ce.MAX_SYMBOLS, rng)
+    noise = 3.0 * (rng.standard_normal(400) + 1j * rng.standard_normal(400))
+    y = np.concatenate([noise[:200], centre, noise[200:]])        # the noise falls outside the centre
+    np.testing.assert_allclose(ce.class_scores(y, ("8PSK", "16PSK")), ce.class_scores(centre, ("8PSK", "16PSK")),
+                               rtol=1e-5)
+
+
+def test_which_classes_it_can_score():
+    assert all(ce.scorable(lb) for lb in HIGH_ORDER_LABELS)
+    assert not ce.scorable("QPSK") and not ce.scorable("FM")       # too few points; no alphabet
+    def first(label):
+        return ce.class_alphabets(label)[0]
+    # the APSK rings have all but no 4th-power line: 16APSK's 12-ring gives a 12th-power one
+    assert [ce.carrier_line(first(lb)) for lb in ("32PSK", "16APSK", "128APSK", "64QAM")] == [32, 12, 16, 4]
+    assert [ce.rotational_order(first(lb)) for lb in ("8PSK", "32APSK", "128APSK", "32QAM")] == [8, 4, 16, 4]
+    assert len(ce.class_alphabets("16APSK")) == 6 and len(ce.class_alphabets("32APSK")) == 5
