@@ -189,7 +189,7 @@ def render_markdown(card: dict[str, Any]) -> str:
             f"- Data volume: {t.get('examples_fresh', 0):,} freshly synthesized bursts, "
             f"{t.get('examples_reused', 0):,} reuses of them with a random phase rotation / conjugation",
             *_lineage_lines(t),
-            f"- Data recipe: on-the-fly synthesis with the full impairment chain"
+            "- Data recipe: on-the-fly synthesis with the full impairment chain"
             + (f" (changed: {_overrides(recipe['channel_overrides'])})" if recipe.get("channel_overrides") else "")
             + ", SNR uniform "
             f"{recipe.get('snr_range_db')} dB, labels uniform, 2-16 samples/symbol; bucket time shares "
