@@ -37,21 +37,21 @@ def randomize_batchnorm_fixture():
 
 
 def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, blocks: int = 1, kernel: int = 3,
-                        gates: bool = False):
+                        gates: bool = False, front: str = "clocked"):
     """A numpy sequence network (rfclassify.engine.sequence_net) with random weights, no torch
-    (gates: with a squeeze-and-excitation gate per block)."""
-    from rfclassify.dsp.symbol_sequence import N_CHANNELS
+    (gates: with a squeeze-and-excitation gate per block), reading `front`'s channels."""
+    from rfclassify.dsp.sequence_fronts import front_channels
     from rfclassify.engine.sequence_net import SequenceNet
 
     rng = np.random.default_rng(seed)
 
     def a(*shape: int) -> np.ndarray:
         return (0.3 * rng.standard_normal(shape)).astype(np.float32)
-    embed = ((a(16, N_CHANNELS, 1), a(16)), (a(width, 16, 1), a(width)))
+    embed = ((a(16, front_channels(front), 1), a(16)), (a(width, 16, 1), a(width)))
     block = tuple((a(width, width, kernel), a(width), a(width, width, kernel), a(width)) for _ in range(blocks))
     head = ((a(10, 2 * width + 1), a(10)), (a(len(labels), 10), a(len(labels))))
     gate = tuple((a(4, width), a(4), a(width, 4), a(width)) for _ in range(blocks if gates else 0))
-    return SequenceNet(embed, block, head, labels, {"made_by": "test"}, gate)
+    return SequenceNet(embed, block, head, labels, {"made_by": "test"}, gate, front)
 
 
 @pytest.fixture(name="random_sequence_net")

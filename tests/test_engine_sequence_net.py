@@ -131,3 +131,60 @@ def test_fit_config_refuses_a_start_beyond_its_bursts():
 
     with pytest.raises(ConfigError, match="start_bursts"):
         SequenceFitConfig(bursts=600, start_bursts=601)
+
+
+def test_a_network_of_the_equalized_front_keeps_its_front_and_reads_only_its_channels(tmp_path, random_sequence_net):
+    """The front is stored with the weights: an equalized-front network loads back as one and
+    refuses the clocked front's 21 channels; a file from before fronts loads as clocked; a
+    front this version does not know is refused on load."""
+    labels = ("8PSK", "16QAM", "64QAM")
+    net = random_sequence_net(labels, front="equalized")
+    back = SequenceNet.load(net.save(tmp_path / "eq.npz"))
+    assert back.front == "equalized" and back.n_channels == N_CHANNELS + 3
+    seq = np.random.default_rng(3).standard_normal((N_CHANNELS + 3, 40)).astype(np.float32)
+    np.testing.assert_array_equal(back.log_probs(seq), net.log_probs(seq))
+    with pytest.raises(ValueError, match="equalized front"):
+        back.log_probs(seq[:N_CHANNELS])
+
+    with np.load(random_sequence_net(labels).save(tmp_path / "clocked.npz")) as z:
+        arrays = dict(z)
+    del arrays["seq_front"]
+    np.savez(tmp_path / "old.npz", **arrays)
+    assert SequenceNet.load(tmp_path / "old.npz").front == "clocked"
+    arrays["seq_front"] = np.array("fractional")
+    np.savez(tmp_path / "future.npz", **arrays)
+    with pytest.raises(ModelNotFoundError, match="unknown front 'fractional'"):
+        SequenceNet.load(tmp_path / "future.npz")
+    with np.load(tmp_path / "eq.npz") as z:
+        arrays = dict(z)
+    arrays["seq_front"] = np.array("clocked")      # 24-channel weights said to read 21 channels
+    np.savez(tmp_path / "mislabelled.npz", **arrays)
+    with pytest.raises(ModelNotFoundError, match="do not fit together"):
+        SequenceNet.load(tmp_path / "mislabelled.npz")
+
+
+def test_a_short_fit_of_the_equalized_front_stores_that_front_and_the_refiner_feeds_it(tmp_path):
+    """fit-sequence --front equalized: the network reads 24 channels and says so in its file;
+    the refiner's statistics give it the equalized front (its log-probabilities differ from
+    uniform and match the front made by hand)."""
+    pytest.importorskip("torch")
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.sequence_fronts import burst_front_sequence
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+    from rfclassify.dsp.symbol_clock import N_INVARIANTS
+    from rfclassify.model.sequence_fit import SequenceFitConfig, fit_sequence_net
+
+    cfg = SequenceFitConfig(bursts=120, train_s=2.0, labels=("8PSK", "16QAM"), lengths=(512,),
+                            snr_range_db=(20.0, 30.0), crops=(32,), width=8, blocks=1, batch=32,
+                            eval_per_length=20, eval_every=1000, workers=0, chunk=60, front="equalized")
+    rep = fit_sequence_net(tmp_path / "eq.npz", cfg)
+    net = SequenceNet.load(tmp_path / "eq.npz")
+    assert net.front == "equalized" and net.n_channels == N_CHANNELS + 3 and rep["config"]["front"] == "equalized"
+    iq = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig.clean()).iq[0]
+    stats = burst_statistics(iq, net)
+    expected = net.log_probs(burst_front_sequence(iq, "equalized", net.labels))
+    np.testing.assert_allclose(stats[N_INVARIANTS:], expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(expected, net.uniform())
+    with pytest.raises(Exception, match="front"):
+        SequenceFitConfig(front="fractional")

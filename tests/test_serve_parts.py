@@ -295,7 +295,9 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples\n" in text
     sample = _status_sample()
     sample["engine"]["refiner"]["sequence_net_params"] = 88028
-    assert "bursts of >= 128 samples, with its sequence network" in render_status(sample)
+    assert "bursts of >= 128 samples, with its sequence network\n" in render_status(sample)
+    sample["engine"]["refiner"].update(sequence_net_front="equalized", equalizer_classes=12)
+    assert "with its sequence network (equalized front), equalized scores\n" in render_status(sample)
     sample["engine"]["refiner"] = None
     assert "refiner     off" in render_status(sample)
     assert "01:02:05" in text

@@ -9,6 +9,7 @@ from rfclassify.engine.options import model_dir_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.dsp.sequence_fronts import FRONTS
     from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig
 
     d = SequenceFitConfig()
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})")
     parser.add_argument("--gates", action="store_true",
                         help="a squeeze-and-excitation gate on each residual block (channel gains from the whole burst)")
+    parser.add_argument("--front", choices=FRONTS, default=d.front,
+                        help="the input: the clocked symbols' channels, or those and the best alphabet's "
+                             "equalized symbols (rfclassify.dsp.sequence_fronts; default %(default)s)")
     parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
     parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
@@ -45,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     recipe = ModelMeta.load(model_dir).extra.get("training", {}).get("recipe", {})
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
                             device=args.device, workers=args.workers, seed=args.seed, width=args.width,
-                            hidden=args.hidden, blocks=args.blocks, gates=args.gates, batch=args.batch, lr=args.lr,
+                            hidden=args.hidden, blocks=args.blocks, gates=args.gates, front=args.front,
+                            batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE
     rep = fit_sequence_net(out, cfg, dict(recipe.get("channel_overrides", {})),

@@ -257,3 +257,17 @@ def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passe
         t = total[bank.owner == c]
         out[c] = (t.max() + math.log(np.mean(np.exp(t - t.max())))) / y.size
     return out
+
+
+def best_equalized(y: np.ndarray, labels: tuple[str, ...]) -> np.ndarray | None:
+    """(n,) complex128: clocked symbols y (any scale, all of them) as the equalizer of the
+    best-fitting of the classes' alphabets leaves them, at that alphabet's unit signal power
+    (the equalized front of rfclassify.dsp.sequence_fronts); None for fewer than MIN_SYMBOLS
+    or where no alphabet has a finite likelihood."""
+    y = np.asarray(y, np.complex128)
+    if y.size < MIN_SYMBOLS:
+        return None
+    y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+    ll, z = equalized_logliks(y, alphabet_bank(tuple(labels)))
+    ll = np.nan_to_num(ll, nan=-np.inf, posinf=-np.inf)
+    return z[int(np.argmax(ll))] if np.isfinite(ll).any() else None

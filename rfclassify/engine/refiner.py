@@ -37,7 +37,8 @@ import numpy as np
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, found_invariants
-from rfclassify.dsp.symbol_sequence import clocked_symbols, finite_sequence
+from rfclassify.dsp.sequence_fronts import front_sequence
+from rfclassify.dsp.symbol_sequence import clocked_symbols
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -53,16 +54,17 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
                      equalizer: tuple[str, ...] = ()) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
     blind clock, then, with a sequence network, that network's log-probabilities of the
-    burst's clocked symbol sequence (uniform where it has none), then, for `equalizer`'s
-    classes, their equalized scores (class_equalizer.class_scores; zeros where there are too
-    few symbols). One blind clock and one set of clocked symbols serve them all."""
+    burst's clocked symbols in its front (sequence_fronts; uniform where there are none),
+    then, for `equalizer`'s classes, their equalized scores (class_equalizer.class_scores;
+    zeros where there are too few symbols). One blind clock and one set of clocked symbols
+    serve them all."""
     if sequence_net is None and not equalizer:
         return burst_invariants(iq)
     found = blind_symbols(iq)
     parts = [found_invariants(found)]
     y = clocked_symbols(found)
     if sequence_net is not None:
-        seq = None if y is None else finite_sequence(y)
+        seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
         parts.append(sequence_net.uniform() if seq is None else sequence_net.log_probs(seq))
     if equalizer:
         scores = None if y is None else _equalizer_scores(y, equalizer)
@@ -235,6 +237,7 @@ class Refiner:
         out: dict[str, Any] = {"classes": list(self.labels), "min_samples": int(self.min_samples)}
         if self.sequence is not None:
             out["sequence_net_params"] = self.sequence.n_params
+            out["sequence_net_front"] = self.sequence.front
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         return out

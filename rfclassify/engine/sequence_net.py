@@ -1,6 +1,8 @@
 """The sequence network's forward pass in numpy: class log-probabilities of one burst's clocked symbols.
 
-A small residual network over the per-symbol channels of rfclassify.dsp.symbol_sequence: two
+A small residual network over the per-symbol channels of its front
+(rfclassify.dsp.sequence_fronts: the clocked symbols' channels, or those and an equalized
+view; stored with it, the clocked front where it says none): two
 1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
 the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
 Optionally each block's output passes a squeeze-and-excitation gate (channel gains from its
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ModelNotFoundError
-from rfclassify.dsp.symbol_sequence import N_CHANNELS
+from rfclassify.dsp.sequence_fronts import FRONTS, front_channels
 
 LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
 PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
@@ -60,6 +62,12 @@ class SequenceNet:
     labels: tuple[str, ...]                                      # its outputs, in order
     info: dict[str, Any]                                         # fit report (sequence_fit)
     gates: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...] = ()  # per block or none: (w1, b1, w2, b2)
+    front: str = "clocked"                                       # what its input is (sequence_fronts.FRONTS)
+
+    @property
+    def n_channels(self) -> int:
+        """Channels per symbol its input has (its front's)."""
+        return front_channels(self.front)
 
     @property
     def n_params(self) -> int:
@@ -68,10 +76,10 @@ class SequenceNet:
         return int(sum(a.size for a in arrays))
 
     def log_probs(self, seq: np.ndarray) -> np.ndarray:
-        """(len(labels),) float32 log-probabilities of one (N_CHANNELS, n) sequence."""
+        """(len(labels),) float32 log-probabilities of one (n_channels, n) sequence."""
         h = np.asarray(seq, np.float32)
-        if h.ndim != 2 or h.shape[0] != N_CHANNELS or h.shape[1] < 1:
-            raise ValueError(f"a sequence is ({N_CHANNELS}, n >= 1), got {h.shape}")
+        if h.ndim != 2 or h.shape[0] != self.n_channels or h.shape[1] < 1:
+            raise ValueError(f"a sequence is ({self.n_channels}, n >= 1) for the {self.front} front, got {h.shape}")
         for w, b in self.embed:
             h = np.maximum(_conv(h, w, b), 0.0)
         for i, (wa, ba, wb, bb) in enumerate(self.blocks):
@@ -107,6 +115,7 @@ class SequenceNet:
         for i, (w, b) in enumerate(self.head):
             out[f"{PREFIX}head{i}_w"], out[f"{PREFIX}head{i}_b"] = w, b
         out[f"{PREFIX}labels"] = np.array(self.labels)
+        out[f"{PREFIX}front"] = np.array(self.front)
         out[f"{PREFIX}info"] = np.array(json.dumps(self.info))
         return out
 
@@ -131,15 +140,19 @@ class SequenceNet:
             gates = layers("gate", ("w1", "b1", "w2", "b2"))
             labels = tuple(str(s) for s in z[f"{PREFIX}labels"])
             info = json.loads(str(z[f"{PREFIX}info"]))
+            front = str(z[f"{PREFIX}front"]) if f"{PREFIX}front" in z else "clocked"
         except (KeyError, ValueError, OSError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
-        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates))  # type: ignore[arg-type]
+        if front not in FRONTS:
+            raise ModelNotFoundError(f"the sequence network in {source} reads an unknown front {front!r} "
+                                     f"(this version knows {', '.join(FRONTS)})")
+        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates), front)  # type: ignore[arg-type]
         net.check(source)
         return net
 
     def check(self, source: str) -> None:
-        """ModelNotFoundError unless the layers chain: N_CHANNELS in, len(labels) out."""
-        width = N_CHANNELS
+        """ModelNotFoundError unless the layers chain: its front's channels in, len(labels) out."""
+        width = self.n_channels
         ok = bool(self.embed) and bool(self.head) and len(self.labels) >= 2
         for w, b in self.embed:
             ok &= w.ndim == 3 and w.shape[1:] == (width, 1) and b.shape == (w.shape[0],)
@@ -158,7 +171,7 @@ class SequenceNet:
         ok &= features == len(self.labels)
         if not ok:
             raise ModelNotFoundError(f"the sequence network in {source} has layers that do not fit together "
-                                     f"({N_CHANNELS} channels in, {len(self.labels)} classes out)")
+                                     f"({self.n_channels} channels in, {len(self.labels)} classes out)")
 
     @classmethod
     def load(cls, path: str | Path) -> SequenceNet:

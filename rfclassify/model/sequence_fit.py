@@ -2,7 +2,9 @@
 
 Bursts of the 12 high-order classes are drawn from a model's training recipe (its impairment
 chain) at lengths spread over the buckets, SNR uniform over cfg.snr_range_db, and taken to
-their clocked symbol channels (rfclassify.dsp.symbol_sequence) in cfg.workers processes; a
+their clocked symbol channels (rfclassify.dsp.symbol_sequence; with cfg.front "equalized"
+also the best alphabet's equalized symbols, rfclassify.dsp.sequence_fronts, from the central
+MAX_SYMBOLS as served) in cfg.workers processes; a
 random window of at most cfg.max_keep symbols of each is kept (float16). The set sits on the
 training device as one padded tensor, filled chunk by chunk from a background thread; training
 starts once cfg.start_bursts are in (0: all of them) and the rest keep arriving while it runs,
@@ -35,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
-from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, N_CHANNELS, burst_sequence
+from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
+from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS
 from rfclassify.engine.sequence_net import LOG_COUNT_SCALE, SequenceNet
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS
 
@@ -60,6 +63,7 @@ class SequenceFitConfig:
     kernel: int = 5
     hidden: int = 128
     gates: bool = False                 # a squeeze-and-excitation gate on each block's output
+    front: str = "clocked"              # the input's channels (rfclassify.dsp.sequence_fronts.FRONTS)
     batch: int = 512
     lr: float = 2e-3
     weight_decay: float = 1e-4
@@ -82,6 +86,8 @@ class SequenceFitConfig:
             raise ConfigError(f"crops must lie in 1..max_keep ({self.max_keep}), got {self.crops}")
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.front not in FRONTS:
+            raise ConfigError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
         if not 0 <= self.start_bursts <= self.bursts:
             raise ConfigError(f"start_bursts must lie in 0..bursts ({self.bursts}), got {self.start_bursts}")
 
@@ -97,7 +103,7 @@ def make_torch_net(cfg: SequenceFitConfig):
     class TorchSequenceNet(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.ModuleList([nn.Conv1d(N_CHANNELS, 64, 1), nn.Conv1d(64, cfg.width, 1)])
+            self.embed = nn.ModuleList([nn.Conv1d(front_channels(cfg.front), 64, 1), nn.Conv1d(64, cfg.width, 1)])
             pad = cfg.kernel // 2
             self.blocks = nn.ModuleList(nn.ModuleList([
                 nn.Conv1d(cfg.width, cfg.width, cfg.kernel, padding=pad), nn.BatchNorm1d(cfg.width),
@@ -126,8 +132,9 @@ def make_torch_net(cfg: SequenceFitConfig):
     return TorchSequenceNet()
 
 
-def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any]) -> SequenceNet:
-    """The numpy network of a trained torch one, each batch norm folded into its convolution."""
+def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any], front: str = "clocked") -> SequenceNet:
+    """The numpy network of a trained torch one (reading `front`), each batch norm folded into
+    its convolution."""
     def arr(t) -> np.ndarray:
         return t.detach().float().cpu().numpy().astype(np.float32)
 
@@ -139,18 +146,19 @@ def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any]) -> Seq
     blocks = tuple((*folded(a, na), *folded(b, nb)) for a, na, b, nb in model.blocks)
     head = tuple((arr(lin.weight), arr(lin.bias)) for lin in model.head)
     gates = tuple((arr(a.weight), arr(a.bias), arr(b.weight), arr(b.bias)) for a, b in model.gates)
-    return SequenceNet(embed, blocks, head, tuple(labels), info, gates)
+    return SequenceNet(embed, blocks, head, tuple(labels), info, gates, front)
 
 
 # -- data -------------------------------------------------------------------------------
-def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int, ...], tuple[float, float], int | None]
-                ) -> tuple[list[np.ndarray], list[int], int]:
+def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int, ...], tuple[float, float], int | None,
+                      str]) -> tuple[list[np.ndarray], list[int], int]:
     """(sequences as float16, class indices, burst length) of one chunk of synthesized bursts;
-    bursts without a sequence are left out. max_keep None keeps whole sequences (as served)."""
+    bursts without a sequence are left out. max_keep None keeps whole sequences (as served);
+    the equalized front is always made of the served (central) symbols, its cost bounded."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.training_data import DataRecipe
 
-    seed, n, overrides, labels, lengths, snr_range, max_keep = job
+    seed, n, overrides, labels, lengths, snr_range, max_keep, front = job
     rng = np.random.default_rng(seed)
     length = int(rng.choice(lengths))
     cls = rng.integers(0, len(labels), n)
@@ -159,7 +167,8 @@ def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int,
     batch = synthesize([labels[c] for c in cls], length, rng, snr, channel)
     seqs, ys = [], []
     for iq, c in zip(batch.iq, cls, strict=True):
-        s = burst_sequence(iq, max_symbols=MAX_SYMBOLS if max_keep is None else None)
+        whole = max_keep is None or front != "clocked"
+        s = burst_front_sequence(iq, front, labels, max_symbols=MAX_SYMBOLS if whole else None)
         if s is None:
             continue
         if max_keep is not None and s.shape[1] > max_keep:
@@ -175,10 +184,11 @@ def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str,
     """The chunks (_make_chunk's jobs) of about n_bursts bursts: each its own seed and one
     length, drawn from cfg.lengths; lengths given: one chunk set per length instead."""
     if lengths is None:
-        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep)
+        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep, cfg.front)
                 for i in range(max(1, -(-n_bursts // cfg.chunk)))]
     per_length = max(1, -(-n_bursts // len(lengths)))
-    return [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep)
+    return [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep,
+             cfg.front)
             for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
 
 
@@ -215,11 +225,11 @@ class _StreamedSet:
     classes, filled in job order by a background thread that makes the chunks; take() moves
     what has arrived onto the device (in the training thread, between steps)."""
 
-    def __init__(self, jobs: list[tuple], workers: int, max_keep: int, dev) -> None:
+    def __init__(self, jobs: list[tuple], workers: int, max_keep: int, channels: int, dev) -> None:
         import torch
 
         capacity = sum(job[1] for job in jobs)
-        self.x = torch.zeros((capacity, N_CHANNELS, max_keep), dtype=torch.float16, device=dev)
+        self.x = torch.zeros((capacity, channels, max_keep), dtype=torch.float16, device=dev)
         self.n = torch.zeros(capacity, dtype=torch.int64, device=dev)
         self.y = torch.zeros(capacity, dtype=torch.int64, device=dev)
         self.count = 0
@@ -282,8 +292,8 @@ class _StreamedSet:
 
 
 def _padded(seqs: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(x (N, C, width) float16 zero-padded, lengths (N,))."""
-    x = np.zeros((len(seqs), N_CHANNELS, width), np.float16)
+    """(x (N, C, width) float16 zero-padded, lengths (N,)) of one or more (C, n) sequences."""
+    x = np.zeros((len(seqs), seqs[0].shape[0], width), np.float16)
     n = np.zeros(len(seqs), np.int64)
     for i, s in enumerate(seqs):
         x[i, :, :s.shape[1]] = s[:, :width]
@@ -326,7 +336,7 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
                                            overrides, EVAL_SNR_RANGE_DB, None, lengths=cfg.lengths)
     dev = torch.device(cfg.device)
     data = _StreamedSet(_jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None),
-                        cfg.workers, cfg.max_keep, dev)
+                        cfg.workers, cfg.max_keep, front_channels(cfg.front), dev)
     try:
         return _train(out_path, cfg, overrides, data, (ev_seqs, ev_y, ev_len), t0, say)
     finally:
@@ -366,7 +376,7 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
                        "examples": step * cfg.batch, "data_s": round(t_data, 1), "train_s": round(elapsed_s, 1),
                        "eval_bursts": len(ev_seqs), "eval_snr_range_db": list(EVAL_SNR_RANGE_DB),
                        "eval_accuracy_by_length": history[-1]["eval_accuracy"], "history": history})
-        net = to_sequence_net(model, cfg.labels, report)
+        net = to_sequence_net(model, cfg.labels, report, cfg.front)
         report["params"] = net.n_params
         net.save(out_path)
         say(f"step {step} ({elapsed_s:.0f} s, {step / max(elapsed_s, 1e-9):.0f} steps/s, {data.count} bursts): "
@@ -382,7 +392,7 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
         n = data.n[idx]
         start = (torch.rand(cfg.batch, device=dev, generator=gen) * (n - crop).clamp_min(0).add(1)).long()
         pos = (start[:, None] + arange[None, :crop]).clamp_max(cfg.max_keep - 1)
-        xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, N_CHANNELS, -1)).float()
+        xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, data.x.shape[1], -1)).float()
         mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - elapsed / cfg.train_s)
@@ -396,7 +406,7 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
             checkpoint(step, loss_value, time.perf_counter() - t1)
     checkpoint(step, loss.item() if step else loss_value, time.perf_counter() - t1)
     report["total_s"] = round(time.perf_counter() - t0, 1)
-    to_sequence_net(model, cfg.labels, report).save(out_path)
+    to_sequence_net(model, cfg.labels, report, cfg.front).save(out_path)
     return report
 
 

@@ -36,6 +36,9 @@ def render_status(st: dict[str, Any]) -> str:
         add("refiner     " + (f"on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
                                f">= {ref.get('min_samples')} samples"
                                + (", with its sequence network" if ref.get("sequence_net_params") else "")
+                               + (f" ({ref['sequence_net_front']} front)"
+                                  if ref.get("sequence_net_front", "clocked") != "clocked" else "")
+                               + (", equalized scores" if ref.get("equalizer_classes") else "")
                                if ref else "off (the network decides alone)"))
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}

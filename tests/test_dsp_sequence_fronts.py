@@ -1,0 +1,54 @@
+"""The sequence network's input fronts: the clocked channels unchanged, and the equalized
+front's view of the symbols with a multipath echo undone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rfclassify.dsp.class_equalizer import MIN_SYMBOLS, class_alphabets
+from rfclassify.dsp.sequence_fronts import EQUALIZED_CHANNELS, FRONTS, front_channels, front_sequence
+from rfclassify.dsp.symbol_sequence import N_CHANNELS, finite_sequence
+from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+
+
+def _echoed_16qam(n: int, echo: float, seed: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    grid = class_alphabets("16QAM")[0]
+    s = grid[rng.integers(0, grid.size, n)]
+    y = s + echo * np.concatenate([[0], s[:-1]]) + 0.01 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    return y * np.exp(0.4j) * 3.0, grid      # any phase, any scale
+
+
+def _off_grid(z: np.ndarray, grid: np.ndarray) -> float:
+    return float(np.median(np.min(np.abs(z[:, None] - grid[None, :]), axis=1)))
+
+
+def test_each_front_has_its_channel_count_and_an_unknown_one_is_refused() -> None:
+    assert FRONTS == ("clocked", "equalized")
+    assert front_channels("clocked") == N_CHANNELS
+    assert front_channels("equalized") == N_CHANNELS + EQUALIZED_CHANNELS
+    with pytest.raises(ValueError, match="unknown sequence front"):
+        front_channels("fractional")
+
+
+def test_the_equalized_front_undoes_an_echo_the_clocked_channels_keep() -> None:
+    y, grid = _echoed_16qam(400, 0.35)
+    clocked = front_sequence(y, "clocked", HIGH_ORDER_LABELS)
+    eq = front_sequence(y, "equalized", HIGH_ORDER_LABELS)
+    np.testing.assert_array_equal(clocked, finite_sequence(y))
+    assert eq.shape == (N_CHANNELS + 3, y.size) and eq.dtype == np.float32
+    np.testing.assert_array_equal(eq[:N_CHANNELS], clocked)
+    z = eq[N_CHANNELS] + 1j * eq[N_CHANNELS + 1]
+    np.testing.assert_allclose(eq[N_CHANNELS + 2], np.abs(z) ** 2, rtol=1e-5)
+    raw = y / np.sqrt(np.mean(np.abs(y) ** 2)) * np.exp(-0.4j)     # even turned back exactly
+    assert _off_grid(raw, grid) > 0.25                             # the echo smears the grid (0.31)
+    assert _off_grid(z, grid) < 0.06                   # equalized: back on it (0.04; up to its quarter turns)
+
+
+def test_too_few_symbols_give_zeros_for_the_view_and_degenerate_ones_no_sequence() -> None:
+    y, _ = _echoed_16qam(MIN_SYMBOLS - 1, 0.0)
+    eq = front_sequence(y, "equalized", HIGH_ORDER_LABELS)
+    assert eq.shape == (N_CHANNELS + 3, y.size) and not eq[N_CHANNELS:].any()
+    np.testing.assert_array_equal(eq[:N_CHANNELS], finite_sequence(y))
+    assert front_sequence(np.full(64, np.nan + 0j), "equalized", HIGH_ORDER_LABELS) is None
