@@ -11,6 +11,11 @@ side by side on the same batches of the same bursts:
   A: the product's 21 channels (rfclassify.dsp.symbol_sequence.sequence_from_symbols)
   B: the same 21 plus the 3 half-symbol channels
 
+With --front equalized (twelfth session) B's three channels are instead the symbols as the
+best-fitting alphabet's decision-directed equalizer leaves them (rfclassify.dsp.class_equalizer:
+the alphabet of the 21 with the highest likelihood, its filtered symbols at unit signal power;
+I, Q, |.|^2): does an equalized view let the network past the multipath?
+
 Both are the product's torch network (rfclassify.model.sequence_fit.make_torch_net, B with
 a wider first layer), gated (--gates) or not. High-order bursts of one length, SNR 0..30 dB
 for training, 10..30 dB for scoring, the model's training channel. Scored on whole
@@ -18,7 +23,7 @@ sequences of fresh bursts, overall, unfaded, faded and on the faded bursts with 
 delay spread (> 0.215 symbols, the worst quartile in sequence_net_limits.json).
 
     PYTHONPATH=. python3 benchmarks/fractional_sequence_probe.py [--bursts 80000] [--train-s 600]
-        [--length 1024] [--workers 2] [--gates] [--json OUT.json]
+        [--length 1024] [--workers 2] [--gates] [--front half-symbol|equalized] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -71,12 +76,25 @@ def half_symbol_sequence(iq: np.ndarray) -> np.ndarray | None:
     return seq.astype(np.float16) if np.all(np.isfinite(seq)) else None
 
 
-def _chunk(job: tuple[int, int, int, tuple[float, float], dict]) -> list[tuple[np.ndarray, int, int, float]]:
+def equalized_sequence(iq: np.ndarray) -> np.ndarray | None:
+    """(N_CHANNELS + HALF_CHANNELS, n) float16: the product's equalized front
+    (rfclassify.dsp.sequence_fronts): the 21 channels of the clocked symbols, then the symbols
+    as the best-fitting high-order alphabet's equalizer leaves them (I, Q, |.|^2)."""
+    from rfclassify.dsp.sequence_fronts import burst_front_sequence
+
+    seq = burst_front_sequence(iq, "equalized", HIGH_ORDER_LABELS)
+    return None if seq is None else seq.astype(np.float16)
+
+
+FRONTS = {"half-symbol": half_symbol_sequence, "equalized": equalized_sequence}
+
+
+def _chunk(job: tuple[int, int, int, tuple[float, float], dict, str]) -> list[tuple[np.ndarray, int, int, float]]:
     """(sequence, class, fading type, delay spread in symbols) of one chunk of synthesized bursts."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.training_data import DataRecipe
 
-    seed, n, length, snr_range, overrides = job
+    seed, n, length, snr_range, overrides, front = job
     rng = np.random.default_rng(seed)
     cls = rng.integers(0, len(HIGH_ORDER_LABELS), n)
     batch = synthesize([HIGH_ORDER_LABELS[c] for c in cls], length, rng, rng.uniform(*snr_range, n),
@@ -84,15 +102,16 @@ def _chunk(job: tuple[int, int, int, tuple[float, float], dict]) -> list[tuple[n
     p = batch.params
     out = []
     for i, iq in enumerate(batch.iq):
-        s = half_symbol_sequence(iq)
+        s = FRONTS[front](iq)
         if s is not None:
             spread = float(p["delay_spread_samples"][i] / p["samples_per_symbol"][i])
             out.append((s, int(cls[i]), int(p["fading_type"][i]), spread))
     return out
 
 
-def make(n: int, seed: int, length: int, snr_range: tuple[float, float], overrides: dict, workers: int) -> list:
-    jobs = [(seed + i, min(200, n - a), length, snr_range, overrides) for i, a in enumerate(range(0, n, 200))]
+def make(n: int, seed: int, length: int, snr_range: tuple[float, float], overrides: dict, workers: int,
+         front: str = "half-symbol") -> list:
+    jobs = [(seed + i, min(200, n - a), length, snr_range, overrides, front) for i, a in enumerate(range(0, n, 200))]
     if workers <= 1:
         return [r for job in jobs for r in _chunk(job)]
     from multiprocessing import get_context
@@ -114,14 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-s", type=float, default=600.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--gates", action="store_true")
+    ap.add_argument("--front", choices=sorted(FRONTS), default="half-symbol", help="what B's three channels are")
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     meta = ModelMeta.load(default_model_dir())
     overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
     t0 = time.perf_counter()
-    train = make(args.bursts, args.seed, args.length, (0.0, 30.0), overrides, args.workers)
-    test = make(args.eval_bursts, args.seed + 5_000_000, args.length, (10.0, 30.0), overrides, args.workers)
+    train = make(args.bursts, args.seed, args.length, (0.0, 30.0), overrides, args.workers, args.front)
+    test = make(args.eval_bursts, args.seed + 5_000_000, args.length, (10.0, 30.0), overrides, args.workers,
+                args.front)
     t_data = time.perf_counter() - t0
     print(f"{len(train)} training and {len(test)} scoring sequences in {t_data:.0f} s", flush=True)
 
@@ -136,16 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     y = torch.tensor([t[1] for t in train])
     x_all, n_all = torch.from_numpy(x), torch.from_numpy(n_sym)
     cfg = SequenceFitConfig(gates=args.gates)
+    b_name = f"B: 21 + 3 {args.front}"
     torch.manual_seed(args.seed)
-    models = {"A: 21 channels": make_torch_net(cfg), "B: 21 + 3 half-symbol": make_torch_net(cfg)}
+    models = {"A: 21 channels": make_torch_net(cfg), b_name: make_torch_net(cfg)}
     with torch.no_grad():   # B: the same first layer, three more input channels
         wide = torch.nn.Conv1d(N_CHANNELS + HALF_CHANNELS, 64, 1)
         wide.weight.zero_()
-        wide.weight[:, :N_CHANNELS] = models["B: 21 + 3 half-symbol"].embed[0].weight
-        wide.bias.copy_(models["B: 21 + 3 half-symbol"].embed[0].bias)
+        wide.weight[:, :N_CHANNELS] = models[b_name].embed[0].weight
+        wide.bias.copy_(models[b_name].embed[0].bias)
         wide.weight[:, N_CHANNELS:].normal_(0, 0.05)
-        models["B: 21 + 3 half-symbol"].embed[0] = wide
-    channels = {"A: 21 channels": N_CHANNELS, "B: 21 + 3 half-symbol": N_CHANNELS + HALF_CHANNELS}
+        models[b_name].embed[0] = wide
+    channels = {"A: 21 channels": N_CHANNELS, b_name: N_CHANNELS + HALF_CHANNELS}
     opts = {k: torch.optim.AdamW(m.parameters(), cfg.lr, weight_decay=cfg.weight_decay) for k, m in models.items()}
     gen = torch.Generator().manual_seed(args.seed)
     arange = torch.arange(keep)
@@ -176,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     subsets = {"all": np.ones(cls.size, bool), "unfaded": ~faded, "faded": faded,
                f"faded, delay spread > {WORST_SPREAD_SYMBOLS} symbols": faded & (spread > WORST_SPREAD_SYMBOLS)}
     report = {"bursts": len(train), "eval_bursts": len(test), "length": args.length, "gates": args.gates,
+              "front": args.front,
               "data_s": round(t_data, 1), "train_s": args.train_s, "paired_steps": step, "batch": cfg.batch,
               "subset_sizes": {k: int(v.sum()) for k, v in subsets.items()}, "accuracy": {}}
     for k, model in models.items():
