@@ -4,28 +4,26 @@ The sequence network's errors are in multipath bursts (benchmarks/sequence_net_l
 40.6 % on the quarter of faded bursts with the largest delay spread. A blind equalizer
 before a likelihood receiver lost (high_order_sync_ladder.md: CMA), and learned equalization
 showed nothing (--gates; fractional_sequence_probe.py). This probe tries the remaining
-form: an equalizer fitted per hypothesis. For each of the 12 high-order classes' alphabets
-(one per DVB-S2 ring ratio for 16/32APSK, benchmarks/high_order_bound.py), the clocked
-symbols are turned by that alphabet's own carrier-phase line (the k-th power, k = 4 for QAM
-and APSK, M for M-PSK) and then by the turn within 2 pi / k that best fits the alphabet,
-then a TAPS-tap symbol-spaced equalizer is fitted by least squares to its own decisions,
-ITERATIONS times. The class's score is the Gaussian-mixture
-log-likelihood of the equalized symbols under its alphabet, with the noise taken from the
-residual (the likelihood of high_order_bound.py; ring ratios mixed), per symbol. With
-TAPS = 1 the equalizer is only a complex gain: the same receiver without equalization.
+form: an equalizer fitted per hypothesis, as the product computes it
+(rfclassify.dsp.class_equalizer.class_scores, the refiner's `fit-refiner --equalizer`
+inputs): for each of the 12 high-order classes' alphabets (one per DVB-S2 ring ratio for
+16/32APSK), the clocked symbols are turned by that alphabet's own carrier line and its best
+start turn, a TAPS-tap symbol-spaced equalizer is fitted by least squares to its own
+decisions (at most --passes times), and the class is scored by the Gaussian-mixture
+log-likelihood per symbol of the equalized symbols at unit signal power. With TAPS = 1 the
+equalizer is only a complex gain: the same receiver without equalization.
 
 It reports the classes' accuracies by the scores alone, and whether they add to the
 shipped sequence network: a softmax regression on [network log-probabilities] against one
 on [network log-probabilities, scores], fitted on one half of the bursts and scored on the
 other.
 
-    PYTHONPATH=. python3 benchmarks/dd_equalizer_probe.py [--bursts 2400] [--workers 2] [--passes 6] [--json OUT.json]
+    PYTHONPATH=. python3 benchmarks/dd_equalizer_probe.py [--bursts 2400] [--workers 2] [--passes 10] [--json OUT.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
@@ -38,99 +36,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
-from rfclassify.dsp.symbol_sequence import clocked_symbols, derotations  # noqa: E402
+from rfclassify.dsp.class_equalizer import MIN_SYMBOLS, PASSES, class_scores  # noqa: E402
+from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("high_order_bound", Path(__file__).with_name("high_order_bound.py"))
-hob = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = hob
-_spec.loader.exec_module(hob)
-
 TAPS = (1, 5)
-ITERATIONS = 6
 WORST_SPREAD_SYMBOLS = 0.215
 
 
-def carrier_power(label: str) -> int:
-    """The power whose line gives an alphabet's carrier phase: M for M-PSK, else 4."""
-    return int(label[:-3]) if label.endswith("PSK") and not label.endswith("APSK") else 4
-
-
-def nearest(z: np.ndarray, alphabet: np.ndarray) -> np.ndarray:
-    return alphabet[np.argmin(np.abs(z[:, None] - alphabet[None, :]), axis=1)]
-
-
-def best_rotation(y: np.ndarray, alphabet: np.ndarray, period: float, steps: int = 16) -> float:
-    """The turn in [0, period) that puts y closest to the alphabet (mean squared distance to
-    the nearest point). A k-th power line fixes the carrier phase only up to the alphabet's
-    own offset (square QAM comes out turned by pi/4 from a 4th-power line)."""
-    turns = np.arange(steps) * period / steps
-    cost = [np.mean(np.abs(y * np.exp(1j * t) - nearest(y * np.exp(1j * t), alphabet)) ** 2) for t in turns]
-    return float(turns[int(np.argmin(cost))])
-
-
-def fit_equalizer(y: np.ndarray, alphabet: np.ndarray, taps: int, iterations: int = ITERATIONS,
-                  period: float = 2 * np.pi) -> tuple[np.ndarray, np.ndarray]:
-    """(equalized symbols, their decisions): a taps-long symbol-spaced filter (centred, zero
-    padded) fitted by least squares to its own nearest-point decisions, iterations times,
-    starting from the best rotation of the identity (best_rotation over `period`)."""
-    half = taps // 2
-    yp = np.concatenate([np.zeros(half, complex), y, np.zeros(half, complex)])
-    cols = np.stack([yp[i:i + y.size] for i in range(taps)][::-1], axis=1)     # cols[:, half] = y
-    w = np.zeros(taps, complex)
-    w[half] = np.exp(1j * best_rotation(y, alphabet, period))
-    z = cols @ w
-    for _ in range(iterations):
-        w = np.linalg.lstsq(cols, nearest(z, alphabet), rcond=None)[0]
-        z = cols @ w
-    return z, nearest(z, alphabet)
-
-
-def mixture_loglik(z: np.ndarray, alphabet: np.ndarray, n0: float) -> float:
-    """Mean over symbols of log((1/M) sum_m exp(-|z - a_m|^2 / n0) / (pi n0))."""
-    e = -np.abs(z[:, None] - alphabet[None, :]) ** 2 / n0
-    peak = e.max(axis=1, keepdims=True)
-    per = np.log(np.exp(e - peak).mean(axis=1)) + peak[:, 0] - math.log(math.pi * n0)
-    return float(per.mean())
-
-
-def class_scores(y: np.ndarray, hyp, taps: int, iterations: int = ITERATIONS) -> np.ndarray:
-    """(12,) per-symbol log-likelihood of each class, equalized under its own alphabets (the
-    best of its noise grid; ring-ratio variants combined by log-mean-exp)."""
-    out = np.full(len(HIGH_ORDER_LABELS), -np.inf)
-    by_class: dict[int, list[float]] = {}
-    turned: dict[int, np.ndarray] = {}
-    for alphabet, c in zip(hyp.alphabets, hyp.variant_class, strict=True):
-        k = carrier_power(HIGH_ORDER_LABELS[c])
-        if k not in turned:
-            turned[k] = derotations(y, k, local=False)[1]
-        z, d = fit_equalizer(turned[k], alphabet, taps, iterations, period=2 * np.pi / k)
-        n0 = max(float(np.mean(np.abs(z - d) ** 2)), 1e-4)
-        best = max(mixture_loglik(z, alphabet, n0 * f) for f in (1.0, 2.0, 4.0))
-        by_class.setdefault(int(c), []).append(best * y.size)
-    for c, lls in by_class.items():
-        a = np.array(lls)
-        out[c] = (a.max() + math.log(np.mean(np.exp(a - a.max())))) / y.size
-    return out
-
-
 def _burst_features(args: tuple[np.ndarray, int]) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
-    iq, iterations = args
+    iq, passes = args
     from rfclassify.dsp.symbol_sequence import sequence_from_symbols
     from rfclassify.engine.refiner import Refiner
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
-    global _NET, _HYP
+    global _NET
     if "_NET" not in globals():
         meta = ModelMeta.load(default_model_dir())
         _NET = Refiner.load(default_model_dir(), meta.refiner, meta.labels).sequence
-        _HYP = hob.hypotheses()
     y = clocked_symbols(sc.blind_symbols(iq))
-    if y is None or y.size < 16:
+    if y is None or y.size < MIN_SYMBOLS:
         return None, None
     y = y / math.sqrt(float(np.mean(np.abs(y) ** 2)))
     with np.errstate(all="ignore"):
-        return _NET.log_probs(sequence_from_symbols(y)), [class_scores(y, _HYP, t, iterations) for t in TAPS]
+        return (_NET.log_probs(sequence_from_symbols(y)),
+                [class_scores(y, HIGH_ORDER_LABELS, taps=t, passes=passes) for t in TAPS])
 
 
 def softmax_regression(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, steps: int = 3000
@@ -161,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--passes", type=int, default=ITERATIONS, help="least-squares passes per alphabet")
+    ap.add_argument("--passes", type=int, default=PASSES, help="least-squares passes per alphabet, at most")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     meta = ModelMeta.load(default_model_dir())
@@ -195,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return {k: round(float(np.mean(pred[v & m] == truth[v & m])), 4) for k, v in subsets.items() if (v & m).any()}
 
     report: dict = {"bursts": args.bursts, "clocked": int(ok.sum()), "length": args.length, "snr_db": [10.0, 30.0],
-                    "taps": list(TAPS), "iterations": args.passes,
+                    "taps": list(TAPS), "passes": args.passes,
                     "subset_sizes": {k: int(v.sum()) for k, v in subsets.items()},
                     "alone": {"sequence network": acc(net.argmax(1))}}
     for t, s in zip(TAPS, scores, strict=True):
