@@ -9,7 +9,11 @@ network's errors are on fresh high-order bursts of one length:
    averages of their log-probabilities (an ensemble);
 2. the shipped network's accuracy by the synthesizer's recorded channel: fading type, the
    faded bursts' delay spread in symbols (quartiles), samples per symbol on unfaded bursts,
-   SNR, and class;
+   SNR, and class; and by what the receiver made of the burst (thirteenth session): the
+   blind clock's rate error against the true rate, and the symbols clocked, unfaded bursts
+   apart (is the plateau the clock or the symbol count?), and the shipped network again on
+   the bursts whose blind rate was off by more than 2 %, clocked at their true rate (the
+   timing and carrier still blind: what a right rate would give);
 3. the same network on the symbols whitened by a linear predictor (forward, backward, and
    whichever of none / forward / backward has the lowest kurtosis), a cheap blind
    equalizer for the delay spread that (2) blames.
@@ -33,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE, FADING_RAYLEIGH, FADING_RICIAN  # noqa: E402
+from rfclassify.dsp.sequence_fronts import front_sequence  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols, sequence_from_symbols  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
 from rfclassify.engine.refiner import Refiner  # noqa: E402
@@ -42,6 +47,8 @@ from rfclassify.model.meta import ModelMeta, default_model_dir  # noqa: E402
 from rfclassify.model.training_data import DataRecipe  # noqa: E402
 
 WHITENING_ORDER = 3
+RATE_ERROR_BINS = (0.0, 0.005, 0.02, np.inf)            # |blind rate / true rate - 1|
+SYMBOL_BINS = (16, 96, 160, 256, 1025)                  # symbols clocked
 
 
 def predictor(y: np.ndarray, order: int) -> np.ndarray:
@@ -83,6 +90,26 @@ def variants(y: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+def symbols_at_true_rate(iq: np.ndarray, sps: float) -> sc.BlindSymbols | None:
+    """blind_symbols with the rate given: the timing from the phase of the |x|^2 line at
+    that rate (as estimate_symbol_rate takes it), the carrier from the band's centroid."""
+    x = np.asarray(iq, np.complex128).reshape(-1)[:sc.MAX_CLOCK_SAMPLES]
+    with np.errstate(all="ignore"):
+        x = sc.remove_dc_line(x)
+        n = x.size
+        spec = np.fft.fft(x)
+        wide = np.zeros(2 * n, np.complex128)
+        wide[:n // 2], wide[-(n - n // 2):] = spec[:n // 2], spec[n // 2:]
+        e = np.abs(np.fft.ifft(wide)) ** 2
+        t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0
+        line = np.sum(np.hanning(2 * n) * (e - e.mean()) * np.exp(-2j * np.pi * t / sps))
+        timing = float(((n - 1) / 2.0 - np.angle(line) * sps / (2 * np.pi)) % sps)
+        f0, _ = sc.estimate_carrier_and_noise(x, sps)
+        xb = x * np.exp(-2j * np.pi * f0 * np.arange(n))
+        y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
+    return sc.BlindSymbols(xb, y, sps, timing)
+
+
 def share(ok: np.ndarray, mask: np.ndarray) -> dict[str, float | int]:
     return {"n": int(mask.sum()), "accuracy": round(float(ok[mask].mean()), 4) if mask.any() else float("nan")}
 
@@ -114,17 +141,32 @@ def main(argv: list[str] | None = None) -> int:
     p = batch.params
     lp = {name: np.full((args.bursts, len(labels)), -np.log(len(labels))) for name in nets}
     whitened: dict[str, np.ndarray] = {}
+    rate_error = np.full(args.bursts, np.nan)       # |blind rate / true rate - 1|; nan: no clock
+    n_symbols = np.zeros(args.bursts, np.int64)
     for i, iq in enumerate(batch.iq):
-        y = clocked_symbols(sc.blind_symbols(iq))
+        found = sc.blind_symbols(iq)
+        y = clocked_symbols(found)
         if y is None or y.size < 16:
             continue
+        rate_error[i] = abs(p["samples_per_symbol"][i] / found.sps - 1.0)
+        n_symbols[i] = y.size
         y = y / np.sqrt(np.mean(np.abs(y) ** 2))
         with np.errstate(all="ignore"):
             for name, net in nets.items():
-                lp[name][i] = net.log_probs(sequence_from_symbols(y))
+                seq = front_sequence(y, net.front, net.labels)
+                if seq is not None:
+                    lp[name][i] = net.log_probs(seq)
             for k, v in variants(y).items():
                 whitened.setdefault(k, np.zeros(args.bursts, bool))[i] = (
                     np.argmax(shipped.log_probs(sequence_from_symbols(v))) == cls[i])
+    rate_missed = np.flatnonzero(rate_error > 0.02)
+    at_true_rate = np.zeros(args.bursts, bool)
+    for i in rate_missed:
+        y = clocked_symbols(symbols_at_true_rate(batch.iq[i], float(p["samples_per_symbol"][i])))
+        if y is not None and y.size >= 16:
+            with np.errstate(all="ignore"):
+                seq = front_sequence(y, shipped.front, shipped.labels)
+            at_true_rate[i] = seq is not None and np.argmax(shipped.log_probs(seq)) == cls[i]
     ok = {name: v.argmax(1) == cls for name, v in lp.items()}
     names = list(nets)
     ensembles = {" + ".join(group): (sum(lp[n] for n in group).argmax(1) == cls)
@@ -146,6 +188,24 @@ def main(argv: list[str] | None = None) -> int:
                                           for j in range(4)},
         "unfaded_by_sps": {f"{lo}..{hi}": share(good, ~faded & (sps >= lo) & (sps < hi))
                            for lo, hi in ((2, 4), (4, 8), (8, 16.01))},
+        "by_blind_rate_error": {**{f"{lo:g}..{hi:g}": share(good, (rate_error >= lo) & (rate_error < hi))
+                                   for lo, hi in zip(RATE_ERROR_BINS, RATE_ERROR_BINS[1:])},
+                                "no clock": share(good, np.isnan(rate_error))},
+        "unfaded_by_blind_rate_error": {f"{lo:g}..{hi:g}": share(good, ~faded & (rate_error >= lo) & (rate_error < hi))
+                                        for lo, hi in zip(RATE_ERROR_BINS, RATE_ERROR_BINS[1:])},
+        "rate_missed_at_true_rate": {"blind clock": share(good, rate_error > 0.02),
+                                     "true rate": share(at_true_rate, rate_error > 0.02),
+                                     "rolloff of the missed, quartiles": [
+                                         round(float(v), 3)
+                                         for v in np.quantile(p["rolloff"][rate_missed], [0.25, 0.5, 0.75])]
+                                     if rate_missed.size else []},
+        "blind_rate_missed_by_rolloff": {
+            f"{lo}..{hi}": {"n": int(m.sum()), "missed": round(float(np.mean(rate_error[m] > 0.02)), 4)}
+            for lo, hi in ((0.15, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.51))
+            for m in [(p["rolloff"] >= lo) & (p["rolloff"] < hi)]},
+        "unfaded_rate_within_0.005_by_symbols": {
+            f"{lo}..{hi - 1}": share(good, ~faded & (rate_error < 0.005) & (n_symbols >= lo) & (n_symbols < hi))
+            for lo, hi in zip(SYMBOL_BINS, SYMBOL_BINS[1:])},
         "by_snr_db": {f"{lo}..{hi}": share(good, (snr >= lo) & (snr < hi)) for lo, hi in ((10, 15), (15, 20), (20, 25), (25, 30.01))},
         "by_class": {lab: {"all": share(good, cls == c)["accuracy"], "unfaded": share(good, (cls == c) & ~faded)["accuracy"]}
                      for c, lab in enumerate(labels)},

@@ -41,3 +41,21 @@ def test_the_kurtosis_pick_turns_to_the_backward_predictor_for_a_late_strong_tap
     assert out["lowest kurtosis"] is out["backward"]
     clean = snl.variants(_qpsk(2000, 3))
     assert snl.kurtosis(clean["lowest kurtosis"]) < 1.01
+
+
+def test_clocking_at_the_true_rate_finds_the_blind_clocks_timing_where_that_rate_is_right() -> None:
+    """symbols_at_true_rate takes the timing from the |x|^2 line at the rate it is given: on
+    a clean wide-roll-off burst, whose blind rate is right, it lands on the blind timing."""
+    from rfclassify.dsp import symbol_clock as sc
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+
+    batch = synthesize(["16QAM"], 2048, np.random.default_rng(6), 30.0, ChannelConfig.clean())
+    sps = float(batch.params["samples_per_symbol"][0])
+    blind = sc.blind_symbols(batch.iq[0])
+    assert abs(blind.sps / sps - 1) < 0.005
+    genie = snl.symbols_at_true_rate(batch.iq[0], sps)
+    assert genie.sps == sps
+    offset = (genie.timing_samples - blind.timing_samples + sps / 2) % sps - sps / 2
+    assert abs(offset) < 0.1 * sps
+    assert genie.symbols.size == blind.symbols.size
