@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     meta = ModelMeta.load(default_model_dir())
-    overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
+    overrides = meta.channel_overrides
     rng = np.random.default_rng(args.seed)
     cls = rng.integers(0, len(HIGH_ORDER_LABELS), args.bursts)
     snr = rng.uniform(10.0, 30.0, args.bursts)

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     meta = ModelMeta.load(default_model_dir())
-    overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
+    overrides = meta.channel_overrides
     t0 = time.perf_counter()
     train = make(args.bursts, args.seed, args.length, (0.0, 30.0), overrides, args.workers, args.front)
     test = make(args.eval_bursts, args.seed + 5_000_000, args.length, (10.0, 30.0), overrides, args.workers,

@@ -51,9 +51,7 @@ MARGIN = 0.05               # candidate_blind_clock's margin (nats a symbol)
 def candidate_fit(x: np.ndarray, sps: float, timing: float) -> float:
     """Per-symbol log-likelihood of the best-fitting high-order alphabet (1 tap, 2 passes)
     of the burst clocked at (sps, timing) with its own carrier; -inf for too few symbols."""
-    f0, _ = sc.estimate_carrier_and_noise(x, sps)
-    xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-    y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
+    y = sc.at_clock(x, sps, timing, sc.estimate_carrier_and_noise(x, sps)[0]).symbols
     if y.size < 16:
         return -np.inf
     start = max(0, (y.size - SCORE_SYMBOLS) // 2)
@@ -105,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         sc.blind_clock = candidate_blind_clock      # blind_symbols looks it up in the module at each call
         return cli(["evaluate", str(args.evaluate), *(["--out", str(args.out)] if args.out else [])])
     meta = ModelMeta.load(default_model_dir())
-    overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
+    overrides = meta.channel_overrides
     rng = np.random.default_rng(args.seed)      # the bursts of sequence_net_limits.py at the same seed
     cls = rng.integers(0, len(HIGH_ORDER_LABELS), args.bursts)
     snr = rng.uniform(10.0, 30.0, args.bursts)

@@ -92,22 +92,11 @@ def variants(y: np.ndarray) -> dict[str, np.ndarray]:
 
 def symbols_at_true_rate(iq: np.ndarray, sps: float) -> sc.BlindSymbols | None:
     """blind_symbols with the rate given: the timing from the phase of the |x|^2 line at
-    that rate (as estimate_symbol_rate takes it), the carrier from the band's centroid."""
+    that rate (symbol_clock.timing_at_rate), the carrier from the band's centroid."""
     x = np.asarray(iq, np.complex128).reshape(-1)[:sc.MAX_CLOCK_SAMPLES]
     with np.errstate(all="ignore"):
         x = sc.remove_dc_line(x)
-        n = x.size
-        spec = np.fft.fft(x)
-        wide = np.zeros(2 * n, np.complex128)
-        wide[:n // 2], wide[-(n - n // 2):] = spec[:n // 2], spec[n // 2:]
-        e = np.abs(np.fft.ifft(wide)) ** 2
-        t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0
-        line = np.sum(np.hanning(2 * n) * (e - e.mean()) * np.exp(-2j * np.pi * t / sps))
-        timing = float(((n - 1) / 2.0 - np.angle(line) * sps / (2 * np.pi)) % sps)
-        f0, _ = sc.estimate_carrier_and_noise(x, sps)
-        xb = x * np.exp(-2j * np.pi * f0 * np.arange(n))
-        y = sc.symbols_at(xb, sps, sc.BLIND_ROLLOFF, timing, pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
-    return sc.BlindSymbols(xb, y, sps, timing)
+        return sc.at_clock(x, sps, sc.timing_at_rate(x, sps), sc.estimate_carrier_and_noise(x, sps)[0])
 
 
 def share(ok: np.ndarray, mask: np.ndarray) -> dict[str, float | int]:
@@ -131,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     nets = {"shipped": shipped} | {Path(p).stem: SequenceNet.load(p) for p in args.nets}
     labels = HIGH_ORDER_LABELS
-    overrides = dict(meta.extra.get("training", {}).get("recipe", {}).get("channel_overrides", {}))
+    overrides = meta.channel_overrides
     rng = np.random.default_rng(args.seed)
     cls = rng.integers(0, len(labels), args.bursts)
     snr = rng.uniform(10.0, 30.0, args.bursts)

@@ -46,14 +46,13 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig, fit_sequence_net, report_summary
 
     model_dir = args.model_dir or default_model_dir()
-    recipe = ModelMeta.load(model_dir).extra.get("training", {}).get("recipe", {})
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
                             device=args.device, workers=args.workers, seed=args.seed, width=args.width,
                             hidden=args.hidden, blocks=args.blocks, gates=args.gates, front=args.front,
                             batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE
-    rep = fit_sequence_net(out, cfg, dict(recipe.get("channel_overrides", {})),
+    rep = fit_sequence_net(out, cfg, ModelMeta.load(model_dir).channel_overrides,
                            progress=lambda line: print(f"  {line}", flush=True))
     print(f"wrote {out}: {rep['params']} parameters; {report_summary(rep)}")
     print("fuse it with `rfclassify fit-refiner --sequence-net " + str(out) + "`")

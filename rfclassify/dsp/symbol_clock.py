@@ -113,13 +113,7 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
     from scipy.signal import find_peaks
 
     n = x.size
-    spec = np.fft.fft(x)
-    half = n // 2
-    wide = np.zeros(2 * n, np.complex128)
-    wide[:half], wide[-(n - half):] = spec[:half], spec[half:]
-    e = np.abs(np.fft.ifft(wide)) ** 2
-    t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0  # time in samples from the burst centre
-    w = np.hanning(2 * n) * (e - e.mean())
+    w, t = _line_envelope(x)
     power = np.abs(np.fft.rfft(w, nfft)) ** 2
     # A line is a few bins wide; the continuous part of |x|^2's spectrum (the data, the noise)
     # is broad. So a line is a large ratio to the local mean around it, 4..32 native bins away.
@@ -140,11 +134,30 @@ def estimate_symbol_rate(x: np.ndarray, coarse_sps: float | None = None, n_candi
         k = lo + int(np.argmax(power[lo:min(int(k) + 2 * up + 1, power.size - 1)]))
         a, b, c = np.log(power[k - 1:k + 2] + 1e-300)
         f_sym = (k + 0.5 * (a - c) / (a - 2 * b + c)) * 2.0 / nfft
-        line = np.sum(w * np.exp(-2j * np.pi * f_sym * t))
-        sps = 1.0 / f_sym
-        # angle(line) = -2 pi f (tau - centre): the symbol instant nearest the centre, mod sps.
-        out.append((float(sps), float(((n - 1) / 2.0 - np.angle(line) / (2 * np.pi * f_sym)) % sps)))
+        out.append((float(1.0 / f_sym), _line_timing(w, t, f_sym, n)))
     return out
+
+
+def _line_envelope(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(w, t): |x|^2 of x interpolated 2x (its band is < 1 cycle/sample wide, so |x|^2 then
+    does not alias), mean removed and Hann-windowed, and its times in samples from the
+    burst centre: what the symbol-rate line is measured on."""
+    n = x.size
+    spec = np.fft.fft(x)
+    half = n // 2
+    wide = np.zeros(2 * n, np.complex128)
+    wide[:half], wide[-(n - half):] = spec[:half], spec[half:]
+    e = np.abs(np.fft.ifft(wide)) ** 2
+    t = np.arange(2 * n) / 2.0 - (n - 1) / 2.0  # time in samples from the burst centre
+    return np.hanning(2 * n) * (e - e.mean()), t
+
+
+def _line_timing(w: np.ndarray, t: np.ndarray, f_sym: float, n: int) -> float:
+    """The symbol instant nearest the centre of an n-sample burst, in samples mod 1/f_sym,
+    from the phase of its envelope's (_line_envelope) line at f_sym cycles/sample."""
+    line = np.sum(w * np.exp(-2j * np.pi * f_sym * t))
+    # angle(line) = -2 pi f (tau - centre)
+    return float(((n - 1) / 2.0 - np.angle(line) / (2 * np.pi * f_sym)) % (1.0 / f_sym))
 
 
 def remove_dc_line(x: np.ndarray) -> np.ndarray:
@@ -233,6 +246,20 @@ class BlindSymbols(NamedTuple):
     timing_samples: float   # the first symbol instant, in samples
 
 
+def timing_at_rate(x: np.ndarray, sps: float) -> float:
+    """The timing offset in samples (in [0, sps)) of a burst whose rate is known: the phase
+    of its |x|^2 line at that rate, as estimate_symbol_rate takes it at a rate it found."""
+    w, t = _line_envelope(x)
+    return _line_timing(w, t, 1.0 / sps, x.size)
+
+
+def at_clock(x: np.ndarray, sps: float, timing: float, f0: float) -> BlindSymbols:
+    """A prepared burst (remove_dc_line) at a clock: derotated by f0 cycles/sample, then the
+    BLIND_ROLLOFF matched filter's outputs at the symbol instants."""
+    xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
+    return BlindSymbols(xb, symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)), sps, timing)
+
+
 def blind_symbols(iq: np.ndarray) -> BlindSymbols | None:
     """One raw burst at its blind clock: the central MAX_CLOCK_SAMPLES, the mean removed where
     0 Hz holds a line, the strongest |x|^2 line's rate and timing (searched near the
@@ -252,10 +279,7 @@ def blind_symbols(iq: np.ndarray) -> BlindSymbols | None:
             clock = blind_clock(x)
             if clock is None:
                 return None
-            sps, timing, f0 = clock
-            xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-            return BlindSymbols(xb, symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)),
-                                sps, timing)
+            return at_clock(x, *clock)
     except (ValueError, IndexError, ZeroDivisionError, FloatingPointError):
         # an estimator that cannot make sense of a degenerate burst: it has no clock
         return None

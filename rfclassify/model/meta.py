@@ -58,6 +58,18 @@ class ModelMeta:
         return BucketPolicy(self.buckets_samples, self.min_samples, self.max_windows,
                             SymbolRateNormalizer.from_dict(self.symbol_rate), self.normalization)
 
+    @property
+    def training_recipe(self) -> dict[str, Any]:
+        """The data recipe the network was trained with, as model.json records it ({} where it
+        records none)."""
+        return dict(self.extra.get("training", {}).get("recipe", {}))
+
+    @property
+    def channel_overrides(self) -> dict[str, Any]:
+        """The training recipe's changes to the impairment chain (DataRecipe.channel_overrides):
+        what bursts drawn "from the model's recipe" are synthesized with."""
+        return dict(self.training_recipe.get("channel_overrides", {}))
+
     def with_updates(self, **changes: Any) -> ModelMeta:
         return replace(self, **changes)
 

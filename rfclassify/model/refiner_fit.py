@@ -92,10 +92,9 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     from rfclassify.model.training_data import DataRecipe
 
     clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
-    recipe_info = dict(clf.meta.extra.get("training", {}).get("recipe", {}))
-    recipe = DataRecipe(channel_overrides=dict(recipe_info.get("channel_overrides", {})))
+    recipe = DataRecipe(channel_overrides=clf.meta.channel_overrides)
     channel = recipe.channel_config()
-    snr_lo, snr_hi = recipe_info.get("snr_range_db", recipe.snr_range_db)
+    snr_lo, snr_hi = clf.meta.training_recipe.get("snr_range_db", recipe.snr_range_db)
     index = np.array([clf.labels.index(c) for c in classes])
     rng = np.random.default_rng(cfg.seed)
     labels = np.repeat(np.array(classes), cfg.per_class)
