@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
-from rfclassify.dsp.symbol_sequence import (MAX_SYMBOLS, N_CHANNELS, derotations, second_pass_baseband,  # noqa: E402
+from rfclassify.dsp.carrier_lines import derotations  # noqa: E402
+from rfclassify.dsp.symbol_sequence import (MAX_SYMBOLS, N_CHANNELS, second_pass_baseband,  # noqa: E402
                                             sequence_from_symbols)
 from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
 

@@ -40,7 +40,7 @@ from functools import lru_cache
 import numpy as np
 
 from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
-from rfclassify.dsp.symbol_sequence import derotations
+from rfclassify.dsp.carrier_lines import derotations
 
 TAPS = 5
 PASSES = 10                     # at most: the fit stops once no decision changes
@@ -59,7 +59,7 @@ MIN_SIGNAL_POWER = 0.05         # of the filtered symbols, when they are scaled 
 
 
 def line_strength(alphabet: np.ndarray, k: int) -> float:
-    """|E[a^k]| of an alphabet's k-th power line as rfclassify.dsp.symbol_sequence takes it
+    """|E[a^k]| of an alphabet's k-th power line as rfclassify.dsp.carrier_lines takes it
     (amplitude-weighted a^4 / |a|^2 for k = 4, unit-magnitude above), times the loss a
     symbol's phase noise at LINE_DESIGN_ES_N0_DB causes it (exp(-(k sigma)^2 / 2))."""
     a = np.asarray(alphabet, np.complex128)

@@ -7,9 +7,9 @@ of the carrier (the strongest line of the symbols' 4th or 8th power, removed and
 filter run again: ``second_pass_symbols``, ``clocked_symbols``), then gives every symbol
 ``N_CHANNELS`` numbers (``sequence_from_symbols``):
 
-- the symbols derotated by the 4th-power line's local (PHASE_SYMBOLS-symbol) phase, and by the
-  4th-, 8th- and 16th-power lines' whole-burst phases (I and Q each): the constellation's
-  amplitude structure, which no invariant keeps;
+- the symbols derotated by the 4th-power line's local phase (rfclassify.dsp.carrier_lines),
+  and by the 4th-, 8th- and 16th-power lines' whole-burst phases (I and Q each): the
+  constellation's amplitude structure, which no invariant keeps;
 - |y|^2 and the one-symbol lag product y_n conj(y_{n-1}) (I/Q);
 - the unit-magnitude 8th/16th/32nd powers against their LOCAL_SYMBOLS-symbol local means (I/Q);
 - the squared magnitudes of the local means of the 4th..32nd powers.
@@ -26,57 +26,12 @@ import math
 import numpy as np
 
 from rfclassify.dsp import symbol_clock as sc
+from rfclassify.dsp.carrier_lines import derotations, local_mean, residual_carrier
 
 LOCAL_SYMBOLS = 16          # local means of the unit-magnitude powers
-PHASE_SYMBOLS = 64          # local carrier phase of the 4th-power line
 N_CHANNELS = 21             # per-symbol channels
 MIN_SYMBOLS = 3             # fewer symbols: no sequence
 MAX_SYMBOLS = 1024          # burst_sequence keeps the central symbols of longer bursts
-
-
-def _local_mean(z: np.ndarray, w: int) -> np.ndarray:
-    from scipy.ndimage import uniform_filter1d
-
-    return uniform_filter1d(z.real, w, mode="nearest") + 1j * uniform_filter1d(z.imag, w, mode="nearest")
-
-
-def _power_line(y: np.ndarray, k: int) -> np.ndarray:
-    """y^k with the amplitude kept for k = 4 (QAM, APSK: |y|^2 y^2 phase weighting) and unit
-    magnitude above (PSK)."""
-    if k == 4:
-        return y ** 4 / np.maximum(np.abs(y) ** 2, 1e-30)
-    return (y / np.maximum(np.abs(y), 1e-30)) ** k
-
-
-def strongest_line(z: np.ndarray, k: int, strength: bool = True) -> tuple[float, float]:
-    """(frequency in cycles/symbol, strength against the spectrum's median) of the strongest
-    line of z, the k-th power line of some symbols, searched within |f| <= 0.07 k (at most 0.5).
-    strength=False skips the median (the strength is then nan)."""
-    nfft = 1 << int(math.ceil(math.log2(8 * z.size)))
-    f = np.fft.fftfreq(nfft)
-    s = np.abs(np.fft.fft(z, nfft))
-    i = int(np.argmax(np.where(np.abs(f) <= min(0.5, 0.07 * k), s, -1.0)))
-    return float(f[i]), float(s[i] / (np.median(s) + 1e-12 * z.size)) if strength else math.nan
-
-
-def residual_carrier(y: np.ndarray) -> float:
-    """Cycles per symbol: the strongest line of the 4th or 8th power of the symbols, over k."""
-    lines = [(*strongest_line(_power_line(y, k), k), k) for k in (4, 8)]
-    f, _, k = max(lines, key=lambda line: line[1])
-    return f / k
-
-
-def derotations(y: np.ndarray, k: int, local: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
-    """y turned back by the k-th power line (one line search): its frequency over the whole
-    burst, and its phase over PHASE_SYMBOLS symbols (local, follows phase noise; None when
-    local is False) and over the whole burst."""
-    z = _power_line(y, k)
-    fk, _ = strongest_line(z, k, strength=False)
-    t = np.arange(z.size)
-    zc = z * np.exp(-2j * np.pi * fk * t)
-    ramp = 2 * np.pi * fk * t
-    near = y * np.exp(-1j * (ramp + np.angle(_local_mean(zc, PHASE_SYMBOLS))) / k) if local else None
-    return near, y * np.exp(-1j * (ramp + np.angle(np.mean(zc))) / k)
 
 
 def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
@@ -91,7 +46,7 @@ def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
     ch.append(np.abs(y) ** 2)
     lag = np.concatenate([[0], y[1:] * np.conj(y[:-1])])
     ch += [lag.real, lag.imag]
-    means = {k: _local_mean(u ** k, LOCAL_SYMBOLS) for k in (4, 8, 16, 32)}
+    means = {k: local_mean(u ** k, LOCAL_SYMBOLS) for k in (4, 8, 16, 32)}
     for k in (8, 16, 32):
         v = u ** k * np.exp(-1j * np.angle(means[k]))
         ch += [v.real, v.imag]
