@@ -38,7 +38,7 @@ from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
 from rfclassify.dsp.class_equalizer import MIN_SYMBOLS, PASSES, class_scores  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 
 TAPS = (1, 5)
 WORST_SPREAD_SYMBOLS = 0.215

@@ -44,7 +44,7 @@ from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
 from rfclassify.dsp.carrier_lines import derotations  # noqa: E402
 from rfclassify.dsp.symbol_sequence import (MAX_SYMBOLS, N_CHANNELS, second_pass_baseband,  # noqa: E402
                                             sequence_from_symbols)
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 
 HALF_CHANNELS = 3
 WORST_SPREAD_SYMBOLS = 0.215

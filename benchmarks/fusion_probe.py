@@ -67,8 +67,8 @@ from rfclassify.dsp.symbol_clock import (  # noqa: E402
     symbols_at,
 )
 from rfclassify.dsp.synth import synthesize  # noqa: E402
-from rfclassify.labels import LABELS  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS, HIGH_SNR_DB  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
+from rfclassify.model.evaluate import HIGH_SNR_DB  # noqa: E402
 
 N_SAMPLES = 1024
 SNR_RANGE_DB = (10.0, 30.0)

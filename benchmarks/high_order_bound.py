@@ -37,7 +37,8 @@ from rfclassify.dsp import measure
 from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.synth import SPS_RANGE, ChannelConfig, synthesize
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS, HIGH_SNR_DB, clean_json
+from rfclassify.labels import HIGH_ORDER_LABELS
+from rfclassify.model.evaluate import HIGH_SNR_DB, clean_json
 
 N_OTHER_CLASSES = 16  # the 28 labels minus the 12 high-order ones
 GOAL_MEAN, GOAL_HIGH = 0.64, 0.95

@@ -24,7 +24,7 @@ from rfclassify.dsp import synth
 from rfclassify.dsp.rate import estimate_sps
 from rfclassify.dsp.synth import ChannelConfig, synthesize
 from rfclassify.dsp.windows import normalize_batch, to_model_input
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 from rfclassify.model.network import PRODUCT_STEM, build_network
 from rfclassify.model.train_step import EagerStep
 

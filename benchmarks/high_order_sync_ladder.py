@@ -64,7 +64,8 @@ from rfclassify.dsp.symbol_clock import (  # noqa: E402,F401
     symbols_at,
 )
 from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS, HIGH_SNR_DB, clean_json  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.model.evaluate import HIGH_SNR_DB, clean_json  # noqa: E402
 
 N_SAMPLES = 1024
 SNRS_DB = (10.0, 14.0, 20.0, 30.0)

@@ -30,8 +30,8 @@ from high_order_sync_ladder import LadderDecider  # noqa: E402
 
 from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.evaluate import (  # noqa: E402
-    HIGH_ORDER_LABELS,
     HIGH_SNR_DB,
     accuracy_summary,
     burst_conditions,

@@ -38,7 +38,7 @@ from rfclassify.dsp.channel import ChannelConfig  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
 from rfclassify.engine import refiner as refiner_module  # noqa: E402
 from rfclassify.engine.refiner import Refiner, start_pool, statistics_many  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.meta import ModelMeta, default_model_dir  # noqa: E402
 
 

@@ -42,7 +42,7 @@ from rfclassify.dsp.symbol_sequence import clocked_symbols, sequence_from_symbol
 from rfclassify.dsp.synth import synthesize  # noqa: E402
 from rfclassify.engine.refiner import Refiner  # noqa: E402
 from rfclassify.engine.sequence_net import SequenceNet  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.meta import ModelMeta, default_model_dir  # noqa: E402
 from rfclassify.model.training_data import DataRecipe  # noqa: E402
 

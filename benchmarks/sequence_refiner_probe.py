@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.symbol_sequence import (  # noqa: E402
     MIN_SYMBOLS, N_CHANNELS, second_pass_symbols, sequence_from_symbols)
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 
 
 def clocked_sequence(iq: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -13,6 +13,11 @@ DIGITAL_LABELS: tuple[str, ...] = (
 ANALOG_LABELS: tuple[str, ...] = ("AM-DSB-WC", "AM-DSB-SC", "AM-SSB-WC", "AM-SSB-SC", "FM")
 NOISE_LABEL = "NOISE"
 
+#: Classes told apart only by fine amplitude/phase structure (orders above QPSK; APSK; QAM):
+#: the ones the refiner re-decides and the evaluation reports apart.
+HIGH_ORDER_LABELS: tuple[str, ...] = ("8PSK", "16PSK", "32PSK", "16APSK", "32APSK", "64APSK", "128APSK",
+                                      "16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
+
 #: Model output order. Changing it invalidates every trained model.
 LABELS: tuple[str, ...] = DIGITAL_LABELS + ANALOG_LABELS + (NOISE_LABEL,)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.synth import synthesize
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "dd_equalizer_probe.py"
 _spec = importlib.util.spec_from_file_location("dd_equalizer_probe", _PATH)

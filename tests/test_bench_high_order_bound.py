@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rfclassify.dsp.constellations import apsk
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "high_order_bound.py"
 _spec = importlib.util.spec_from_file_location("high_order_bound", _PATH)

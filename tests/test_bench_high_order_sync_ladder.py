@@ -13,7 +13,7 @@ import numpy as np
 from rfclassify.dsp import measure
 from rfclassify.dsp.constellations import constellation
 from rfclassify.dsp.synth import ChannelConfig, synthesize
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "high_order_sync_ladder.py"
 _spec = importlib.util.spec_from_file_location("high_order_sync_ladder", _PATH)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rfclassify.dsp import class_equalizer as ce
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 
 def _bank(labels: tuple[str, ...]) -> ce.AlphabetBank:

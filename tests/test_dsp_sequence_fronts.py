@@ -9,7 +9,7 @@ import pytest
 from rfclassify.dsp.class_equalizer import MIN_SYMBOLS, class_alphabets
 from rfclassify.dsp.sequence_fronts import EQUALIZED_CHANNELS, FRONTS, front_channels, front_sequence
 from rfclassify.dsp.symbol_sequence import N_CHANNELS, finite_sequence
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 
 def _echoed_16qam(n: int, echo: float, seed: int = 4) -> tuple[np.ndarray, np.ndarray]:

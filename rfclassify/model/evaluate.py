@@ -17,15 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify.labels import LABEL_TO_INDEX, LABELS, NOISE_LABEL
+from rfclassify.labels import HIGH_ORDER_LABELS, LABEL_TO_INDEX, LABELS, NOISE_LABEL
 
 #: Range over which the SNR estimate's mean absolute error is reported (the goal: <= 2 dB).
 SNR_MAE_RANGE_DB = (0.0, 20.0)
 HIGH_SNR_DB = 10.0
 EVAL_FILE = "evaluation.json"
-#: Classes told apart only by fine amplitude/phase structure (orders above QPSK; APSK; QAM).
-HIGH_ORDER_LABELS: tuple[str, ...] = ("8PSK", "16PSK", "32PSK", "16APSK", "32APSK", "64APSK", "128APSK",
-                                      "16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
 
 
 def snr_bin_centres(snr_db: np.ndarray, width_db: float = 2.0) -> np.ndarray:
