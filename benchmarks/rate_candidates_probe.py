@@ -12,11 +12,14 @@ n_candidates=K, within the same coarse window) and asks:
    class_equalizer likelihood with 1 tap and 2 passes, on the central SCORE_SYMBOLS
    symbols, at the candidate's own carrier); and that candidate only where it beats the
    strongest line's by a margin (nats per symbol);
-3. what the scoring costs per burst.
+3. what the scoring costs per burst;
+4. how often the product's rule (symbol_clock.blind_clock with ALPHABET_FIT: the same idea
+   at 128 symbols, skipped where the strongest line is CLEAR_LINE times the next) misses,
+   and what it costs.
 
-With --evaluate FILE.h5 it instead runs `rfclassify evaluate FILE.h5 --out DIR` with the
-product's blind clock replaced by that rule (candidate_blind_clock, margin MARGIN): the
-shipped model and refiner, unrefitted, on a better clock.
+With --evaluate FILE.h5 it instead runs `rfclassify evaluate FILE.h5 --out DIR` with every
+blind clock made by ALPHABET_FIT whatever the refiner was fitted on: a refiner fitted on the
+strongest line's clock (the thirteenth session's), unrefitted, on the better clock.
 
     PYTHONPATH=. python3 benchmarks/rate_candidates_probe.py [--bursts 2400] [--length 1024]
         [--candidates 4] [--json OUT.json] [--evaluate TEST.h5 --out DIR]
@@ -38,14 +41,13 @@ from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.class_equalizer import alphabet_bank, equalized_logliks  # noqa: E402
 from rfclassify.dsp.rate import estimate_sps  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.meta import ModelMeta, default_model_dir  # noqa: E402
 from rfclassify.model.training_data import DataRecipe  # noqa: E402
 
 SCORE_SYMBOLS = 256
 MARGINS = (0.0, 0.05, 0.1, 0.2, 0.4)
 MISS = 0.02                 # a rate more than 2 % off is a miss
-MARGIN = 0.05               # candidate_blind_clock's margin (nats a symbol)
 
 
 def candidate_fit(x: np.ndarray, sps: float, timing: float) -> float:
@@ -69,21 +71,11 @@ def pick(fits: list[float], margin: float) -> int:
     return best if fits[best] > fits[0] + margin else 0
 
 
-def candidate_blind_clock(x: np.ndarray, candidates: int = 4) -> tuple[float, float, float] | None:
-    """symbol_clock.blind_clock with the rate picked among the line search's top candidates
-    (pick with MARGIN) rather than the strongest line alone."""
-    if not np.any(np.abs(x) > 0):
-        return None
-    cands = [(sps, timing) for sps, timing in
-             sc.estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), n_candidates=candidates,
-                                     nfft=sc.line_search_nfft(x.size))
-             if np.isfinite(sps) and np.isfinite(timing) and sc.SPS_RANGE[0] * 0.9 <= sps <= sc.SPS_RANGE[1] * 1.1]
-    if not cands:
-        return None
-    with np.errstate(all="ignore"):
-        sps, timing = cands[pick([candidate_fit(x, s, t) for s, t in cands], MARGIN)]
-    f0, _ = sc.estimate_carrier_and_noise(x, sps)
-    return sps, timing, f0
+def alphabet_fit_everywhere() -> None:
+    """Make every blind clock of this process ALPHABET_FIT's, whatever rule its caller asks
+    for (blind_symbols looks blind_clock up in the module at each call)."""
+    product = sc.blind_clock
+    sc.blind_clock = lambda x, rate_rule=sc.STRONGEST_LINE: product(x, sc.ALPHABET_FIT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,13 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--evaluate", type=Path, default=None, metavar="TEST.h5",
-                    help="evaluate the shipped model on this dataset with candidate_blind_clock instead")
+                    help="evaluate the shipped model on this dataset with every clock made by ALPHABET_FIT")
     ap.add_argument("--out", type=Path, default=None, help="with --evaluate: where evaluation.json goes")
     args = ap.parse_args(argv)
     if args.evaluate is not None:
         from rfclassify.cli import main as cli
 
-        sc.blind_clock = candidate_blind_clock      # blind_symbols looks it up in the module at each call
+        alphabet_fit_everywhere()
         return cli(["evaluate", str(args.evaluate), *(["--out", str(args.out)] if args.out else [])])
     meta = ModelMeta.load(default_model_dir())
     overrides = meta.channel_overrides
@@ -114,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     among = np.zeros(args.bursts, bool)
     chosen = {"strongest line": np.zeros(args.bursts)} | {f"best fit, margin {m}": np.zeros(args.bursts)
                                                            for m in MARGINS}
-    t_fit = 0.0
+    product = np.zeros(args.bursts)
+    t_fit = t_product = 0.0
     for i, iq in enumerate(batch.iq):
         x = sc.remove_dc_line(np.asarray(iq, np.complex128))
         cands = sc.estimate_symbol_rate(x, float(estimate_sps(x[None, :])[0]), n_candidates=args.candidates,
@@ -127,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen["strongest line"][i] = err[0]
         for m in MARGINS:
             chosen[f"best fit, margin {m}"][i] = err[pick(fits, m)]
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            clock = sc.blind_clock(x, sc.ALPHABET_FIT)
+        t_product += time.perf_counter() - t0
+        product[i] = abs(true[i] / clock[0] - 1) if clock is not None else np.inf
+    chosen["product rule (blind_clock, alphabet_fit)"] = product
     low = rolloff < 0.3
     report = {"bursts": args.bursts, "length": args.length, "candidates": args.candidates, "seed": args.seed,
               "true_rate_among_candidates": {"all": round(float(among.mean()), 4),
@@ -135,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                              "rolloff < 0.3": round(float(np.mean(v[low] > MISS)), 4),
                              "rolloff >= 0.3": round(float(np.mean(v[~low] > MISS)), 4)}
                          for k, v in chosen.items()},
-              "fit_ms_per_burst": round(1000 * t_fit / args.bursts, 2)}
+              "fit_ms_per_burst": round(1000 * t_fit / args.bursts, 2),
+              "product_rule_clock_ms_per_burst": round(1000 * t_product / args.bursts, 2)}
     print(json.dumps(report, indent=1))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")

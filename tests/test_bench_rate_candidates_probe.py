@@ -1,6 +1,6 @@
 """benchmarks/rate_candidates_probe.py: the candidate rule keeps the strongest line unless
-another candidate's symbols fit an alphabet clearly better, and the fit tells the true rate
-from a wrong one."""
+another candidate's symbols fit an alphabet clearly better, the fit tells the true rate
+from a wrong one, and --evaluate's clock is the alphabet fit's."""
 
 from __future__ import annotations
 
@@ -38,19 +38,11 @@ def test_symbols_at_the_true_rate_fit_an_alphabet_better_than_at_a_wrong_one() -
     assert right > wrong + 0.3
 
 
-def test_the_candidate_clock_keeps_a_right_rate_and_fixes_a_low_roll_off_miss() -> None:
-    """candidate_blind_clock agrees with the product's clock where the strongest line is
-    right (seed 2: roll-off 0.5), and finds the true rate of clean narrow-pulse 16QAM bursts
-    whose strongest line is wrong (seeds 4 and 85: roll-off 0.21 and 0.18, lines 54 % and
-    26 % too slow)."""
-    def clocks(seed: int) -> tuple[float, float, float]:
-        batch = synthesize(["16QAM"], 1024, np.random.default_rng(seed), 25.0, ChannelConfig.clean())
-        x = sc.remove_dc_line(np.asarray(batch.iq[0], np.complex128))
-        return float(batch.params["samples_per_symbol"][0]), sc.blind_clock(x)[0], rcp.candidate_blind_clock(x)[0]
-
-    sps, product, ours = clocks(2)
-    assert abs(product / sps - 1) < 0.005 and abs(ours / sps - 1) < 0.005
-    for seed in (4, 85):
-        sps, product, ours = clocks(seed)
-        assert product / sps > 1.2                  # the product's clock misses
-        assert abs(ours / sps - 1) < 0.005          # the candidates' best fit does not
+def test_alphabet_fit_everywhere_clocks_a_strongest_line_caller_by_the_alphabet_fit(monkeypatch) -> None:
+    """The --evaluate mode's clock: a caller asking for the strongest line gets ALPHABET_FIT's
+    clock (seed 4: a clean 16QAM burst whose strongest line is 54 % too slow)."""
+    batch = synthesize(["16QAM"], 1024, np.random.default_rng(4), 25.0, ChannelConfig.clean())
+    monkeypatch.setattr(sc, "blind_clock", sc.blind_clock)      # restored after the test
+    rcp.alphabet_fit_everywhere()
+    found = sc.blind_symbols(batch.iq[0], sc.STRONGEST_LINE)
+    assert abs(found.sps / float(batch.params["samples_per_symbol"][0]) - 1) < 0.005
