@@ -82,7 +82,7 @@ def test_classifier_and_daemon_path_apply_the_models_refiner(tiny_model_dir, tmp
         (r,) = clf.classify([burst])
         cut = burst_to_windows(burst, clf.policy)
         (d,) = EngineAdapter(clf).classify_batch(Batch(cut.bucket_samples, [Pending(Burst(iq=burst), cut)]))
-        assert clf.describe()["refiner"] == {"classes": list(LABELS), "min_samples": 0}
+        assert clf.describe()["refiner"] == {"classes": list(LABELS), "min_samples": 0, "rate_rule": "strongest_line"}
     with Classifier.load(model_dir, backend="onnxruntime", refiner=False) as off:
         (r_off,) = off.classify([burst])
     assert r.top[0] == (favoured, pytest.approx(0.9, abs=1e-5)) and d.top[0][0] == favoured
@@ -118,7 +118,7 @@ def test_a_broken_refiner_stops_the_load_with_a_clear_error(tiny_model_dir, tmp_
 def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(tiny_model_dir, tmp_path):
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.labels import HIGH_ORDER_LABELS
     from rfclassify.model.export import export_model_dir
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
@@ -145,7 +145,7 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     the light variant has neither, and the report scores a fit without the scores too."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.labels import HIGH_ORDER_LABELS
     from rfclassify.model.export import export_model_dir
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
@@ -242,7 +242,7 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.labels import HIGH_ORDER_LABELS
 
     rng = np.random.default_rng(21)
     bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig()).iq)
@@ -302,7 +302,7 @@ def test_a_killed_refiner_worker_does_not_stop_classification(caplog):
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+    from rfclassify.labels import HIGH_ORDER_LABELS
 
     bursts = list(synthesize(list(HIGH_ORDER_LABELS), 1024, np.random.default_rng(2), 25.0, ChannelConfig()).iq)
     with Classifier.load(backend="onnxruntime", refiner_workers=1) as clf, \
@@ -535,3 +535,98 @@ def test_the_daemon_config_chooses_the_refiners_light_variant(tiny_model_dir, tm
             assert (engine.classifier.refiner.sequence is not None) == sequence
         finally:
             engine.classifier.close()
+
+
+def _burst_the_rate_rules_clock_apart() -> np.ndarray:
+    """A low roll-off high-order burst whose strongest |x|^2 line is not its symbol rate."""
+    from rfclassify.dsp import symbol_clock as sc
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.labels import HIGH_ORDER_LABELS
+
+    batch = synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, np.random.default_rng(41), 25.0, ChannelConfig())
+    for iq, sps in zip(batch.iq, batch.params["samples_per_symbol"], strict=True):
+        x = sc.remove_dc_line(iq)
+        strongest, fitted = sc.blind_clock(x, sc.STRONGEST_LINE)[0], sc.blind_clock(x, sc.ALPHABET_FIT)[0]
+        if abs(sps / strongest - 1) > 0.02 and abs(sps / fitted - 1) < 0.01:
+            return iq
+    raise AssertionError("no burst whose rate only the alphabet fit finds")
+
+
+def test_a_refiner_clocks_bursts_by_its_rate_rule_here_and_in_its_pool_and_stores_it(tiny_model_dir, tmp_path,
+                                                                                     random_sequence_net):
+    from dataclasses import replace
+
+    from rfclassify.dsp.sequence_fronts import front_sequence
+    from rfclassify.dsp.symbol_clock import ALPHABET_FIT, STRONGEST_LINE
+    from rfclassify.dsp.symbol_sequence import clocked_symbols
+    from rfclassify.engine.refiner import blind_symbols, burst_invariants, burst_statistics, statistics_many
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    burst = _burst_the_rate_rules_clock_apart()
+    ref = sequence_reading_refiner(classes, random_sequence_net(classes, seed=5, rate_rule=ALPHABET_FIT))
+    ref = replace(ref, rate_rule=ALPHABET_FIT)
+    stats = burst_statistics(burst, ref.sequence, (), ALPHABET_FIT)
+    np.testing.assert_array_equal(stats[:N_INVARIANTS], burst_invariants(burst, ALPHABET_FIT))
+    assert not np.allclose(stats[:N_INVARIANTS], burst_invariants(burst, STRONGEST_LINE))
+    seq = front_sequence(clocked_symbols(blind_symbols(burst, ALPHABET_FIT)), "clocked", classes)
+    np.testing.assert_array_equal(stats[N_INVARIANTS:], ref.sequence.log_probs(seq))
+    pool = ref.start_pool(2)
+    try:
+        there = statistics_many([burst, burst], ref.sequence, pool, (), ref.rate_rule)
+    finally:
+        pool.shutdown()
+    np.testing.assert_array_equal(there[0], stats)
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_allclose(ref.refine(probs, 20.0, burst)[ref.index] / probs[ref.index].sum(),
+                               np.exp(stats[N_INVARIANTS:]), rtol=1e-4)
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.rate_rule == ALPHABET_FIT and back.describe()["rate_rule"] == ALPHABET_FIT
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    # the refiner's rule, not the one its sequence network was trained on, clocks the bursts
+    _with_refiner(model_dir, replace(ref, rate_rule=STRONGEST_LINE))
+    other = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert other.rate_rule == STRONGEST_LINE and other.sequence.rate_rule == ALPHABET_FIT
+    np.testing.assert_allclose(other.refine(probs, 20.0, burst)[other.index] / probs[other.index].sum(),
+                               np.exp(burst_statistics(burst, ref.sequence)[N_INVARIANTS:]), rtol=1e-4)
+
+
+def test_a_refiner_file_from_before_rate_rules_clocks_by_the_strongest_line_and_an_unknown_rule_is_refused(
+        tiny_model_dir, tmp_path):
+    from rfclassify.dsp.symbol_clock import STRONGEST_LINE
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    path = constant_refiner(LABELS, favoured="FM").save(model_dir / REFINER_FILE)
+    with np.load(path) as z:
+        arrays = dict(z)
+    for rule, written in ((None, "old"), ("loudest_line", "future")):
+        if rule is None:
+            arrays.pop("rate_rule")
+        else:
+            arrays["rate_rule"] = np.array(rule)
+        np.savez(path, **arrays)
+        ModelMeta.load(model_dir).with_updates(refiner={"file": REFINER_FILE, "classes": list(LABELS)}).save(model_dir)
+        if written == "old":
+            assert Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS).rate_rule == STRONGEST_LINE
+        else:
+            with pytest.raises(ModelNotFoundError, match="unknown rate rule 'loudest_line'"):
+                Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_sequence_net):
+    from rfclassify.dsp.symbol_clock import ALPHABET_FIT, STRONGEST_LINE
+    from rfclassify.model.refiner_fit import RefinerFitConfig
+
+    old = random_sequence_net(("8PSK", "16QAM"))
+    assert old.rate_rule == STRONGEST_LINE
+    assert RefinerFitConfig().clock_rule(old) == STRONGEST_LINE
+    assert RefinerFitConfig().clock_rule(None) == ALPHABET_FIT
+    assert RefinerFitConfig(rate_rule=STRONGEST_LINE).clock_rule(None) == STRONGEST_LINE
+    assert RefinerFitConfig(rate_rule=ALPHABET_FIT).clock_rule(old) == ALPHABET_FIT
+    with pytest.raises(ConfigError, match="rate_rule must be one of"):
+        RefinerFitConfig(rate_rule="loudest")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rfclassify._exceptions import ModelNotFoundError
+from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_sequence import N_CHANNELS
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -30,7 +30,7 @@ def test_the_numpy_network_is_the_torch_network_on_padded_batches(gates):
                 norm.weight.uniform_(0.5, 1.5)
                 norm.bias.uniform_(-0.3, 0.3)
     model.eval()
-    net = to_sequence_net(model, cfg.labels, {})
+    net = to_sequence_net(model, cfg.labels, {}, cfg)
     rng = np.random.default_rng(1)
     seqs = [rng.standard_normal((N_CHANNELS, n)).astype(np.float32) for n in (1, 4, 37, 130)]
     x = np.zeros((len(seqs), N_CHANNELS, 130), np.float32)
@@ -126,7 +126,6 @@ def test_a_streamed_fit_starts_before_its_data_is_made_and_takes_the_rest_as_it_
 
 
 def test_fit_config_refuses_a_start_beyond_its_bursts():
-    from rfclassify._exceptions import ConfigError
     from rfclassify.model.sequence_fit import SequenceFitConfig
 
     with pytest.raises(ConfigError, match="start_bursts"):
@@ -188,3 +187,27 @@ def test_a_short_fit_of_the_equalized_front_stores_that_front_and_the_refiner_fe
     assert not np.allclose(expected, net.uniform())
     with pytest.raises(Exception, match="front"):
         SequenceFitConfig(front="fractional")
+
+
+def test_a_network_keeps_the_rate_rule_of_its_training_clock(tmp_path, random_sequence_net):
+    """The rate rule its bursts were clocked by is stored with the weights; a file from before
+    rate rules loads as the strongest line's; a rule this version does not know is refused."""
+    labels = ("8PSK", "16QAM", "64QAM")
+    path = random_sequence_net(labels, rate_rule="alphabet_fit").save(tmp_path / "af.npz")
+    assert SequenceNet.load(path).rate_rule == "alphabet_fit"
+    with np.load(path) as z:
+        arrays = dict(z)
+    del arrays["seq_rate_rule"]
+    np.savez(tmp_path / "old.npz", **arrays)
+    assert SequenceNet.load(tmp_path / "old.npz").rate_rule == "strongest_line"
+    arrays["seq_rate_rule"] = np.array("loudest_line")
+    np.savez(tmp_path / "future.npz", **arrays)
+    with pytest.raises(ModelNotFoundError, match="unknown rate rule 'loudest_line'"):
+        SequenceNet.load(tmp_path / "future.npz")
+
+
+def test_fit_sequence_refuses_an_unknown_rate_rule():
+    from rfclassify.model.sequence_fit import SequenceFitConfig
+
+    with pytest.raises(ConfigError, match="rate_rule must be one of"):
+        SequenceFitConfig(bursts=600, rate_rule="loudest_line")

@@ -8,6 +8,7 @@ from rfclassify.engine.options import model_dir_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.dsp.symbol_clock import RATE_RULES
     from rfclassify.model.refiner_fit import RefinerFitConfig
 
     d = RefinerFitConfig()
@@ -26,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
+    parser.add_argument("--rate-rule", choices=RATE_RULES, default=None,
+                        help="how the bursts' blind clock picks the symbol rate (rfclassify.dsp.symbol_clock; "
+                             "default: the sequence network's, else alphabet_fit)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend,
-                           sequence_net=args.sequence_net, equalizer=args.equalizer)
+                           sequence_net=args.sequence_net, equalizer=args.equalizer,
+                           rate_rule=args.rate_rule)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True))
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]

@@ -10,6 +10,7 @@ from rfclassify.engine.options import model_dir_path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.dsp.sequence_fronts import FRONTS
+    from rfclassify.dsp.symbol_clock import RATE_RULES
     from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig
 
     d = SequenceFitConfig()
@@ -36,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--front", choices=FRONTS, default=d.front,
                         help="the input: the clocked symbols' channels, or those and the best alphabet's "
                              "equalized symbols (rfclassify.dsp.sequence_fronts; default %(default)s)")
+    parser.add_argument("--rate-rule", choices=RATE_RULES, default=d.rate_rule,
+                        help="how the bursts' blind clock picks the symbol rate: the strongest |x|^2 line, or "
+                             "the line whose symbols an alphabet fits best (rfclassify.dsp.symbol_clock; "
+                             "default %(default)s)")
     parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
     parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
@@ -49,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
                             device=args.device, workers=args.workers, seed=args.seed, width=args.width,
                             hidden=args.hidden, blocks=args.blocks, gates=args.gates, front=args.front,
+                            rate_rule=args.rate_rule,
                             batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE

@@ -49,9 +49,9 @@ def front_sequence(y: np.ndarray, front: str, labels: tuple[str, ...]) -> np.nda
     return np.concatenate([seq, view])
 
 
-def burst_front_sequence(iq: np.ndarray, front: str, labels: tuple[str, ...],
-                         max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
-    """front_sequence of one raw burst's clocked symbols (blind_symbols, the second carrier
-    pass, the central max_symbols), or None where it has none."""
-    y = clocked_symbols(sc.blind_symbols(iq), max_symbols)
+def burst_front_sequence(iq: np.ndarray, front: str, labels: tuple[str, ...], max_symbols: int | None = MAX_SYMBOLS,
+                         rate_rule: str = sc.STRONGEST_LINE) -> np.ndarray | None:
+    """front_sequence of one raw burst's clocked symbols (blind_symbols by rate_rule, the
+    second carrier pass, the central max_symbols), or None where it has none."""
+    y = clocked_symbols(sc.blind_symbols(iq, rate_rule), max_symbols)
     return None if y is None else front_sequence(y, front, labels)

@@ -5,8 +5,8 @@ dense QAMs from each other when the carrier and symbol rate are unknown (docs/mo
 refiner is a late fusion that adds them: for a burst whose network top class is one of the
 refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the
 network's calibrated log-probabilities, its SNR estimate and the burst's carrier-invariant
-statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``)
-and, when it carries one, the class log-probabilities of a small network over the burst's
+statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``,
+the rate picked by the refiner's ``rate_rule``) and, when it carries one, the class log-probabilities of a small network over the burst's
 clocked, carrier-recovered symbols (``rfclassify.engine.sequence_net``, on
 ``rfclassify.dsp.symbol_sequence``) and, when it has them, how well each of its classes'
 alphabets explains those symbols after an equalizer fitted to it
@@ -36,7 +36,8 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.class_equalizer import class_scores, scorable
-from rfclassify.dsp.symbol_clock import N_INVARIANTS, blind_symbols, burst_invariants, found_invariants
+from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
+                                         found_invariants)
 from rfclassify.dsp.sequence_fronts import front_sequence
 from rfclassify.dsp.symbol_sequence import clocked_symbols
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
@@ -51,16 +52,16 @@ _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
 
 def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
-                     equalizer: tuple[str, ...] = ()) -> np.ndarray:
+                     equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
-    blind clock, then, with a sequence network, that network's log-probabilities of the
-    burst's clocked symbols in its front (sequence_fronts; uniform where there are none),
-    then, for `equalizer`'s classes, their equalized scores (class_equalizer.class_scores;
-    zeros where there are too few symbols). One blind clock and one set of clocked symbols
-    serve them all."""
+    blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
+    network, that network's log-probabilities of the burst's clocked symbols in its front
+    (sequence_fronts; uniform where there are none), then, for `equalizer`'s classes, their
+    equalized scores (class_equalizer.class_scores; zeros where there are too few symbols).
+    One blind clock and one set of clocked symbols serve them all."""
     if sequence_net is None and not equalizer:
-        return burst_invariants(iq)
-    found = blind_symbols(iq)
+        return burst_invariants(iq, rate_rule)
+    found = blind_symbols(iq, rate_rule)
     parts = [found_invariants(found)]
     y = clocked_symbols(found)
     if sequence_net is not None:
@@ -79,10 +80,10 @@ def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | N
 
 
 def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
-                    equalizer: tuple[str, ...] = ()) -> np.ndarray | None:
+                    equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE) -> np.ndarray | None:
     """burst_statistics, or None (logged) when they fail: that burst keeps the network's answer."""
     try:
-        return burst_statistics(iq, sequence_net, equalizer)
+        return burst_statistics(iq, sequence_net, equalizer, rate_rule)
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
         log.warning("refiner: burst statistics failed; the network's decision stands", exc_info=True)
         return None
@@ -90,24 +91,25 @@ def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
 
 _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker
 _worker_equalizer: tuple[str, ...] = ()            # the classes whose equalized scores it computes
+_worker_rate_rule: str = STRONGEST_LINE            # how its blind clock picks the rate
 _worker_thread_limits: Any = None                  # the worker's threadpoolctl limits, kept in force
 
 
 POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
 
 
-def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], started: Any, all_started: Any,
-                 workers: int) -> None:
-    """A pool worker's start: keep its copy of the sequence network and the equalizer's
-    classes, and give it one BLAS
+def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str, started: Any,
+                 all_started: Any, workers: int) -> None:
+    """A pool worker's start: keep its copy of the sequence network, the equalizer's classes
+    and the rate rule, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
     in every worker for the sequence network's products oversubscribes the cores (fit-refiner
     took 2.6x as long on a 2-core CPU without this limit). Then wait, through `started` (a
     shared count) and `all_started` (an event), until all `workers` have started (see start_pool)."""
     from threadpoolctl import threadpool_limits
 
-    global _worker_sequence_net, _worker_equalizer, _worker_thread_limits
-    _worker_sequence_net, _worker_equalizer = sequence_net, equalizer
+    global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_thread_limits
+    _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
     _worker_thread_limits = threadpool_limits(limits=1)
     _wait_for_all(started, all_started, workers)
 
@@ -123,17 +125,18 @@ def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float
 
 
 def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
-    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer)
+    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule)
 
 
 def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
-                    pool: Executor | None = None, equalizer: tuple[str, ...] = ()) -> list[np.ndarray | None]:
+                    pool: Executor | None = None, equalizer: tuple[str, ...] = (),
+                    rate_rule: str = STRONGEST_LINE) -> list[np.ndarray | None]:
     """safe_statistics of every burst, in order: in `pool` when given and there is more than
-    one (a pool from start_pool(workers, sequence_net, equalizer), whose workers hold that
-    same network and classes), else here, one after another."""
+    one (a pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers
+    hold that same network, classes and rule), else here, one after another."""
     if pool is not None and len(bursts) > 1:
         return list(pool.map(_pooled_statistics, bursts, chunksize=max(1, len(bursts) // 16)))
-    return [safe_statistics(x, sequence_net, equalizer) for x in bursts]
+    return [safe_statistics(x, sequence_net, equalizer, rate_rule) for x in bursts]
 
 
 def _warm_burst() -> np.ndarray:
@@ -146,10 +149,12 @@ def _warm_burst() -> np.ndarray:
     return (x + 0.05 * (rng.standard_normal(1024) + 1j * rng.standard_normal(1024))).astype(np.complex64)
 
 
-def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer: tuple[str, ...] = ()) -> Executor:
+def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer: tuple[str, ...] = (),
+               rate_rule: str = STRONGEST_LINE) -> Executor:
     """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
-    sequence_net, the equalizer's classes and one BLAS thread), spawned (so nothing of the caller's threads or sockets
-    is inherited), all started and each warmed with one burst before it returns.
+    sequence_net, the equalizer's classes, the rate rule and one BLAS thread), spawned (so
+    nothing of the caller's threads or sockets is inherited), all started and each warmed
+    with one burst before it returns.
 
     All started: a spawning ProcessPoolExecutor starts a process only when a task finds no
     idle one, so warming it with one small task per worker left 3 processes of 8, and the
@@ -163,7 +168,7 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     ctx = multiprocessing.get_context("spawn")
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(sequence_net, tuple(equalizer), started, all_started, workers))
+                               initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers))
     list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 
@@ -207,6 +212,8 @@ class Refiner:
     sequence: SequenceNet | None = None
     #: the classes whose equalized scores (class_equalizer) come last in the perceptron's input
     equalizer: tuple[str, ...] = ()
+    #: how the blind clock its statistics were fitted on picks the rate (symbol_clock.RATE_RULES)
+    rate_rule: str = STRONGEST_LINE
 
     @property
     def n_features(self) -> int:
@@ -224,7 +231,7 @@ class Refiner:
 
     def start_pool(self, workers: int) -> Executor:
         """start_pool for this refiner's statistics (its workers hold its sequence network)."""
-        return start_pool(workers, self.sequence, self.equalizer)
+        return start_pool(workers, self.sequence, self.equalizer, self.rate_rule)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """(n, K) perceptron outputs of (n, F) feature rows."""
@@ -234,7 +241,8 @@ class Refiner:
 
     def describe(self) -> dict[str, Any]:
         """What it re-decides, for logs and `status`: its classes and the shortest burst it takes."""
-        out: dict[str, Any] = {"classes": list(self.labels), "min_samples": int(self.min_samples)}
+        out: dict[str, Any] = {"classes": list(self.labels), "min_samples": int(self.min_samples),
+                               "rate_rule": self.rate_rule}
         if self.sequence is not None:
             out["sequence_net_params"] = self.sequence.n_params
             out["sequence_net_front"] = self.sequence.front
@@ -264,7 +272,7 @@ class Refiner:
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer)
+        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule)
         done = [(i, st) for i, st in zip(todo, stats, strict=True) if st is not None]
         if not done:
             return probs
@@ -287,6 +295,7 @@ class Refiner:
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
+                 rate_rule=np.array(self.rate_rule),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
         return path
 
@@ -306,11 +315,15 @@ class Refiner:
                 min_samples = int(z["min_samples"])
                 sequence = SequenceNet.from_arrays(z, str(path)) if f"{SEQUENCE_PREFIX}labels" in z else None
                 equalizer = tuple(str(s) for s in z["equalizer_labels"]) if "equalizer_labels" in z else ()
+                rate_rule = str(z["rate_rule"]) if "rate_rule" in z else STRONGEST_LINE
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
         if unknown:
             raise ModelNotFoundError(f"{path}: classes {unknown} are not among the model's labels")
+        if rate_rule not in RATE_RULES:
+            raise ModelNotFoundError(f"{path}: fitted on an unknown rate rule {rate_rule!r} "
+                                     f"(this version knows {', '.join(RATE_RULES)})")
         unscored = [lb for lb in equalizer if not scorable(lb)]
         if unscored:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
@@ -326,4 +339,4 @@ class Refiner:
                 f"(fitted by another version? run `rfclassify fit-refiner` again)")
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   **arrays)
+                   rate_rule=rate_rule, **arrays)

@@ -2,7 +2,9 @@
 
 A small residual network over the per-symbol channels of its front
 (rfclassify.dsp.sequence_fronts: the clocked symbols' channels, or those and an equalized
-view; stored with it, the clocked front where it says none): two
+view; stored with it, the clocked front where it says none) of bursts clocked by its rate
+rule (rfclassify.dsp.symbol_clock.RATE_RULES; stored with it, the strongest line where it
+says none): two
 1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
 the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
 Optionally each block's output passes a squeeze-and-excitation gate (channel gains from its
@@ -27,6 +29,7 @@ import numpy as np
 
 from rfclassify._exceptions import ModelNotFoundError
 from rfclassify.dsp.sequence_fronts import FRONTS, front_channels
+from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 
 LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
 PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
@@ -63,6 +66,7 @@ class SequenceNet:
     info: dict[str, Any]                                         # fit report (sequence_fit)
     gates: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...] = ()  # per block or none: (w1, b1, w2, b2)
     front: str = "clocked"                                       # what its input is (sequence_fronts.FRONTS)
+    rate_rule: str = STRONGEST_LINE                              # its training bursts' clock (symbol_clock.RATE_RULES)
 
     @property
     def n_channels(self) -> int:
@@ -116,6 +120,7 @@ class SequenceNet:
             out[f"{PREFIX}head{i}_w"], out[f"{PREFIX}head{i}_b"] = w, b
         out[f"{PREFIX}labels"] = np.array(self.labels)
         out[f"{PREFIX}front"] = np.array(self.front)
+        out[f"{PREFIX}rate_rule"] = np.array(self.rate_rule)
         out[f"{PREFIX}info"] = np.array(json.dumps(self.info))
         return out
 
@@ -141,12 +146,17 @@ class SequenceNet:
             labels = tuple(str(s) for s in z[f"{PREFIX}labels"])
             info = json.loads(str(z[f"{PREFIX}info"]))
             front = str(z[f"{PREFIX}front"]) if f"{PREFIX}front" in z else "clocked"
+            rate_rule = str(z[f"{PREFIX}rate_rule"]) if f"{PREFIX}rate_rule" in z else STRONGEST_LINE
         except (KeyError, ValueError, OSError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
         if front not in FRONTS:
             raise ModelNotFoundError(f"the sequence network in {source} reads an unknown front {front!r} "
                                      f"(this version knows {', '.join(FRONTS)})")
-        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates), front)  # type: ignore[arg-type]
+        if rate_rule not in RATE_RULES:
+            raise ModelNotFoundError(f"the sequence network in {source} was trained on an unknown rate rule "
+                                     f"{rate_rule!r} (this version knows {', '.join(RATE_RULES)})")
+        net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates),  # type: ignore[arg-type]
+                  front, rate_rule)
         net.check(source)
         return net
 

@@ -31,8 +31,9 @@ from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, start_pool,
                                       statistics_many)
+from rfclassify.dsp.symbol_clock import ALPHABET_FIT, RATE_RULES
 from rfclassify.engine.sequence_net import SequenceNet
-from rfclassify.model.evaluate import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class RefinerFitConfig:
     chunk: int = 256               # bursts synthesized and classified at a time
     sequence_net: str | None = None  # a fit-sequence network whose outputs join the invariants
     equalizer: bool = False        # the classes' equalized scores (class_equalizer) join them too
+    #: how the bursts' blind clock picks the rate (symbol_clock.RATE_RULES), in the fit and in
+    #: serving; None: the one the sequence network was trained on, else ALPHABET_FIT
+    rate_rule: str | None = None
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -63,6 +67,16 @@ class RefinerFitConfig:
             raise ConfigError(f"holdout must be in 0.05..0.5, got {self.holdout}")
         if self.hidden < 1 or self.epochs < 1 or self.patience < 1:
             raise ConfigError("hidden, epochs and patience must be >= 1")
+        if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
+            raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
+
+    def clock_rule(self, sequence_net: SequenceNet | None) -> str:
+        """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
+        was trained on, else ALPHABET_FIT. A network trained on one clock may be fused on
+        another: the refiner's perceptron is fitted to what it then gives."""
+        if self.rate_rule is not None:
+            return self.rate_rule
+        return sequence_net.rate_rule if sequence_net is not None else ALPHABET_FIT
 
 
 def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...] = HIGH_ORDER_LABELS,
@@ -76,7 +90,8 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     refiner's pool), so no more than one chunk of bursts is held at a time; with
     cfg.equalizer, the classes' equalized scores follow them."""
     equalizer = tuple(classes) if cfg.equalizer else ()
-    pool = start_pool(cfg.workers, sequence_net, equalizer) if cfg.workers > 1 else None
+    rule = cfg.clock_rule(sequence_net)
+    pool = start_pool(cfg.workers, sequence_net, equalizer, rule) if cfg.workers > 1 else None
     try:
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net)
     finally:
@@ -117,7 +132,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
                 # gets the invalid vector, as a burst without a clock does
                 inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32)
                                 for v in statistics_many([batch.iq[i] for i in keep], sequence_net, pool,
-                                                         equalizer)])
+                                                         equalizer, cfg.clock_rule(sequence_net))])
                 feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
             truth += [classes.index(str(lab[i])) for i in keep]
             top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
@@ -195,7 +210,8 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     scores against the network's, as served (shorter bursts keep the network's answer)."""
     weights, hold = train_perceptron(features, ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, **weights)
+    refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer,
+                      rate_rule=cfg.clock_rule(sequence), **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -237,7 +253,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
-        **scores, "data_s": round(t_data, 1),
+        "rate_rule": refiner.rate_rule, **scores, "data_s": round(t_data, 1),
     }
     info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
@@ -250,7 +266,9 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
         # the same examples without the sequence network's columns: the cheaper variant
-        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant], cfg, classes, index, None)
+        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant],
+                                             dataclasses.replace(cfg, rate_rule=refiner.rate_rule), classes, index,
+                                             None)
         light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)

@@ -39,6 +39,8 @@ def render_status(st: dict[str, Any]) -> str:
                                + (f" ({ref['sequence_net_front']} front)"
                                   if ref.get("sequence_net_front", "clocked") != "clocked" else "")
                                + (", equalized scores" if ref.get("equalizer_classes") else "")
+                               + (f", {ref['rate_rule'].replace('_', '-')} clock"
+                                  if ref.get("rate_rule", "strongest_line") != "strongest_line" else "")
                                if ref else "off (the network decides alone)"))
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
