@@ -625,8 +625,9 @@ def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_
     old = random_sequence_net(("8PSK", "16QAM"))
     assert old.rate_rule == STRONGEST_LINE
     assert RefinerFitConfig().clock_rule(old) == STRONGEST_LINE
-    assert RefinerFitConfig().clock_rule(None) == ALPHABET_FIT
-    assert RefinerFitConfig(rate_rule=STRONGEST_LINE).clock_rule(None) == STRONGEST_LINE
+    assert RefinerFitConfig().clock_rule(random_sequence_net(("8PSK", "16QAM"), rate_rule=ALPHABET_FIT)) == ALPHABET_FIT
+    assert RefinerFitConfig().clock_rule(None) == STRONGEST_LINE
+    assert RefinerFitConfig(rate_rule=ALPHABET_FIT).clock_rule(None) == ALPHABET_FIT
     assert RefinerFitConfig(rate_rule=ALPHABET_FIT).clock_rule(old) == ALPHABET_FIT
     with pytest.raises(ConfigError, match="rate_rule must be one of"):
         RefinerFitConfig(rate_rule="loudest")

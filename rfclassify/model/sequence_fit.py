@@ -39,7 +39,7 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
-from rfclassify.dsp.symbol_clock import ALPHABET_FIT, RATE_RULES
+from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS
 from rfclassify.engine.sequence_net import LOG_COUNT_SCALE, SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS
@@ -66,7 +66,7 @@ class SequenceFitConfig:
     hidden: int = 128
     gates: bool = False                 # a squeeze-and-excitation gate on each block's output
     front: str = "clocked"              # the input's channels (rfclassify.dsp.sequence_fronts.FRONTS)
-    rate_rule: str = ALPHABET_FIT       # how the bursts' blind clock picks the rate (symbol_clock.RATE_RULES)
+    rate_rule: str = STRONGEST_LINE     # how the bursts' blind clock picks the rate (symbol_clock.RATE_RULES)
     batch: int = 512
     lr: float = 2e-3
     weight_decay: float = 1e-4
