@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rfclassify.dsp import measure
+from rfclassify.dsp import class_equalizer, measure
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.pulses import rrc
 from rfclassify.dsp.rate import estimate_sps
@@ -368,9 +368,6 @@ def alphabet_fit(x: np.ndarray, sps: float, timing: float) -> float:
     (class_equalizer.equalized_logliks with RATE_FIT_TAPS taps and RATE_FIT_PASSES passes)
     for the central RATE_FIT_SYMBOLS symbols of a prepared burst clocked at (sps, timing)
     with the carrier of that rate's band; -inf for too few symbols or no finite fit."""
-    from rfclassify.dsp.class_equalizer import MIN_SYMBOLS as FIT_MIN_SYMBOLS
-    from rfclassify.dsp.class_equalizer import alphabet_bank, equalized_logliks
-
     f0, _ = estimate_carrier_and_noise(x, sps)
     keep = int(math.ceil((RATE_FIT_SYMBOLS + 2 * EDGE_SYMBOLS + 2) * sps))
     if x.size > keep:   # only the central symbols are judged: filter only the samples they need
@@ -382,8 +379,9 @@ def alphabet_fit(x: np.ndarray, sps: float, timing: float) -> float:
         start = (y.size - RATE_FIT_SYMBOLS) // 2
         y = y[start:start + RATE_FIT_SYMBOLS]
     power = float(np.mean(np.abs(y) ** 2)) if y.size else 0.0
-    if y.size < FIT_MIN_SYMBOLS or not power > 0:
+    if y.size < class_equalizer.MIN_SYMBOLS or not power > 0:
         return -math.inf
-    ll = equalized_logliks(y / math.sqrt(power), alphabet_bank(RATE_FIT_LABELS), RATE_FIT_TAPS, RATE_FIT_PASSES)[0]
+    bank = class_equalizer.alphabet_bank(RATE_FIT_LABELS)
+    ll = class_equalizer.equalized_logliks(y / math.sqrt(power), bank, RATE_FIT_TAPS, RATE_FIT_PASSES)[0]
     ll = ll[np.isfinite(ll)]
     return float(ll.max()) if ll.size else -math.inf

@@ -6,8 +6,9 @@ refiner is a late fusion that adds them: for a burst whose network top class is 
 refiner's classes (and that is at least the refiner's ``min_samples`` long), it takes the
 network's calibrated log-probabilities, its SNR estimate and the burst's carrier-invariant
 statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invariants``,
-the rate picked by the refiner's ``rate_rule``) and, when it carries one, the class log-probabilities of a small network over the burst's
-clocked, carrier-recovered symbols (``rfclassify.engine.sequence_net``, on
+the rate picked by the refiner's ``rate_rule``) and, when it carries one, the class
+log-probabilities of a small network over the burst's clocked, carrier-recovered symbols
+(``rfclassify.engine.sequence_net``, on
 ``rfclassify.dsp.symbol_sequence``) and, when it has them, how well each of its classes'
 alphabets explains those symbols after an equalizer fitted to it
 (``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
