@@ -19,7 +19,7 @@ n_candidates=K, within the same coarse window) and asks:
 
 With --evaluate FILE.h5 it instead runs `rfclassify evaluate FILE.h5 --out DIR` with every
 blind clock made by ALPHABET_FIT whatever the refiner was fitted on: a refiner fitted on the
-strongest line's clock (the thirteenth session's), unrefitted, on the better clock.
+strongest line's clock (the shipped one), unrefitted, on the better clock.
 
     PYTHONPATH=. python3 benchmarks/rate_candidates_probe.py [--bursts 2400] [--length 1024]
         [--candidates 4] [--json OUT.json] [--evaluate TEST.h5 --out DIR]
