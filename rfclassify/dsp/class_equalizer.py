@@ -40,7 +40,7 @@ from functools import lru_cache
 import numpy as np
 
 from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
-from rfclassify.dsp.carrier_lines import derotations
+from rfclassify.dsp.carrier_lines import derotations, power_line
 
 TAPS = 5
 PASSES = 10                     # at most: the fit stops once no decision changes
@@ -62,8 +62,7 @@ def line_strength(alphabet: np.ndarray, k: int) -> float:
     """|E[a^k]| of an alphabet's k-th power line as rfclassify.dsp.carrier_lines takes it
     (amplitude-weighted a^4 / |a|^2 for k = 4, unit-magnitude above), times the loss a
     symbol's phase noise at LINE_DESIGN_ES_N0_DB causes it (exp(-(k sigma)^2 / 2))."""
-    a = np.asarray(alphabet, np.complex128)
-    line = a ** 4 / np.abs(a) ** 2 if k == 4 else (a / np.abs(a)) ** k
+    line = power_line(np.asarray(alphabet, np.complex128), k)
     sigma = math.sqrt(10 ** (-LINE_DESIGN_ES_N0_DB / 10) / 2)
     return float(abs(np.mean(line)) * math.exp(-((k * sigma) ** 2) / 2))
 
