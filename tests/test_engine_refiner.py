@@ -142,7 +142,8 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
 def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net,
                                                                       equalizer):
     """With --equalizer the classes' equalized scores follow the sequence network's outputs;
-    the light variant has neither, and the report scores a fit without the scores too."""
+    the light variant has neither, and the report scores a fit without the scores too. Both
+    variants clock by the rate rule the network was trained on."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
@@ -151,13 +152,15 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
-    net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5).save(tmp_path / "seq.npz")
+    net = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5, rate_rule="alphabet_fit")
+    net_path = net.save(tmp_path / "seq.npz")
     rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96,
                                                   sequence_net=str(net_path), equalizer=equalizer))
     info = ModelMeta.load(model_dir).refiner
     n_equalizer = len(HIGH_ORDER_LABELS) if equalizer else 0
     assert ("without_equalizer" in rep) == equalizer
     assert rep["sequence_net"]["sha256"] == file_sha256(net_path)
+    assert rep["rate_rule"] == "alphabet_fit"
     assert info["fit"]["sequence_net"]["params"] == rep["sequence_net"]["params"]
     assert info["light"]["sha256"] == file_sha256(model_dir / LIGHT_REFINER_FILE)
     assert set(info["light"]["fit"]["holdout_accuracy"]) == {"network", "refined"}
@@ -166,10 +169,12 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
         assert clf.refiner is not None and clf.refiner.sequence is not None
         assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + n_equalizer
         assert clf.refiner.equalizer == (tuple(HIGH_ORDER_LABELS) if equalizer else ())
+        assert clf.refiner.rate_rule == "alphabet_fit"
         assert clf.classify([burst])[0].top
     with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
         assert light.refiner is not None and light.refiner.sequence is None and not light.refiner.equalizer
         assert light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
+        assert light.refiner.rate_rule == "alphabet_fit"
         assert light.classify([burst])[0].top
     out = tmp_path / "exported"
     export_model_dir(model_dir, out, parity_lengths=(128,))

@@ -94,7 +94,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     rule = cfg.clock_rule(sequence_net)
     pool = start_pool(cfg.workers, sequence_net, equalizer, rule) if cfg.workers > 1 else None
     try:
-        return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net)
+        return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -102,7 +102,8 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
 
 def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
                      progress: Callable[[str], None] | None, pool: Executor | None,
-                     sequence_net: SequenceNet | None) -> dict[str, np.ndarray]:
+                     sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
+                     rate_rule: str) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.training_data import DataRecipe
@@ -116,7 +117,6 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
     feats, truth, top, snrs, lengths = [], [], [], [], []
-    equalizer = tuple(classes) if cfg.equalizer else ()
     n_stats = N_INVARIANTS + (len(sequence_net.labels) if sequence_net is not None else 0) + len(equalizer)
     n_chunks = -(-labels.size // cfg.chunk)
     try:
@@ -133,7 +133,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
                 # gets the invalid vector, as a burst without a clock does
                 inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32)
                                 for v in statistics_many([batch.iq[i] for i in keep], sequence_net, pool,
-                                                         equalizer, cfg.clock_rule(sequence_net))])
+                                                         equalizer, rate_rule)])
                 feats.append(Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv))
             truth += [classes.index(str(lab[i])) for i in keep]
             top += [int(np.flatnonzero(index == probs[i].argmax())[0]) for i in keep]
@@ -205,14 +205,15 @@ def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
 
 
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
-                   classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None,
+                   classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
                    equalizer: tuple[str, ...] = ()) -> tuple[Refiner, dict[str, Any]]:
-    """A refiner trained on `features` (rows of ex), its min_samples chosen and its held-out
-    scores against the network's, as served (shorter bursts keep the network's answer)."""
+    """A refiner trained on `features` (rows of ex, clocked by rate_rule), its min_samples
+    chosen and its held-out scores against the network's, as served (shorter bursts keep the
+    network's answer)."""
     weights, hold = train_perceptron(features, ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
-    refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer,
-                      rate_rule=cfg.clock_rule(sequence), **weights)
+    refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
+                      **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -250,26 +251,25 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     t_data = time.time() - t0
     index = np.array([meta.labels.index(c) for c in classes])
     equalizer = classes if cfg.equalizer else ()
-    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, equalizer)
+    rule = cfg.clock_rule(sequence)
+    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
-        "rate_rule": refiner.rate_rule, **scores, "data_s": round(t_data, 1),
+        "rate_rule": rule, **scores, "data_s": round(t_data, 1),
     }
     info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
-                                                        index, sequence)
+                                                        index, sequence, rule)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": file_sha256(cfg.sequence_net),
                                   "params": sequence.n_params,
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
         # the same examples without the sequence network's columns: the cheaper variant
-        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant],
-                                             dataclasses.replace(cfg, rate_rule=refiner.rate_rule), classes, index,
-                                             None)
+        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant], cfg, classes, index, None, rule)
         light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)
