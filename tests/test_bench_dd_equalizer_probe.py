@@ -5,21 +5,15 @@ softmax regression fuses them."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.synth import synthesize
 from rfclassify.labels import HIGH_ORDER_LABELS
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "dd_equalizer_probe.py"
-_spec = importlib.util.spec_from_file_location("dd_equalizer_probe", _PATH)
-ddp = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = ddp
-_spec.loader.exec_module(ddp)
+from benchmark_modules import load_benchmark
+
+ddp = load_benchmark("dd_equalizer_probe")
 
 
 def test_a_bursts_features_are_the_networks_log_probabilities_and_the_scores_per_tap_count() -> None:

@@ -3,21 +3,15 @@ channels first, unchanged, then samples that lie half a symbol after each symbol
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.symbol_sequence import N_CHANNELS, burst_sequence
 from rfclassify.dsp.synth import synthesize
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "fractional_sequence_probe.py"
-_spec = importlib.util.spec_from_file_location("fractional_sequence_probe", _PATH)
-fsp = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = fsp
-_spec.loader.exec_module(fsp)
+from benchmark_modules import load_benchmark
+
+fsp = load_benchmark("fractional_sequence_probe")
 
 
 def test_half_symbol_samples_lie_between_their_symbol_and_the_next() -> None:

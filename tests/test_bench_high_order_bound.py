@@ -3,10 +3,7 @@ extremes, and the Es/N0 conversion against the real synthesizer."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +11,9 @@ import pytest
 from rfclassify.dsp.constellations import apsk
 from rfclassify.labels import HIGH_ORDER_LABELS
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "high_order_bound.py"
-_spec = importlib.util.spec_from_file_location("high_order_bound", _PATH)
-hob = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = hob  # dataclasses look their module up there
-_spec.loader.exec_module(hob)
+from benchmark_modules import load_benchmark
+
+hob = load_benchmark("high_order_bound")
 
 HYP = hob.hypotheses()
 N_CLASS = len(HIGH_ORDER_LABELS)

@@ -4,10 +4,6 @@ decisions are right where they must be."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rfclassify.dsp import measure
@@ -15,11 +11,9 @@ from rfclassify.dsp.constellations import constellation
 from rfclassify.dsp.synth import ChannelConfig, synthesize
 from rfclassify.labels import HIGH_ORDER_LABELS
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "high_order_sync_ladder.py"
-_spec = importlib.util.spec_from_file_location("high_order_sync_ladder", _PATH)
-lad = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = lad
-_spec.loader.exec_module(lad)
+from benchmark_modules import load_benchmark
+
+lad = load_benchmark("high_order_sync_ladder")
 
 CLOCK_AND_CARRIER = ChannelConfig.only("timing", "sro", "cfo", "phase", "gain", "dc_offset")
 

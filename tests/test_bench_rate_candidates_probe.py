@@ -4,21 +4,15 @@ from a wrong one, and --evaluate's clock is the alphabet fit's."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rfclassify.dsp import symbol_clock as sc
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.synth import synthesize
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "rate_candidates_probe.py"
-_spec = importlib.util.spec_from_file_location("rate_candidates_probe", _PATH)
-rcp = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = rcp
-_spec.loader.exec_module(rcp)
+from benchmark_modules import load_benchmark
+
+rcp = load_benchmark("rate_candidates_probe")
 
 
 def test_the_rule_keeps_the_strongest_line_unless_another_fits_by_the_margin() -> None:

@@ -4,17 +4,11 @@ kurtosis pick that tells which."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "sequence_net_limits.py"
-_spec = importlib.util.spec_from_file_location("sequence_net_limits", _PATH)
-snl = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = snl
-_spec.loader.exec_module(snl)
+from benchmark_modules import load_benchmark
+
+snl = load_benchmark("sequence_net_limits")
 
 
 def _qpsk(n: int, seed: int) -> np.ndarray:

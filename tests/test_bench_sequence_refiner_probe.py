@@ -4,20 +4,14 @@ gives none, and its network takes any length."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.synth import synthesize
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "sequence_refiner_probe.py"
-_spec = importlib.util.spec_from_file_location("sequence_refiner_probe", _PATH)
-srp = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = srp
-_spec.loader.exec_module(srp)
+from benchmark_modules import load_benchmark
+
+srp = load_benchmark("sequence_refiner_probe")
 
 
 def test_the_probes_features_are_the_products_sequence_and_the_same_symbols_invariants():
