@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the model's constellation refiner (measure the network alone)")
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
+    parser.add_argument("--predictions", action="store_true",
+                        help="also write each burst's outcome (predictions.npz) for a burst-for-burst comparison "
+                             "of two evaluations (benchmarks/paired_compare.py)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
     parser.add_argument("--card-dir", default=None, help="where the card goes (default: the model directory)")
@@ -50,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
         out = out or model_dir / "eval" / Path(path).stem
         res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
-                            refiner_sequence=not args.light_refiner)
+                            refiner_sequence=not args.light_refiner, predictions=args.predictions)
         res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
         _print(res)
-        print(f"wrote {out}/evaluation.json and figures")
+        print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''} and figures")
         results.append(res)
     if args.card:
         from rfclassify.model.card import CARD_JSON, CARD_MD, build_card

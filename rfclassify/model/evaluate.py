@@ -151,12 +151,14 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
 
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
-                  plots: bool = True, refiner: bool = True, refiner_sequence: bool = True) -> dict[str, Any]:
+                  plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
+                  predictions: bool = False) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's constellation refiner unless refiner=False).
 
-    Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs) to
-    out_dir when given; returns the same dictionary."""
+    Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
+    with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
+    returns the same dictionary."""
     from rfclassify.data.reader import DatasetReader
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.calibration import expected_calibration_error, threshold_table
@@ -216,6 +218,10 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         out.mkdir(parents=True, exist_ok=True)
         if plots:
             res["figures"] = _figures(res, y_ok, p_ok, high, out)
+        if predictions:
+            from rfclassify.model.paired import PREDICTIONS_FILE, save_predictions
+
+            save_predictions(out / PREDICTIONS_FILE, info, y, pred, snr, bucket)
         write_json(out / EVAL_FILE, res)
     return res
 
