@@ -138,6 +138,20 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
         assert clf.refiner is not None
 
 
+def test_fit_refiner_command_sets_the_perceptron_width(tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from rfclassify.cli import main
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    assert main(["fit-refiner", "--model-dir", str(model_dir), "--per-class", "40", "--workers", "0",
+                 "--hidden", "8"]) == 0
+    assert "refiner.npz" in capsys.readouterr().out
+    with np.load(model_dir / REFINER_FILE) as z:
+        assert z["w1"].shape[1] == 8 and z["w2"].shape[0] == 8
+    assert ModelMeta.load(model_dir).refiner["fit"]["config"]["hidden"] == 8
+
+
 @pytest.mark.parametrize("equalizer", [False, True])
 def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net,
                                                                       equalizer):

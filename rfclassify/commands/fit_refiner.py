@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"bursts synthesized per high-order class (default {d.per_class})")
     parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
+    parser.add_argument("--hidden", type=int, default=d.hidden,
+                        help=f"units in the perceptron's hidden layer (default {d.hidden})")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")
     parser.add_argument("--sequence-net", default=None, metavar="NPZ",
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.meta import default_model_dir
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
-    cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, workers=args.workers, backend=args.backend,
+    cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
+                           backend=args.backend,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule)
     model_dir = args.model_dir or default_model_dir()
