@@ -83,21 +83,22 @@ def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, rando
 
 
 def test_a_short_fit_learns_two_classes_and_saves_what_serving_loads(tmp_path):
-    """8PSK against 16QAM at 20..30 dB: seconds of training on the CPU separate them on fresh
-    bursts; the file holds the numpy network and its report."""
+    """8PSK against 16QAM at 20..30 dB: 150 steps on the CPU separate them on fresh bursts; the
+    file holds the numpy network and its report. A step limit, not a time budget, ends the
+    run, so a loaded machine trains it as far as a free one."""
     pytest.importorskip("torch")
     from rfclassify.dsp.symbol_sequence import burst_sequence
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.sequence_fit import SequenceFitConfig, fit_sequence_net
     from rfclassify.model.training_data import DataRecipe
 
-    cfg = SequenceFitConfig(bursts=600, train_s=8.0, labels=("8PSK", "16QAM"), lengths=(1024,),
+    cfg = SequenceFitConfig(bursts=600, train_s=600.0, max_steps=150, labels=("8PSK", "16QAM"), lengths=(1024,),
                             snr_range_db=(20.0, 30.0), crops=(32, 64), width=16, blocks=1, batch=64,
-                            eval_per_length=60, eval_every=50, workers=0, chunk=100)
+                            eval_per_length=60, eval_every=75, workers=0, chunk=100)
     out = tmp_path / "seq.npz"
     rep = fit_sequence_net(out, cfg)
     net = SequenceNet.load(out)
-    assert net.labels == ("8PSK", "16QAM") and net.info["steps"] == rep["steps"] > 0
+    assert net.labels == ("8PSK", "16QAM") and net.info["steps"] == rep["steps"] == 150
     assert rep["training_bursts"] > 500 and rep["history"][-1]["step"] == rep["steps"]
     assert rep["eval_accuracy_by_length"]["1024"] >= 0.8, rep["eval_accuracy_by_length"]
     rng = np.random.default_rng(99)
@@ -114,9 +115,9 @@ def test_a_streamed_fit_starts_before_its_data_is_made_and_takes_the_rest_as_it_
     pytest.importorskip("torch")
     from rfclassify.model.sequence_fit import SequenceFitConfig, fit_sequence_net
 
-    cfg = SequenceFitConfig(bursts=600, start_bursts=150, train_s=6.0, labels=("8PSK", "16QAM"), lengths=(1024,),
-                            snr_range_db=(20.0, 30.0), crops=(32, 64), width=16, blocks=1, batch=64,
-                            eval_per_length=60, eval_every=50, workers=0, chunk=100)
+    cfg = SequenceFitConfig(bursts=600, start_bursts=150, train_s=600.0, max_steps=150, labels=("8PSK", "16QAM"),
+                            lengths=(1024,), snr_range_db=(20.0, 30.0), crops=(32, 64), width=16, blocks=1,
+                            batch=64, eval_per_length=60, eval_every=75, workers=0, chunk=100)
     rep = fit_sequence_net(tmp_path / "seq.npz", cfg)
     assert 150 <= rep["bursts_at_start"] <= 200, rep["bursts_at_start"]
     assert rep["training_bursts"] > rep["bursts_at_start"]
@@ -211,3 +212,11 @@ def test_fit_sequence_refuses_an_unknown_rate_rule():
 
     with pytest.raises(ConfigError, match="rate_rule must be one of"):
         SequenceFitConfig(bursts=600, rate_rule="loudest_line")
+
+
+def test_fit_sequence_refuses_a_negative_step_limit():
+    from rfclassify.model.sequence_fit import SequenceFitConfig
+
+    with pytest.raises(ConfigError, match="max_steps must be >= 0"):
+        SequenceFitConfig(bursts=600, max_steps=-1)
+    assert SequenceFitConfig(bursts=600).max_steps == 0     # the time budget alone, as before

@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start training once this many bursts are made; the rest keep coming while it "
                              "trains (default 0: make them all first, which is reproducible)")
     parser.add_argument("--train-s", type=float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
+    parser.add_argument("--max-steps", type=int, default=d.max_steps,
+                        help="also stop after this many steps (default 0: the time budget alone)")
     parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes making the sequences")
     parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and training seed")
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = args.model_dir or default_model_dir()
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
-                            device=args.device, workers=args.workers, seed=args.seed, width=args.width,
+                            max_steps=args.max_steps, device=args.device, workers=args.workers, seed=args.seed, width=args.width,
                             hidden=args.hidden, blocks=args.blocks, gates=args.gates, front=args.front,
                             rate_rule=args.rate_rule,
                             batch=args.batch, lr=args.lr,

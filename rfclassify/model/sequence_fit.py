@@ -12,12 +12,14 @@ starts once cfg.start_bursts are in (0: all of them) and the rest keep arriving 
 so a GPU run spends its time budget training rather than waiting for its data. Every step
 draws a batch from the bursts in so far, a window length from cfg.crops and a random window of
 each burst, so short bursts (fewer symbols than the window) are trained on as they come,
-masked. The network trains for cfg.train_s seconds (AdamW, warm-up then linear decay). Every
+masked. The network trains for cfg.train_s seconds, or cfg.max_steps steps where that comes
+first (AdamW, warm-up then linear decay over whichever budget is further spent). Every
 cfg.eval_every steps it is scored on fresh bursts of every length (SNR 10..30 dB, whole
 sequences as served) and saved, batch norm folded, as the numpy network serving runs, so a
 run stopped early still leaves its last weights. With start_bursts below bursts the run
 depends on timing (how many bursts each step could draw from), so it is not bit-reproducible;
-start_bursts 0 is, up to the time budget's step count.
+start_bursts 0 is, up to the time budget's step count; with a step limit the time budget
+does not reach, it is the same on a fast machine and a loaded one, learning rate included.
 
 It does not need the CNN: the refiner (rfclassify.model.refiner_fit, ``--sequence-net``)
 fuses the two. The ninth session's probe (benchmarks/sequence_refiner_scale.py) found the
@@ -55,6 +57,7 @@ class SequenceFitConfig:
     bursts: int = 600_000               # training bursts synthesized (all 12 classes, shuffled)
     start_bursts: int = 0               # training starts once this many are made (0: all of them)
     train_s: float = 540.0              # training time (after the data is made)
+    max_steps: int = 0                  # training also ends after this many steps (0: no step limit)
     seed: int = 20261209
     lengths: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)   # burst lengths drawn, uniformly
     snr_range_db: tuple[float, float] = (0.0, 30.0)
@@ -85,6 +88,8 @@ class SequenceFitConfig:
             raise ConfigError(f"kernel must be odd, got {self.kernel}")
         if self.train_s <= 0 or self.batch < 1 or self.width < 1 or self.hidden < 1 or self.blocks < 0:
             raise ConfigError("train_s, batch, width and hidden must be positive, blocks >= 0")
+        if self.max_steps < 0:
+            raise ConfigError(f"max_steps must be >= 0 (0: no step limit), got {self.max_steps}")
         if not self.crops or min(self.crops) < 1 or max(self.crops) > self.max_keep:
             raise ConfigError(f"crops must lie in 1..max_keep ({self.max_keep}), got {self.crops}")
         if self.workers < 0:
@@ -387,10 +392,15 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
         say(f"step {step} ({elapsed_s:.0f} s, {step / max(elapsed_s, 1e-9):.0f} steps/s, {data.count} bursts): "
             f"loss {loss:.3f}, held-out accuracy by length " + ", ".join(f"{k}: {100 * v:.1f} %" for k, v in acc.items()))
 
+    def progress(step: int, elapsed: float) -> float:
+        """How far through its budget the run is (the learning rate decays to it): its time or,
+        with a step limit, its steps, whichever is further."""
+        return max(elapsed / cfg.train_s, step / cfg.max_steps if cfg.max_steps else 0.0)
+
     t1 = time.perf_counter()
     step, loss_value = 0, float("nan")
     arange = torch.arange(cfg.max_keep, device=dev)
-    while (elapsed := time.perf_counter() - t1) < cfg.train_s:
+    while (elapsed := time.perf_counter() - t1) < cfg.train_s and (cfg.max_steps == 0 or step < cfg.max_steps):
         data.take()
         idx = torch.randint(0, data.count, (cfg.batch,), device=dev, generator=gen)
         crop = int(rng.choice(cfg.crops))
@@ -400,7 +410,7 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
         xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, data.x.shape[1], -1)).float()
         mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
         for g in opt.param_groups:
-            g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - elapsed / cfg.train_s)
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - progress(step, elapsed))
         loss = torch.nn.functional.cross_entropy(model(xb, mask), data.y[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
