@@ -68,6 +68,7 @@ def _mean_over_snr(d: np.ndarray, snr: np.ndarray) -> tuple[float, float]:
 
 
 def _pooled(d: np.ndarray) -> tuple[float, float]:
+    """The mean of d over all its bursts and its standard error."""
     if d.size == 0:
         return math.nan, math.nan
     return float(d.mean()), float(math.sqrt(d.var(ddof=1) / d.size)) if d.size > 1 else 0.0
