@@ -152,6 +152,40 @@ def test_fit_refiner_command_sets_the_perceptron_width(tiny_model_dir, tmp_path,
     assert ModelMeta.load(model_dir).refiner["fit"]["config"]["hidden"] == 8
 
 
+def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):
+    """fit-refiner --save-examples keeps what the fit made; --examples fits on it again, to
+    the same weights with the same settings, and refuses examples of another rate rule."""
+    pytest.importorskip("torch")
+    from rfclassify.cli import main
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    saved = tmp_path / "ex.npz"
+    assert main(["fit-refiner", "--model-dir", str(model_dir), "--per-class", "40", "--workers", "0",
+                 "--seed", "5", "--save-examples", str(saved)]) == 0
+    first = dict(np.load(model_dir / REFINER_FILE))
+    # the seed and burst count are the examples': the ones given here give way
+    assert main(["fit-refiner", "--model-dir", str(model_dir), "--per-class", "999", "--seed", "6",
+                 "--examples", str(saved)]) == 0
+    again = dict(np.load(model_dir / REFINER_FILE))
+    for k in ("w1", "b1", "w2", "b2", "mean", "scale"):
+        np.testing.assert_array_equal(again[k], first[k])
+    fit = ModelMeta.load(model_dir).refiner["fit"]
+    assert fit["examples"] == "ex.npz" and fit["config"]["per_class"] == 40 and fit["config"]["seed"] == 5
+    assert main(["fit-refiner", "--model-dir", str(model_dir), "--examples", str(saved), "--hidden", "8"]) == 0
+    assert np.load(model_dir / REFINER_FILE)["w1"].shape[1] == 8
+    # examples whose statistics another rate rule clocked are refused, naming what differs
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    with pytest.raises(ConfigError, match="rate_rule: 'strongest_line' there, 'alphabet_fit' here"):
+        fit_refiner(model_dir, RefinerFitConfig(rate_rule="alphabet_fit"), examples=saved)
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(ConfigError, match="not an examples file"):
+        fit_refiner(model_dir, RefinerFitConfig(), examples=tmp_path / "junk.npz")
+    with pytest.raises(ConfigError, match="no such examples file"):
+        fit_refiner(model_dir, RefinerFitConfig(), examples=tmp_path / "none.npz")
+
+
 @pytest.mark.parametrize("equalizer", [False, True])
 def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model_dir, tmp_path, random_sequence_net,
                                                                       equalizer):

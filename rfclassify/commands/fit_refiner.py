@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
+    parser.add_argument("--save-examples", default=None, metavar="NPZ",
+                        help="also write the fit's examples (the statistics of every routed burst) here")
+    parser.add_argument("--examples", default=None, metavar="NPZ",
+                        help="fit on the examples an earlier --save-examples wrote instead of making them (same "
+                             "model, sequence network, rate rule and equalizer; their --per-class and --seed hold)")
     parser.add_argument("--rate-rule", choices=RATE_RULES, default=None,
                         help="how the bursts' blind clock picks the symbol rate (rfclassify.dsp.symbol_clock; "
                              "default: the sequence network's, else strongest_line; alphabet_fit finds it at low "
@@ -44,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule)
     model_dir = args.model_dir or default_model_dir()
-    rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True))
+    rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
+                      save_examples_to=args.save_examples)
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]
     print(f"wrote {model_dir}/refiner.npz: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")

@@ -150,6 +150,51 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             "length": np.array(lengths, np.int64)}
 
 
+_EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
+
+
+def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
+                 equalizer: tuple[str, ...]) -> dict[str, Any]:
+    """What a fit's examples depend on besides their bursts: the network that routed and
+    scored them, the classes, the sequence network (its file's sha256) and rate rule their
+    statistics came from, and the equalized classes. Examples are reused only where it matches."""
+    return {"model_id": model_id, "classes": list(classes),
+            "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
+            "rate_rule": rate_rule, "equalizer": list(equalizer)}
+
+
+def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
+    """Write a fit's examples (routed_examples) with their key and the synthesis settings, so
+    perceptron variants can be fitted on them without making them again."""
+    import json
+
+    path = Path(path)
+    made = {"per_class": cfg.per_class, "seed": cfg.seed, "backend": cfg.backend}
+    np.savez(path, **{k: ex[k] for k in _EXAMPLE_ARRAYS}, key=np.array(json.dumps(key)),
+             made=np.array(json.dumps(made)))
+    return path
+
+
+def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Examples save_examples wrote, and how they were made. ConfigError for a missing or
+    foreign file, or examples whose key differs from `key` (another network, sequence
+    network, rate rule, classes or equalizer), naming what differs."""
+    import json
+
+    try:
+        with np.load(Path(path)) as z:
+            ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
+            stored, made = json.loads(str(z["key"])), json.loads(str(z["made"]))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
+    except (KeyError, ValueError, OSError) as e:
+        raise ConfigError(f"{path}: not an examples file from fit-refiner --save-examples ({e})") from None
+    differ = "; ".join(f"{k}: {stored.get(k)!r} there, {key[k]!r} here" for k in key if stored.get(k) != key[k])
+    if differ:
+        raise ConfigError(f"{path}: examples made for another fit ({differ})")
+    return ex, made
+
+
 def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
                      ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Weights of the refiner's perceptron trained on (x, y) with early stopping on a held-out
@@ -231,8 +276,12 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
 
 
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None, examples: str | Path | None = None,
+                save_examples_to: str | Path | None = None) -> dict[str, Any]:
     """Fit, save refiner.npz into model_dir and record it in model.json; returns the report.
+    With `examples`, the perceptrons are fitted on examples an earlier fit saved
+    (`save_examples_to`, the same network, sequence network, rate rule and equalizer) instead
+    of making them, and cfg's synthesis settings give way to theirs.
     With a sequence network, a second perceptron is fitted on the same examples without its
     outputs and saved as refiner_light.npz (model.json's refiner.light): the cheaper variant
     a box short of CPU can serve instead (Classifier.load refiner_sequence=False). The light
@@ -247,17 +296,26 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
-    ex = routed_examples(model_dir, cfg, classes, progress, sequence)
-    t_data = time.time() - t0
-    index = np.array([meta.labels.index(c) for c in classes])
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
+    key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer)
+    if examples is not None:
+        ex, made = load_examples(examples, key)
+        cfg = dataclasses.replace(cfg, **made)
+    else:
+        ex = routed_examples(model_dir, cfg, classes, progress, sequence)
+        if save_examples_to is not None:
+            save_examples(save_examples_to, ex, key, cfg)
+    t_data = time.time() - t0
+    index = np.array([meta.labels.index(c) for c in classes])
     refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
         "rate_rule": rule, **scores, "data_s": round(t_data, 1),
     }
+    if examples is not None:
+        report["examples"] = Path(examples).name
     info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
     if equalizer:
