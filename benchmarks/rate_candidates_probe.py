@@ -17,12 +17,12 @@ n_candidates=K, within the same coarse window) and asks:
    at 128 symbols, skipped where the strongest line is CLEAR_LINE times the next) misses,
    and what it costs.
 
-With --evaluate FILE.h5 it instead runs `rfclassify evaluate FILE.h5 --out DIR` with every
-blind clock made by ALPHABET_FIT whatever the refiner was fitted on: a refiner fitted on the
-strongest line's clock (the shipped one), unrefitted, on the better clock.
+To serve a refiner with the alphabet fit's clock whatever it was fitted on, use
+`rfclassify evaluate FILE.h5 --refiner-rate-rule alphabet_fit` (this probe's --evaluate mode
+until the fifteenth session).
 
     PYTHONPATH=. python3 benchmarks/rate_candidates_probe.py [--bursts 2400] [--length 1024]
-        [--candidates 4] [--json OUT.json] [--evaluate TEST.h5 --out DIR]
+        [--candidates 4] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -71,13 +71,6 @@ def pick(fits: list[float], margin: float) -> int:
     return best if fits[best] > fits[0] + margin else 0
 
 
-def alphabet_fit_everywhere() -> None:
-    """Make every blind clock of this process ALPHABET_FIT's, whatever rule its caller asks
-    for (blind_symbols looks blind_clock up in the module at each call)."""
-    product = sc.blind_clock
-    sc.blind_clock = lambda x, rate_rule=sc.STRONGEST_LINE: product(x, sc.ALPHABET_FIT)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bursts", type=int, default=2400)
@@ -85,15 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidates", type=int, default=4)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--evaluate", type=Path, default=None, metavar="TEST.h5",
-                    help="evaluate the shipped model on this dataset with every clock made by ALPHABET_FIT")
-    ap.add_argument("--out", type=Path, default=None, help="with --evaluate: where evaluation.json goes")
     args = ap.parse_args(argv)
-    if args.evaluate is not None:
-        from rfclassify.cli import main as cli
-
-        alphabet_fit_everywhere()
-        return cli(["evaluate", str(args.evaluate), *(["--out", str(args.out)] if args.out else [])])
     meta = ModelMeta.load(default_model_dir())
     overrides = meta.channel_overrides
     rng = np.random.default_rng(args.seed)      # the bursts of sequence_net_limits.py at the same seed

@@ -1,6 +1,6 @@
 """benchmarks/rate_candidates_probe.py: the candidate rule keeps the strongest line unless
-another candidate's symbols fit an alphabet clearly better, the fit tells the true rate
-from a wrong one, and --evaluate's clock is the alphabet fit's."""
+another candidate's symbols fit an alphabet clearly better, and the fit tells the true rate
+from a wrong one."""
 
 from __future__ import annotations
 
@@ -31,12 +31,3 @@ def test_symbols_at_the_true_rate_fit_an_alphabet_better_than_at_a_wrong_one() -
     wrong = rcp.candidate_fit(x, 1.3 * found.sps, found.timing_samples)
     assert right > wrong + 0.3
 
-
-def test_alphabet_fit_everywhere_clocks_a_strongest_line_caller_by_the_alphabet_fit(monkeypatch) -> None:
-    """The --evaluate mode's clock: a caller asking for the strongest line gets ALPHABET_FIT's
-    clock (seed 4: a clean 16QAM burst whose strongest line is 54 % too slow)."""
-    batch = synthesize(["16QAM"], 1024, np.random.default_rng(4), 25.0, ChannelConfig.clean())
-    monkeypatch.setattr(sc, "blind_clock", sc.blind_clock)      # restored after the test
-    rcp.alphabet_fit_everywhere()
-    found = sc.blind_symbols(batch.iq[0], sc.STRONGEST_LINE)
-    assert abs(found.sps / float(batch.params["samples_per_symbol"][0]) - 1) < 0.005

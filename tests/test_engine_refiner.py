@@ -684,3 +684,44 @@ def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_
     assert RefinerFitConfig(rate_rule=ALPHABET_FIT).clock_rule(old) == ALPHABET_FIT
     with pytest.raises(ConfigError, match="rate_rule must be one of"):
         RefinerFitConfig(rate_rule="loudest")
+
+
+def test_serving_can_clock_a_refiner_by_another_rate_rule(tiny_model_dir, tmp_path, random_sequence_net):
+    """Classifier.load(refiner_rate_rule=...) and `[model] refiner_rate_rule` clock the
+    refiner's bursts by that rule, its weights as fitted; "" or None keep its own; an unknown
+    rule is a clear error."""
+    from rfclassify.dsp.symbol_clock import ALPHABET_FIT, RATE_RULES, STRONGEST_LINE
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import burst_statistics
+    from rfclassify.serve.config import REFINER_RATE_RULES, config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    assert REFINER_RATE_RULES == ("", *RATE_RULES)      # the config's copy of the rules
+    classes = ("16PSK", "32PSK", "16QAM")
+    burst = _burst_the_rate_rules_clock_apart()
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    ref = sequence_reading_refiner(classes, random_sequence_net(classes, seed=5))
+    _with_refiner(model_dir, ref)
+    probs = _probs("16PSK", 0.6)
+    with Classifier.load(model_dir, backend="onnxruntime") as own, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_rate_rule=ALPHABET_FIT) as fitted:
+        assert own.refiner.rate_rule == STRONGEST_LINE and fitted.refiner.rate_rule == ALPHABET_FIT
+        assert fitted.refiner.describe()["rate_rule"] == ALPHABET_FIT
+        for clf, rule in ((own, STRONGEST_LINE), (fitted, ALPHABET_FIT)):
+            share = clf.refiner.refine(probs, 20.0, burst)[clf.refiner.index] / probs[clf.refiner.index].sum()
+            np.testing.assert_allclose(share, np.exp(burst_statistics(burst, ref.sequence, (), rule)[N_INVARIANTS:]),
+                                       rtol=1e-4)
+        for name in ("w1", "b1", "w2", "b2"):
+            np.testing.assert_array_equal(getattr(fitted.refiner, name), getattr(own.refiner, name))
+    with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):
+        Classifier.load(model_dir, backend="onnxruntime", refiner_rate_rule="loudest_line")
+    for rule, expected in (("", STRONGEST_LINE), (ALPHABET_FIT, ALPHABET_FIT)):
+        engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
+                                                         "warmup": False, "refiner_rate_rule": rule}}))
+        try:
+            assert engine.classifier.refiner.rate_rule == expected
+        finally:
+            engine.classifier.close()
+    with pytest.raises(ConfigError, match="refiner_rate_rule: must be one of"):
+        config_from_dict({"model": {"refiner_rate_rule": "loudest_line"}})

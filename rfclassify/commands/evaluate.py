@@ -10,6 +10,8 @@ from rfclassify.engine.options import model_dir_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rfclassify.dsp.symbol_clock import RATE_RULES
+
     parser.add_argument("dataset", metavar="FILE.h5", help="HDF5 dataset (rfclassify dataset generate/gnuradio)")
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="model directory (default: shipped models/)")
@@ -24,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the model's constellation refiner (measure the network alone)")
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
+    parser.add_argument("--refiner-rate-rule", choices=RATE_RULES, default=None,
+                        help="clock the refiner's bursts by this rate rule instead of the one it was fitted on "
+                             "(alphabet_fit: about 2.9x the refiner's CPU per burst)")
     parser.add_argument("--predictions", action="store_true",
                         help="also write each burst's outcome (predictions.npz) for a burst-for-burst comparison "
                              "of two evaluations (benchmarks/paired_compare.py)")
@@ -53,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         out = out or model_dir / "eval" / Path(path).stem
         res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
-                            refiner_sequence=not args.light_refiner, predictions=args.predictions)
+                            refiner_sequence=not args.light_refiner, predictions=args.predictions,
+                            refiner_rate_rule=args.refiner_rate_rule)
         res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
         _print(res)
         print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''} and figures")

@@ -25,6 +25,7 @@ without one classifies as the network alone.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -229,6 +230,13 @@ class Refiner:
         snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
         stats = np.atleast_2d(np.asarray(statistics, np.float64))
         return np.concatenate([np.log(np.maximum(p, LOG_PROB_FLOOR)), snr, stats], axis=1).astype(np.float32)
+
+    def clocked_by(self, rate_rule: str) -> Refiner:
+        """This refiner with its bursts clocked by another rate rule than the one it was
+        fitted on (its weights as they are). ConfigError for an unknown rule."""
+        if rate_rule not in RATE_RULES:
+            raise ConfigError(f"unknown refiner rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
+        return dataclasses.replace(self, rate_rule=rate_rule)
 
     def start_pool(self, workers: int) -> Executor:
         """start_pool for this refiner's statistics (its workers hold its sequence network)."""

@@ -152,9 +152,10 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
-                  predictions: bool = False) -> dict[str, Any]:
+                  predictions: bool = False, refiner_rate_rule: str | None = None) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
-    (with the model's constellation refiner unless refiner=False).
+    (with the model's constellation refiner unless refiner=False; its bursts clocked by
+    refiner_rate_rule where given, Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -165,7 +166,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
 
     path = Path(path)
     with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner,
-                                                                refiner_sequence=refiner_sequence) as clf:
+                                                                refiner_sequence=refiner_sequence,
+                                                                refiner_rate_rule=refiner_rate_rule) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
@@ -195,7 +197,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "model": clf.model_id, "temperature": clf.meta.temperature,
                "unknown_threshold": clf.meta.unknown_threshold,
                "refiner": list(clf.refiner.labels) if clf.refiner else None,
-               "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None)}
+               "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None),
+               "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

@@ -24,6 +24,9 @@ OVERLOAD_POLICIES = ("drop_oldest", "drop_newest", "block")
 BACKENDS = ("auto", "tensorrt", "torch", "onnxruntime")
 PRECISIONS = ("auto", "int8", "fp16", "fp32")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# "" and rfclassify.dsp.symbol_clock.RATE_RULES, written out so that reading a config does not
+# import the dsp code (a test keeps them equal)
+REFINER_RATE_RULES = ("", "strongest_line", "alphabet_fit")
 
 MiB = 1024 * 1024
 
@@ -77,6 +80,8 @@ class ModelConfig:
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
     refiner_workers: int = field(default=0, metadata=_check(lo=0, hi=256))  # processes for it; 0: inference thread
     refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
+    # "": the refiner's own rate rule; else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
+    refiner_rate_rule: str = field(default="", metadata=_check(REFINER_RATE_RULES))
 
 
 @dataclass(frozen=True)
