@@ -6,10 +6,11 @@ uniform 10..30 dB, one length) in alternating rounds, so the machine's load hits
 alike. Prints bursts/s of each, the ratio, the share of bursts the refiner re-decided and the
 added time per re-decided burst. A measurement, not a test.
 
---workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers).
+--workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers);
+--rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule).
 
     PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
-        [--backend onnxruntime|torch] [--workers N]
+        [--backend onnxruntime|torch] [--workers N] [--rate-rule alphabet_fit]
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--backend", default="onnxruntime")
     ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
+    ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(5)
     labels = [LABELS[i % len(LABELS)] for i in range(args.bursts)]
     bursts = list(synthesize(labels, args.length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
-    with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers) as on, \
+    with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
+                         refiner_rate_rule=args.rate_rule) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
         if on.refiner is None:
             print(f"{args.model_dir} has no refiner")
