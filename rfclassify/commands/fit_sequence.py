@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = args.model_dir or default_model_dir()
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
-                            max_steps=args.max_steps, device=args.device, workers=args.workers, seed=args.seed, width=args.width,
-                            hidden=args.hidden, blocks=args.blocks, gates=args.gates, front=args.front,
-                            rate_rule=args.rate_rule,
+                            max_steps=args.max_steps, device=args.device, workers=args.workers, seed=args.seed,
+                            width=args.width, hidden=args.hidden, blocks=args.blocks, gates=args.gates,
+                            front=args.front, rate_rule=args.rate_rule,
                             batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE

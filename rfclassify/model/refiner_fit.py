@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 import dataclasses
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -166,8 +167,6 @@ def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | No
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
     """Write a fit's examples (routed_examples) with their key and the synthesis settings, so
     perceptron variants can be fitted on them without making them again."""
-    import json
-
     path = Path(path)
     made = {"per_class": cfg.per_class, "seed": cfg.seed, "backend": cfg.backend}
     np.savez(path, **{k: ex[k] for k in _EXAMPLE_ARRAYS}, key=np.array(json.dumps(key)),
@@ -179,8 +178,6 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
     """Examples save_examples wrote, and how they were made. ConfigError for a missing or
     foreign file, or examples whose key differs from `key` (another network, sequence
     network, rate rule, classes or equalizer), naming what differs."""
-    import json
-
     try:
         with np.load(Path(path)) as z:
             ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
