@@ -3,6 +3,8 @@ as, it stores and loads back, it refuses weights that do not fit, and a short fi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -133,6 +135,18 @@ def test_fit_config_refuses_a_start_beyond_its_bursts():
         SequenceFitConfig(bursts=600, start_bursts=601)
 
 
+def _older_and_newer(path: Path, field: str, unknown: str) -> tuple[Path, Path]:
+    """Two copies of a network file beside it: one without the stored `field` (a file from
+    before it was stored) and one with it set to `unknown` (a value from a later version)."""
+    with np.load(path) as z:
+        arrays = dict(z)
+    del arrays[field]
+    np.savez(path.with_name(f"{path.stem}_old.npz"), **arrays)
+    arrays[field] = np.array(unknown)
+    np.savez(path.with_name(f"{path.stem}_future.npz"), **arrays)
+    return path.with_name(f"{path.stem}_old.npz"), path.with_name(f"{path.stem}_future.npz")
+
+
 def test_a_network_of_the_equalized_front_keeps_its_front_and_reads_only_its_channels(tmp_path, random_sequence_net):
     """The front is stored with the weights: an equalized-front network loads back as one and
     refuses the clocked front's 21 channels; a file from before fronts loads as clocked; a
@@ -146,15 +160,11 @@ def test_a_network_of_the_equalized_front_keeps_its_front_and_reads_only_its_cha
     with pytest.raises(ValueError, match="equalized front"):
         back.log_probs(seq[:N_CHANNELS])
 
-    with np.load(random_sequence_net(labels).save(tmp_path / "clocked.npz")) as z:
-        arrays = dict(z)
-    del arrays["seq_front"]
-    np.savez(tmp_path / "old.npz", **arrays)
-    assert SequenceNet.load(tmp_path / "old.npz").front == "clocked"
-    arrays["seq_front"] = np.array("fractional")
-    np.savez(tmp_path / "future.npz", **arrays)
+    old, future = _older_and_newer(random_sequence_net(labels).save(tmp_path / "clocked.npz"), "seq_front",
+                                   "fractional")
+    assert SequenceNet.load(old).front == "clocked"
     with pytest.raises(ModelNotFoundError, match="unknown front 'fractional'"):
-        SequenceNet.load(tmp_path / "future.npz")
+        SequenceNet.load(future)
     with np.load(tmp_path / "eq.npz") as z:
         arrays = dict(z)
     arrays["seq_front"] = np.array("clocked")      # 24-channel weights said to read 21 channels
@@ -196,15 +206,10 @@ def test_a_network_keeps_the_rate_rule_of_its_training_clock(tmp_path, random_se
     labels = ("8PSK", "16QAM", "64QAM")
     path = random_sequence_net(labels, rate_rule="alphabet_fit").save(tmp_path / "af.npz")
     assert SequenceNet.load(path).rate_rule == "alphabet_fit"
-    with np.load(path) as z:
-        arrays = dict(z)
-    del arrays["seq_rate_rule"]
-    np.savez(tmp_path / "old.npz", **arrays)
-    assert SequenceNet.load(tmp_path / "old.npz").rate_rule == "strongest_line"
-    arrays["seq_rate_rule"] = np.array("loudest_line")
-    np.savez(tmp_path / "future.npz", **arrays)
+    old, future = _older_and_newer(path, "seq_rate_rule", "loudest_line")
+    assert SequenceNet.load(old).rate_rule == "strongest_line"
     with pytest.raises(ModelNotFoundError, match="unknown rate rule 'loudest_line'"):
-        SequenceNet.load(tmp_path / "future.npz")
+        SequenceNet.load(future)
 
 
 def test_fit_sequence_refuses_an_unknown_rate_rule():
