@@ -319,7 +319,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
                                                         index, sequence, rule)
     if sequence is not None:
-        report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": file_sha256(cfg.sequence_net),
+        report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
