@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import shutil
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -138,6 +139,25 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
         assert clf.refiner is not None
 
 
+def test_fit_workers_make_the_same_examples_in_the_same_order_as_one_process(tiny_model_dir, random_sequence_net,
+                                                                             tmp_path):
+    """fit-refiner's workers classify and measure whole chunks while the bursts are still
+    synthesized in the calling process from one stream: the examples do not depend on how
+    many workers made them, nor on the order the chunks finish in."""
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, routed_examples
+
+    net = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=3)
+    cfg = RefinerFitConfig(per_class=30, workers=0, chunk=40, seed=11, rate_rule="alphabet_fit")
+    alone = routed_examples(tiny_model_dir, cfg, sequence_net=net)
+    pooled = routed_examples(tiny_model_dir, replace(cfg, workers=2), sequence_net=net)
+    assert alone["truth"].size >= 50 and len(np.unique(alone["length"])) > 1
+    for k in ("truth", "network_top", "length", "snr_db"):
+        np.testing.assert_array_equal(pooled[k], alone[k])
+    # the network runs on one thread in a worker: its sums may differ in the last bits
+    np.testing.assert_allclose(pooled["features"], alone["features"], rtol=1e-4, atol=1e-4)
+
+
 def test_fit_refiner_command_sets_the_perceptron_width(tiny_model_dir, tmp_path, capsys):
     pytest.importorskip("torch")
     from rfclassify.cli import main
@@ -259,7 +279,6 @@ def test_the_refiner_applies_from_the_shortest_length_it_helps_at_every_longer_o
 
 
 def test_the_daemon_config_can_leave_the_refiner_out(tiny_model_dir, tmp_path):
-    from dataclasses import replace
 
     from rfclassify.serve.config import DaemonConfig
     from rfclassify.serve.daemon import load_engine
@@ -317,7 +336,6 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
     burst answered; stop() ends the pool."""
     import socket
     import threading
-    from dataclasses import replace
 
     from rfclassify.serve.config import InputConfig
     from rfclassify.serve.daemon import Daemon
@@ -437,7 +455,6 @@ def sequence_reading_refiner(classes: tuple[str, ...], sequence) -> Refiner:
 
 def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stores_it(tiny_model_dir, tmp_path,
                                                                                       random_sequence_net):
-    from dataclasses import replace
 
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.symbol_sequence import burst_sequence
@@ -472,7 +489,6 @@ def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stor
 
 def test_a_refiner_with_equalizer_scores_feeds_them_after_the_sequence_and_stores_them(tiny_model_dir, tmp_path,
                                                                                        random_sequence_net):
-    from dataclasses import replace
 
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.class_equalizer import class_scores
@@ -608,7 +624,6 @@ def _burst_the_rate_rules_clock_apart() -> np.ndarray:
 
 def test_a_refiner_clocks_bursts_by_its_rate_rule_here_and_in_its_pool_and_stores_it(tiny_model_dir, tmp_path,
                                                                                      random_sequence_net):
-    from dataclasses import replace
 
     from rfclassify.dsp.sequence_fronts import front_sequence
     from rfclassify.dsp.symbol_clock import ALPHABET_FIT, STRONGEST_LINE

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,19 +101,27 @@ POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's 
 
 
 def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str, started: Any,
-                 all_started: Any, workers: int) -> None:
+                 all_started: Any, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None) -> None:
     """A pool worker's start: keep its copy of the sequence network, the equalizer's classes
     and the rate rule, and give it one BLAS
     (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
     in every worker for the sequence network's products oversubscribes the cores (fit-refiner
-    took 2.6x as long on a 2-core CPU without this limit). Then wait, through `started` (a
-    shared count) and `all_started` (an event), until all `workers` have started (see start_pool)."""
+    took 2.6x as long on a 2-core CPU without this limit). Then run `setup` (function, args)
+    where given, and wait, through `started` (a shared count) and `all_started` (an event),
+    until all `workers` have started (see start_pool)."""
     from threadpoolctl import threadpool_limits
 
     global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_thread_limits
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
     _worker_thread_limits = threadpool_limits(limits=1)
+    if setup is not None:
+        setup[0](*setup[1])
     _wait_for_all(started, all_started, workers)
+
+
+def worker_statistics_settings() -> tuple[SequenceNet | None, tuple[str, ...], str]:
+    """In a start_pool worker: the sequence network, equalizer classes and rate rule it holds."""
+    return _worker_sequence_net, _worker_equalizer, _worker_rate_rule
 
 
 def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float = POOL_START_TIMEOUT_S) -> bool:
@@ -152,11 +160,14 @@ def _warm_burst() -> np.ndarray:
 
 
 def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer: tuple[str, ...] = (),
-               rate_rule: str = STRONGEST_LINE) -> Executor:
+               rate_rule: str = STRONGEST_LINE,
+               setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None) -> Executor:
     """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
     sequence_net, the equalizer's classes, the rate rule and one BLAS thread), spawned (so
     nothing of the caller's threads or sockets is inherited), all started and each warmed
-    with one burst before it returns.
+    with one burst before it returns. `setup` (a module-level function and its arguments)
+    runs in each worker as it starts: what else its tasks need (fit-refiner's workers load
+    the network there).
 
     All started: a spawning ProcessPoolExecutor starts a process only when a task finds no
     idle one, so warming it with one small task per worker left 3 processes of 8, and the
@@ -170,7 +181,7 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     ctx = multiprocessing.get_context("spawn")
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers))
+                               initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers, setup))
     list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 
