@@ -53,6 +53,7 @@ def test_condition_table_by_hand():
     p["fading_type"] = [1, 1, 2, 0, 0]
     p["pa_backoff_db"][3] = 4.0                  # PA recorded only where applied
     p["samples_per_symbol"] = [2.5, 9.0, 9.0, np.nan, 5.0]   # NaN: an analog burst
+    p["delay_spread_samples"] = [1.0, 1.2, 0.5, 2.0, np.nan]  # recorded with fading (and here on FM)
     labels = np.array([LABELS.index(n) for n in ("64QAM", "BPSK", "16PSK", "FM", "256QAM")])
     correct = np.array([False, True, True, True, False])
     rows = {r["condition"]: r for r in condition_table(correct, p, labels)}
@@ -60,6 +61,11 @@ def test_condition_table_by_hand():
     assert rows["Rayleigh fading"]["accuracy_without"] == pytest.approx(2 / 3)
     assert rows["PA compression"]["n_with"] == 1 and rows["PA compression"]["accuracy_with"] == 1.0
     assert rows["8-16 samples/symbol"]["n_with"] == 2 and rows["2-4 samples/symbol"]["accuracy_with"] == 0.0
+    # delay spread in symbols: 1.0 / 2.5 = 0.4 and 1.2 / 9 = 0.13; 0.5 / 9 is below 0.1, FM has no symbols
+    assert rows["multipath delay spread >= 0.2 symbols"]["n_with"] == 1
+    assert rows["multipath delay spread >= 0.2 symbols"]["accuracy_with"] == 0.0
+    assert rows["multipath delay spread 0.1-0.2 symbols"]["n_with"] == 1
+    assert rows["multipath delay spread 0.1-0.2 symbols"]["accuracy_with"] == 1.0
     assert rows["high-order class"]["n_with"] == 3 and rows["high-order class"]["accuracy_with"] == pytest.approx(1 / 3)
     # high-order on a plain channel: only the 256QAM burst (no fading, no PA, no phase noise)
     assert rows["high-order, no fading, phase noise or PA"]["n_with"] == 1
@@ -125,3 +131,23 @@ def test_a_rate_normalizing_model_is_scored_by_received_length(tiny_model_dir, t
     ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     # resampling runs these bursts in other buckets (checked below); the table keeps received lengths
     assert sorted(ev["per_bucket"]) == ["1024", "128", "256"] and ev["overall"]["n"] == 8
+
+
+def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, capsys):
+    """--refiner-workers moves the shipped refiner's statistics into processes; not one burst's
+    answer changes. A negative count is refused with a clear message."""
+    from rfclassify.model.paired import load_predictions
+
+    data = tmp_path / "high.h5"
+    assert main(["dataset", "generate", "--out", str(data), "--snr=14,30", "--per-cell", "3",
+                 "--classes", "16PSK,32PSK,64QAM,256QAM", "--lengths", "1024", "--seed", "9"]) == 0
+    for workers in ("0", "2"):
+        assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / workers),
+                     "--predictions", "--refiner-workers", workers]) == 0
+    alone, pooled = load_predictions(tmp_path / "0"), load_predictions(tmp_path / "2")
+    assert alone["truth"].size == 24 and np.array_equal(alone["pred"], pooled["pred"])
+    run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
+    assert run["refiner"] and run["refiner_workers"] == 2
+    capsys.readouterr()
+    assert main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", "-1"]) == 2
+    assert "refiner_workers must be >= 0" in capsys.readouterr().err

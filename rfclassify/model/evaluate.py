@@ -84,6 +84,9 @@ def burst_conditions(params: np.ndarray, labels: np.ndarray) -> dict[str, np.nda
     fading, pa = num("fading_type"), num("pa_backoff_db")
     phase_noise = np.nan_to_num(num("phase_noise_deg_per_sqrt_sample")) > 0
     sps = num("samples_per_symbol")
+    # the multipath's rms delay spread in symbols: how much intersymbol interference it makes
+    # (NaN sps, an analog burst, counts as absent)
+    spread = np.nan_to_num(num("delay_spread_samples")) / sps
     high_order = np.isin(np.asarray(labels), [LABEL_TO_INDEX[n] for n in HIGH_ORDER_LABELS])
     return {
         "Rayleigh fading": fading == 1,
@@ -97,6 +100,8 @@ def burst_conditions(params: np.ndarray, labels: np.ndarray) -> dict[str, np.nda
         "2-4 samples/symbol": (sps >= 2) & (sps < 4),
         "4-8 samples/symbol": (sps >= 4) & (sps < 8),
         "8-16 samples/symbol": sps >= 8,
+        "multipath delay spread 0.1-0.2 symbols": (spread >= 0.1) & (spread < 0.2),
+        "multipath delay spread >= 0.2 symbols": spread >= 0.2,
         "high-order class": high_order,
         "high-order, no fading, phase noise or PA": high_order & (fading == 0) & ~phase_noise & ~np.isfinite(pa),
     }
@@ -152,10 +157,11 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
-                  predictions: bool = False, refiner_rate_rule: str | None = None) -> dict[str, Any]:
+                  predictions: bool = False, refiner_rate_rule: str | None = None,
+                  refiner_workers: int = 0) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's constellation refiner unless refiner=False; its bursts clocked by
-    refiner_rate_rule where given, Classifier.load).
+    refiner_rate_rule where given, its statistics in refiner_workers processes: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -167,7 +173,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     path = Path(path)
     with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner,
                                                                 refiner_sequence=refiner_sequence,
-                                                                refiner_rate_rule=refiner_rate_rule) as clf:
+                                                                refiner_rate_rule=refiner_rate_rule,
+                                                                refiner_workers=refiner_workers) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
@@ -198,7 +205,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "unknown_threshold": clf.meta.unknown_threshold,
                "refiner": list(clf.refiner.labels) if clf.refiner else None,
                "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None),
-               "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None}
+               "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None,
+               "refiner_workers": refiner_workers if clf.refiner else 0}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB
