@@ -312,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = run(per_class, rng, hob.hypotheses())
     table = summarize(rows)
-    print(f"{len(rows)} faded high-order bursts of {N_SAMPLES} samples, SNR {SNR_RANGE_DB[0]:.0f}..{SNR_RANGE_DB[1]:.0f} "
-          f"dB, {time.perf_counter() - t0:.0f} s")
+    lo, hi = SNR_RANGE_DB
+    print(f"{len(rows)} faded high-order bursts of {N_SAMPLES} samples, SNR {lo:.0f}..{hi:.0f} dB, "
+          f"{time.perf_counter() - t0:.0f} s")
     print(f"{'rms delay spread, symbols':>26} {'bursts':>7} " + " ".join(f"{rx:>23}" for rx in RECEIVERS))
     for key, s in table.items():
         print(f"{key:>26} {s['n']:7d} " + " ".join(f"{100 * s[rx]:22.1f}%" for rx in RECEIVERS))

@@ -181,7 +181,8 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     ctx = multiprocessing.get_context("spawn")
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers, setup))
+                               initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers,
+                                         setup))
     list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 

@@ -123,11 +123,12 @@ def _load_worker_network(model_dir: str, backend: str) -> None:
 
 def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_chunk_examples in a fit worker, with its network and statistics settings."""
     sequence_net, equalizer, rate_rule = worker_statistics_settings()
-    return chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
+    return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
 
 
-def chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
+def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
                    sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's examples: which bursts the network `clf` (a Classifier without a refiner)
@@ -192,7 +193,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             if pool is not None:
                 out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats)
             else:
-                out = chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
+                out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
             in_flight.append((lab, length, snr, out))
             while len(in_flight) > 2 * max(1, cfg.workers):
                 take_oldest()
