@@ -139,8 +139,7 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
         assert clf.refiner is not None
 
 
-def test_fit_workers_make_the_same_examples_in_the_same_order_as_one_process(tiny_model_dir, random_sequence_net,
-                                                                             tmp_path):
+def test_fit_workers_make_the_same_examples_in_the_same_order_as_one_process(tiny_model_dir, random_sequence_net):
     """fit-refiner's workers classify and measure whole chunks while the bursts are still
     synthesized in the calling process from one stream: the examples do not depend on how
     many workers made them, nor on the order the chunks finish in."""
