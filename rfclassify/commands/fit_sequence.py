@@ -19,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help=f"where to write the network (default: MODEL_DIR/{SEQUENCE_NET_FILE}); "
                              "`rfclassify fit-refiner --sequence-net` then fuses it")
-    parser.add_argument("--bursts", type=int, default=d.bursts, help=f"training bursts (default {d.bursts})")
+    parser.add_argument("--bursts", type=int, default=d.bursts,
+                        help=f"training bursts (default {d.bursts}), made in whole chunks of {d.chunk} (so rounded up); "
+                             "a burst without clocked symbols is left out")
     parser.add_argument("--start-bursts", type=int, default=d.start_bursts,
                         help="start training once this many bursts are made; the rest keep coming while it "
                              "trains (default 0: make them all first, which is reproducible)")
