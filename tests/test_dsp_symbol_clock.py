@@ -138,6 +138,7 @@ def test_the_alphabet_fit_rule_finds_rates_the_strongest_line_misses():
     assert low.size >= 30
     assert missed[sc.STRONGEST_LINE] >= 5
     assert missed[sc.ALPHABET_FIT] <= missed[sc.STRONGEST_LINE] / 2
+    assert missed[sc.ALPHABET_FIT_3] <= missed[sc.STRONGEST_LINE] / 2
 
 
 def test_an_alphabet_fits_the_symbols_at_the_true_rate_better_than_at_a_wrong_one():
@@ -161,7 +162,7 @@ def test_a_clear_strongest_line_is_taken_without_fitting_alphabets(monkeypatch):
 def test_a_weaker_line_is_taken_only_when_its_fit_beats_the_strongest_by_the_margin(monkeypatch):
     lines = [(4.0, 0.0, 2.0), (5.0, 0.0, 1.5), (6.0, 0.0, 1.2)]
     fits = {4.0: -3.0, 5.0: -3.0 + 0.5 * sc.RATE_FIT_MARGIN, 6.0: -3.0 + 2 * sc.RATE_FIT_MARGIN}
-    monkeypatch.setattr(sc, "alphabet_fit", lambda x, sps, timing: fits[sps])
+    monkeypatch.setattr(sc, "alphabet_fit", lambda x, sps, timing, labels: fits[sps])
     assert sc.choose_rate(np.ones(8), lines) == 2
     fits[6.0] = -3.0 + 0.9 * sc.RATE_FIT_MARGIN
     assert sc.choose_rate(np.ones(8), lines) == 0
@@ -201,3 +202,23 @@ def test_the_alphabet_fit_clock_keeps_a_right_rate_and_fixes_a_low_roll_off_miss
         sps, strongest, fitted = clocks(seed)
         assert strongest / sps > 1.2
         assert abs(fitted / sps - 1) < 0.005
+
+
+def test_the_three_class_rule_judges_the_candidates_by_three_classes_alphabets(monkeypatch):
+    """alphabet_fit_3 weighs the same candidate lines as alphabet_fit but asks only 16PSK's,
+    32APSK's and 64QAM's alphabets; the strongest line keeps taking no alphabets at all."""
+    asked = []
+
+    def fit(x, sps, timing, labels):
+        asked.append(tuple(labels))
+        return 0.0 if sps == 5.0 else -1.0
+
+    monkeypatch.setattr(sc, "alphabet_fit", fit)
+    monkeypatch.setattr(sc, "rate_lines", lambda *a, **k: [(4.0, 0.0, 2.0), (5.0, 0.0, 1.5)])
+    x = np.exp(2j * np.pi * 0.01 * np.arange(1024))
+    assert sc.blind_clock(x, sc.ALPHABET_FIT_3)[0] == 5.0
+    assert set(asked) == {("16PSK", "32APSK", "64QAM")}
+    asked.clear()
+    assert sc.blind_clock(x, sc.ALPHABET_FIT)[0] == 5.0 and len(asked[0]) == 12
+    asked.clear()
+    assert sc.blind_clock(x, sc.STRONGEST_LINE)[0] == 4.0 and not asked
