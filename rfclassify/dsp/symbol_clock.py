@@ -59,8 +59,8 @@ RATE_CANDIDATES = 4                  # ALPHABET_FIT(_3): the lines weighed, stro
 CLEAR_LINE = 3.0                     # ALPHABET_FIT(_3): a strongest line this many times the next is taken as it is
 #: whose alphabets judge a line's symbols, by rule. ALPHABET_FIT_3's three classes (one PSK,
 #: one APSK, one QAM) choose the rate as well as all twelve on 72,800 bursts of 1024 samples
-#: (-0.02 +- 0.01 points over SNR with the shipped refiner) for about a fifth less of its time
-#: (benchmarks/rate_rule_paired.json)
+#: (-0.02 +- 0.01 points over SNR with the shipped refiner) for 0.65x the refiner's statistics'
+#: time (benchmarks/rate_rule_paired.json)
 RATE_FIT_LABELS: dict[str, tuple[str, ...]] = {ALPHABET_FIT: HIGH_ORDER_LABELS,
                                                ALPHABET_FIT_3: ("16PSK", "32APSK", "64QAM")}
 RATE_FIT_SYMBOLS = 128               # the central symbols judged
