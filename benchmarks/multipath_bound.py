@@ -75,7 +75,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import high_order_bound as hob  # noqa: E402 (after the path fix)
 from rfclassify.dsp.channel import ChannelConfig, log_uniform  # noqa: E402
 from rfclassify.dsp import class_equalizer as ce  # noqa: E402
-from rfclassify.dsp.carrier_lines import derotations  # noqa: E402
 from rfclassify.dsp.class_equalizer import class_scores  # noqa: E402
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS  # noqa: E402
 from rfclassify.dsp.pulses import rrc  # noqa: E402
@@ -216,37 +215,19 @@ def run(per_class: int, rng: np.random.Generator, hyp: hob.Hypotheses) -> list[d
     return rows
 
 
-def _filter_inputs(y: np.ndarray, taps: int) -> np.ndarray:
-    """(n, taps) the symbols around each symbol, zero padded, the symbol itself in the middle."""
-    half = taps // 2
-    padded = np.concatenate([np.zeros(half, complex), y, np.zeros(half, complex)])
-    return np.stack([padded[i:i + y.size] for i in range(taps)][::-1], axis=1)
-
-
 def trained(y: np.ndarray, symbols: np.ndarray, taps: int) -> np.ndarray:
     """y through the taps-tap symbol-spaced filter that least squares fits to the true symbols."""
-    cols = _filter_inputs(y, taps)
+    cols = ce.filter_inputs(y, taps)
     w, *_ = np.linalg.lstsq(cols, symbols, rcond=None)
     return cols @ w
 
 
 def soft_equalized_logliks(y: np.ndarray, bank: ce.AlphabetBank) -> np.ndarray:
     """class_equalizer.equalized_logliks with the filter fitted to annealed soft decisions
-    (see the module's description): (A,) per-symbol log-likelihoods of unit-power y."""
-    taps, half = ce.TAPS, ce.TAPS // 2
-    cols = np.empty((len(bank.sizes), y.size, taps), complex)
-    solve = np.empty((len(bank.sizes), taps, y.size), complex)
-    for k in np.unique(bank.power):
-        rows = bank.power == k
-        c = _filter_inputs(derotations(y, int(k), local=False)[1], taps)
-        cols[rows], solve[rows] = c, np.linalg.pinv(c)
+    (see the module's description), then 3 hard passes: (A,) per-symbol log-likelihoods of
+    unit-power y. The start and the scoring are the class equalizer's own."""
+    cols, solve, z = ce.start_filters(y, bank)
     which = np.arange(len(bank.sizes))
-    angles = np.arange(ce.TURNS)[None, :] * (2 * np.pi / bank.symmetry)[:, None] / ce.TURNS
-    turned = cols[:, None, :, half] * np.exp(1j * angles)[:, :, None]
-    cost = np.mean(np.abs(turned - bank.decide(turned, which)) ** 2, axis=-1)
-    w = np.zeros((which.size, taps), complex)
-    w[:, half] = np.exp(1j * angles[which, cost.argmin(axis=1)])
-    z = np.einsum("ant,at->an", cols, w)
     for s2 in np.geomspace(SOFT_START, SOFT_END, SOFT_PASSES):
         z = z / np.sqrt(np.mean(np.abs(z) ** 2, axis=1, keepdims=True))
         cand = bank.candidates(z, which)
@@ -254,12 +235,8 @@ def soft_equalized_logliks(y: np.ndarray, bank: ce.AlphabetBank) -> np.ndarray:
         p = np.exp(e - e.max(axis=-1, keepdims=True))
         target = (p * cand).sum(axis=-1) / p.sum(axis=-1)
         z = np.einsum("ant,at->an", cols, np.einsum("atn,an->at", solve, target))
-    for _ in range(3):
-        z = np.einsum("ant,at->an", cols, np.einsum("atn,an->at", solve, bank.decide_exactly(z, which)))
-    residual = np.mean(np.abs(z - bank.decide_exactly(z, which)) ** 2, axis=1)
-    z /= np.sqrt(np.maximum(np.mean(np.abs(z) ** 2, axis=1) - residual, ce.MIN_SIGNAL_POWER))[:, None]
-    n0 = np.maximum(np.mean(np.abs(z - bank.decide_exactly(z, which)) ** 2, axis=1), ce.N0_FLOOR)
-    return bank.loglik(z, which, n0[:, None] * np.array(ce.NOISE_FACTORS)[None, :]).max(axis=1)
+    z, decided = ce.decision_directed(z, cols, solve, bank, passes=3)
+    return ce.unit_power_logliks(z, decided, bank)[0]
 
 
 def _soft_class_equalizer_decision(y: np.ndarray) -> int:

@@ -190,25 +190,26 @@ def alphabet_bank(labels: tuple[str, ...]) -> AlphabetBank:
     return AlphabetBank.build(tuple(labels))
 
 
-def _filter_inputs(y: np.ndarray, taps: int) -> np.ndarray:
+def filter_inputs(y: np.ndarray, taps: int) -> np.ndarray:
     """(n, taps) the symbols around each symbol, zero padded, the symbol itself in the middle."""
     half = taps // 2
     padded = np.concatenate([np.zeros(half, complex), y, np.zeros(half, complex)])
     return np.stack([padded[i:i + y.size] for i in range(taps)][::-1], axis=1)
 
 
-def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passes: int = PASSES
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of unit-power symbols y
-    under each of the bank's alphabets, after that alphabet's start turn and decision-directed
-    filter, the filtered symbols at the alphabet's unit signal power."""
+def start_filters(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each of the bank's alphabets' filter at its start, for unit-power symbols y: its inputs
+    (A, n, taps) (y turned back by the alphabet's carrier line), their least-squares
+    pseudo-inverse (A, taps, n), and the symbols (A, n) through a centre tap at the start turn
+    that fits the alphabet best."""
     n = y.size
     cols = np.empty((len(bank.sizes), n, taps), complex)       # each alphabet's filter inputs
     solve = np.empty((len(bank.sizes), taps, n), complex)      # their least-squares pseudo-inverse
     period = 2 * np.pi / bank.symmetry      # the carrier line fixes the phase up to this turn at best
     for k in np.unique(bank.power):
         rows = bank.power == k
-        c = _filter_inputs(derotations(y, int(k), local=False)[1], taps)
+        c = filter_inputs(derotations(y, int(k), local=False)[1], taps)
         cols[rows], solve[rows] = c, np.linalg.pinv(c)
     which = np.arange(len(bank.sizes))
     half = taps // 2
@@ -217,7 +218,15 @@ def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passe
     cost = np.mean(np.abs(turned - bank.decide(turned, which)) ** 2, axis=-1)
     w = np.zeros((which.size, taps), complex)
     w[:, half] = np.exp(1j * angles[which, cost.argmin(axis=1)])
-    z = np.einsum("ant,at->an", cols, w)
+    return cols, solve, np.einsum("ant,at->an", cols, w)
+
+
+def decision_directed(z: np.ndarray, cols: np.ndarray, solve: np.ndarray, bank: AlphabetBank,
+                      passes: int = PASSES) -> tuple[np.ndarray, np.ndarray]:
+    """(symbols, their decisions), both (A, n): each alphabet's filter refitted by least
+    squares to its own decisions of z, at most `passes` times (an alphabet stops once none of
+    its decisions changes). z is updated in place."""
+    which = np.arange(len(bank.sizes))
     decided = bank.decide_exactly(z, which)
     moving = which                               # the alphabets whose decisions still change
     for _ in range(passes):
@@ -229,13 +238,29 @@ def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passe
         moving = moving[changed]
         if moving.size == 0:
             break
-    # the filter's gain is free, so an alphabet that holds a scaled copy of the true one (64QAM
-    # holds 32QAM's cross) would fit it as well with less noise: score the symbols at the
-    # alphabet's own (unit) signal power instead
+    return z, decided
+
+
+def unit_power_logliks(z: np.ndarray, decided: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarray]:
+    """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of each alphabet's filtered
+    symbols z given their decisions, at the alphabet's unit signal power. The filter's gain is
+    free, so an alphabet that holds a scaled copy of the true one (64QAM holds 32QAM's cross)
+    would fit it as well with less noise: scoring at the alphabet's own signal power stops that."""
+    which = np.arange(len(bank.sizes))
     residual = np.mean(np.abs(z - decided) ** 2, axis=1)
     z /= np.sqrt(np.maximum(np.mean(np.abs(z) ** 2, axis=1) - residual, MIN_SIGNAL_POWER))[:, None]
     n0 = np.maximum(np.mean(np.abs(z - bank.decide_exactly(z, which)) ** 2, axis=1), N0_FLOOR)
     return bank.loglik(z, which, n0[:, None] * np.array(NOISE_FACTORS)[None, :]).max(axis=1), z
+
+
+def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passes: int = PASSES
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of unit-power symbols y
+    under each of the bank's alphabets, after that alphabet's start turn and decision-directed
+    filter, the filtered symbols at the alphabet's unit signal power."""
+    cols, solve, z = start_filters(y, bank, taps)
+    z, decided = decision_directed(z, cols, solve, bank, passes)
+    return unit_power_logliks(z, decided, bank)
 
 
 def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passes: int = PASSES) -> np.ndarray | None:
