@@ -342,13 +342,13 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
         raise ValueError(f"unknown rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
     if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
         return None
-    n = RATE_CANDIDATES if rate_rule in RATE_FIT_LABELS else 1
+    fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
+    n = RATE_CANDIDATES if fit_by else 1
     lines = [(sps, timing, strength) for sps, timing, strength in
              rate_lines(x, float(estimate_sps(x[None, :])[0]), n, nfft=line_search_nfft(x.size))
              if math.isfinite(sps) and math.isfinite(timing) and SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1]
     if not lines:
         return None
-    fit_by = RATE_FIT_LABELS.get(rate_rule)
     sps, timing, _ = lines[choose_rate(x, lines, fit_by) if fit_by and len(lines) > 1 else 0]
     f0, _ = estimate_carrier_and_noise(x, sps)
     return sps, timing, f0

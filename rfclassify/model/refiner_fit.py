@@ -172,6 +172,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
         clf = Classifier.load(model_dir, backend=cfg.backend, refiner=False)
     feats, truth, top, snrs, lengths = [], [], [], [], []
     in_flight: deque[tuple[np.ndarray, int, np.ndarray, Any]] = deque()
+    ahead = 2 * cfg.workers if pool is not None else 0   # chunks left in flight after each one is queued
 
     def take_oldest() -> None:
         lab, length, snr, out = in_flight.popleft()
@@ -195,7 +196,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             else:
                 out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
             in_flight.append((lab, length, snr, out))
-            while len(in_flight) > 2 * max(1, cfg.workers):
+            while len(in_flight) > ahead:
                 take_oldest()
         while in_flight:
             take_oldest()
