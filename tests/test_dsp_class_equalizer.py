@@ -1,5 +1,6 @@
 """The per-class equalized scores: table decisions and likelihoods against brute force, the
-equalizer against a multipath channel, and which class the scores prefer."""
+carrier fit against a known residual carrier, the equalizer against a multipath channel, and
+which class the scores prefer."""
 
 from __future__ import annotations
 
@@ -56,6 +57,56 @@ def test_the_scores_prefer_the_true_class_of_clean_symbols_at_any_carrier_phase(
     scores = ce.class_scores(_symbols(label, 400, np.random.default_rng(len(label))), HIGH_ORDER_LABELS)
     assert scores.shape == (len(HIGH_ORDER_LABELS),) and np.all(np.isfinite(scores))
     assert HIGH_ORDER_LABELS[int(np.argmax(scores))] == label
+
+
+def test_the_turn_series_gives_back_the_soft_likelihood_as_a_point_turns():
+    alphabet = ce.class_alphabets("16QAM")[0]
+    series = ce.alphabet_turn_series(alphabet)
+    d = np.abs(alphabet[:, None] - alphabet[None, :])
+    s2 = (ce.CARRIER_SPREAD * d[d > 1e-9].min()) ** 2
+    theta = np.linspace(0, 2 * np.pi, 400, endpoint=False)
+    for i in (60, 120, 200):           # table radii: 0.52, 1.04, 1.73
+        rho = i * ce.GRID_LIMIT / (ce.CARRIER_RADII - 1)
+        e = -np.abs(rho * np.exp(1j * theta)[:, None] - alphabet[None, :]) ** 2 / s2
+        direct = (np.log(np.exp(e - e.max(axis=1, keepdims=True)).sum(axis=1)) + e.max(axis=1)) * s2
+        orders = 4 * np.arange(1, ce.CARRIER_HARMONICS + 1)
+        rebuilt = 2 * np.real(np.exp(1j * np.outer(theta, orders)) @ series[i])
+        np.testing.assert_allclose(rebuilt - rebuilt.mean(), direct - direct.mean(), atol=0.02 * np.ptp(direct))
+
+
+@pytest.mark.parametrize("label", ["16QAM", "64QAM", "256QAM", "32APSK", "32PSK"])
+def test_the_carrier_fit_finds_a_residual_carrier_for_the_true_alphabet(label):
+    rng = np.random.default_rng(len(label))
+    n, offset, phase = 200, 0.031, 0.7
+    alphabet = ce.class_alphabets(label)[0]
+    s = alphabet[rng.integers(0, alphabet.size, n)]
+    y = s * np.exp(1j * (2 * np.pi * offset * np.arange(n) + phase))
+    y += 0.02 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    y /= math.sqrt(np.mean(np.abs(y) ** 2))
+    bank = _bank((label,))
+    freq, found = ce.carrier_fit(y, bank)
+    period = 1.0 / bank.symmetry[0]        # a turn of 2 pi / s a symbol leaves the alphabet as it is
+    miss = (freq[0] - offset + period / 2) % period - period / 2
+    turn = 2 * np.pi / bank.symmetry[0]
+    assert abs(miss) < 0.05 / n               # under 0.05 cycles over the burst
+    assert abs((found[0] - phase + turn / 2) % turn - turn / 2) < 0.15
+
+
+def test_the_fit_start_scores_dense_qam_through_a_carrier_offset_the_line_start_loses():
+    labels = ("16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
+    rng = np.random.default_rng(7)
+    right = {ce.START_FIT: 0, ce.START_LINES: 0}
+    for label in labels * 2:
+        y = _symbols(label, 96, rng, es_n0_db=32.0) * np.exp(2j * np.pi * 0.043 * np.arange(96))
+        y /= math.sqrt(np.mean(np.abs(y) ** 2))
+        bank = _bank(labels)
+        for start in right:
+            ll = ce.equalized_logliks(y, bank, start=start)[0]
+            right[start] += labels[int(bank.owner[int(np.argmax(ll))])] == label
+    assert right[ce.START_FIT] == 2 * len(labels)
+    assert right[ce.START_LINES] <= right[ce.START_FIT] - 2     # 7 of 10 here
+    with pytest.raises(ValueError, match="unknown start"):
+        ce.start_filters(y, bank, start="nearest")
 
 
 def test_the_equalizer_undoes_a_multipath_channel_that_a_gain_alone_cannot():

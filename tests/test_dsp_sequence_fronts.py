@@ -43,7 +43,9 @@ def test_the_equalized_front_undoes_an_echo_the_clocked_channels_keep() -> None:
     np.testing.assert_allclose(eq[N_CHANNELS + 2], np.abs(z) ** 2, rtol=1e-5)
     raw = y / np.sqrt(np.mean(np.abs(y) ** 2)) * np.exp(-0.4j)     # even turned back exactly
     assert _off_grid(raw, grid) > 0.25                             # the echo smears the grid (0.31)
-    assert _off_grid(z, grid) < 0.06                   # equalized: back on it (0.04; up to its quarter turns)
+    # equalized: back on it, up to its quarter turns (0.058 from the carrier fit's start; 0.04 from the
+    # line start, which finds 16QAM under this echo in 8 of 12 seeds where the fit does in 11)
+    assert _off_grid(z, grid) < 0.08
 
 
 def test_too_few_symbols_give_zeros_for_the_view_and_degenerate_ones_no_sequence() -> None:

@@ -374,7 +374,8 @@ def choose_rate(x: np.ndarray, lines: list[tuple[float, float, float]],
 
 def alphabet_fit(x: np.ndarray, sps: float, timing: float, labels: tuple[str, ...] = HIGH_ORDER_LABELS) -> float:
     """Per-symbol log-likelihood of the best-fitting of the alphabets of `labels`' classes
-    (class_equalizer.equalized_logliks with RATE_FIT_TAPS taps and RATE_FIT_PASSES passes)
+    (class_equalizer.equalized_logliks with RATE_FIT_TAPS taps and RATE_FIT_PASSES passes, from
+    the cheaper carrier-line start, START_LINES, the rule was measured with)
     for the central RATE_FIT_SYMBOLS symbols of a prepared burst clocked at (sps, timing)
     with the carrier of that rate's band; -inf for too few symbols or no finite fit."""
     f0, _ = estimate_carrier_and_noise(x, sps)
@@ -391,6 +392,7 @@ def alphabet_fit(x: np.ndarray, sps: float, timing: float, labels: tuple[str, ..
     if y.size < class_equalizer.MIN_SYMBOLS or not power > 0:
         return -math.inf
     bank = class_equalizer.alphabet_bank(tuple(labels))
-    ll = class_equalizer.equalized_logliks(y / math.sqrt(power), bank, RATE_FIT_TAPS, RATE_FIT_PASSES)[0]
+    ll = class_equalizer.equalized_logliks(y / math.sqrt(power), bank, RATE_FIT_TAPS, RATE_FIT_PASSES,
+                                           class_equalizer.START_LINES)[0]
     ll = ll[np.isfinite(ll)]
     return float(ll.max()) if ll.size else -math.inf
