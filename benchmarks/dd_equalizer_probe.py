@@ -7,8 +7,9 @@ showed nothing (--gates; fractional_sequence_probe.py). This probe tries the rem
 form: an equalizer fitted per hypothesis, as the product computes it
 (rfclassify.dsp.class_equalizer.class_scores, the refiner's `fit-refiner --equalizer`
 inputs): for each of the 12 high-order classes' alphabets (one per DVB-S2 ring ratio for
-16/32APSK), the clocked symbols are turned by that alphabet's own carrier line and its best
-start turn, a TAPS-tap symbol-spaced equalizer is fitted by least squares to its own
+16/32APSK), the clocked symbols are turned back by the residual carrier that alphabet fits
+best (its carrier line and best start turn until the seventeenth session), a TAPS-tap
+symbol-spaced equalizer is fitted by least squares to its own
 decisions (at most --passes times), and the class is scored by the Gaussian-mixture
 log-likelihood per symbol of the equalized symbols at unit signal power. With TAPS = 1 the
 equalizer is only a complex gain: the same receiver without equalization.

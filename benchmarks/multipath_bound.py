@@ -34,13 +34,16 @@ Gaussian is an approximation, not a bound: a receiver that models it (maximum-li
 sequence estimation) can do better than ``MMSE`` here.
 
 Then the refiner's own per-class equalizer (rfclassify.dsp.class_equalizer.class_scores:
-each alphabet's carrier line and turn, a TAPS-tap symbol-spaced filter fitted to its own
+each alphabet's fitted carrier, a TAPS-tap symbol-spaced filter fitted to its own
 decisions, the mixture likelihood; the largest score decides), which knows neither the
 channel nor the carrier phase, on:
 
 - ``class eq., no channel``: the AWGN symbols above;
 - ``class eq., known clock``: the pulse's matched filter at the symbol instants where the
   known channel's response peaks (the timing a genie gives it; the channel itself unknown);
+- ``line start, no channel`` and ``line start, known clock``: the same two with the
+  equalizer started from each alphabet's strongest k-th power line instead of its fitted
+  carrier (class_equalizer.START_LINES, its start until the seventeenth session);
 - ``class eq. after MMSE``: the MMSE outputs (its filter then has little left to do);
 - ``class eq., trained``: the known-clock symbols through a TRAINED_TAPS-tap symbol-spaced
   filter fitted by least squares to the burst's own true symbols (what a decision-directed
@@ -65,6 +68,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -87,7 +91,8 @@ EQ_SYMBOLS = 12           # the MMSE filter's window, in symbols (centred on the
 SNR_RANGE_DB = (10.0, 30.0)
 SPREAD_BINS = ((0.0, 0.03), (0.03, 0.1), (0.1, 0.2), (0.2, 0.4), (0.4, math.inf))   # rms delay spread, symbols
 RECEIVERS = ("no channel", "no equalizer", "MMSE", "class eq., no channel", "class eq., known clock",
-             "class eq. after MMSE", "class eq., trained", "soft class eq., known clock")
+             "line start, no channel", "line start, known clock", "class eq. after MMSE", "class eq., trained",
+             "soft class eq., known clock")
 TRAINED_TAPS = 9
 SOFT_PASSES, SOFT_START, SOFT_END = 40, 1.0, 0.003
 
@@ -205,7 +210,10 @@ def run(per_class: int, rng: np.random.Generator, hyp: hob.Hypotheses) -> list[d
         z = z[first:first + n_sym] / beta
         decide["MMSE"] = _decide(z, (1 - beta) / beta, hyp)
         decide["class eq., no channel"] = _class_equalizer_decision(awgn)
-        decide["class eq., known clock"] = _class_equalizer_decision(y[keep] * np.exp(2j * math.pi * rng.random()))
+        known = y[keep] * np.exp(2j * math.pi * rng.random())
+        decide["class eq., known clock"] = _class_equalizer_decision(known)
+        decide["line start, no channel"] = _line_start_decision(awgn)
+        decide["line start, known clock"] = _line_start_decision(known)
         decide["class eq. after MMSE"] = _class_equalizer_decision(z * np.exp(2j * math.pi * rng.random()))
         turn = np.exp(2j * math.pi * rng.random())
         decide["class eq., trained"] = _class_equalizer_decision(trained(y[keep], s[keep], TRAINED_TAPS) * turn)
@@ -239,24 +247,38 @@ def soft_equalized_logliks(y: np.ndarray, bank: ce.AlphabetBank) -> np.ndarray:
     return ce.unit_power_logliks(z, decided, bank)[0]
 
 
-def _soft_class_equalizer_decision(y: np.ndarray) -> int:
-    """class_equalizer.class_scores' decision with soft_equalized_logliks."""
+def _decision(y: np.ndarray, logliks: Callable[[np.ndarray, ce.AlphabetBank], np.ndarray]) -> int:
+    """class_equalizer.class_scores' decision with its per-alphabet log-likelihoods from
+    logliks(unit-power central symbols, bank); -1 for too few symbols."""
     if y.size > ce.MAX_SYMBOLS:
         start = (y.size - ce.MAX_SYMBOLS) // 2
         y = y[start:start + ce.MAX_SYMBOLS]
     if y.size < ce.MIN_SYMBOLS:
         return -1
     bank = ce.alphabet_bank(tuple(HIGH_ORDER_LABELS))
-    total = soft_equalized_logliks(y / math.sqrt(float(np.mean(np.abs(y) ** 2))), bank)
-    best = [np.max(total[bank.owner == c]) + math.log(np.mean(np.exp(total[bank.owner == c]
-                                                                     - np.max(total[bank.owner == c]))))
-            for c in range(len(HIGH_ORDER_LABELS))]
-    return int(np.argmax(best))
+    return _class_decision(logliks(y / math.sqrt(float(np.mean(np.abs(y) ** 2))), bank), bank)
+
+
+def _soft_class_equalizer_decision(y: np.ndarray) -> int:
+    return _decision(y, soft_equalized_logliks)
+
+
+def _line_start_decision(y: np.ndarray) -> int:
+    """The decision with the equalizer started from the alphabets' carrier lines."""
+    return _decision(y, lambda v, bank: ce.equalized_logliks(v, bank, start=ce.START_LINES)[0])
 
 
 def _class_equalizer_decision(y: np.ndarray) -> int:
     scores = class_scores(y, HIGH_ORDER_LABELS)
     return -1 if scores is None else int(np.argmax(scores))
+
+
+def _class_decision(total: np.ndarray, bank: ce.AlphabetBank) -> int:
+    """The class whose alphabets' log-mean-exp of per-symbol log-likelihoods `total` is largest."""
+    best = [np.max(total[bank.owner == c]) + math.log(np.mean(np.exp(total[bank.owner == c]
+                                                                     - np.max(total[bank.owner == c]))))
+            for c in range(len(HIGH_ORDER_LABELS))]
+    return int(np.argmax(best))
 
 
 def _decide(y: np.ndarray, n0: float, hyp: hob.Hypotheses) -> int:

@@ -16,7 +16,7 @@ clocked symbols are
    CARRIER_PEAKS frequencies are then refined exactly. (START_LINES, the rate rule's cheaper
    start: the alphabet's strongest k-th power line, ``carrier_line``, then the best of TURNS
    turns. On 64-512 symbols of a dense alphabet that line often loses to a noise peak of the
-   search range, and a spinning constellation then fits no alphabet: 91 against 98 % on AWGN
+   search range, and a spinning constellation then fits no alphabet: 92 against 98 % on AWGN
    symbols, benchmarks/multipath_bound.md);
 2. passed through a TAPS-tap symbol-spaced filter fitted by least squares to its own
    nearest-point decisions, at most PASSES times (an alphabet stops once none of its
