@@ -68,7 +68,6 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -212,8 +211,8 @@ def run(per_class: int, rng: np.random.Generator, hyp: hob.Hypotheses) -> list[d
         decide["class eq., no channel"] = _class_equalizer_decision(awgn)
         known = y[keep] * np.exp(2j * math.pi * rng.random())
         decide["class eq., known clock"] = _class_equalizer_decision(known)
-        decide["line start, no channel"] = _line_start_decision(awgn)
-        decide["line start, known clock"] = _line_start_decision(known)
+        decide["line start, no channel"] = _class_equalizer_decision(awgn, ce.START_LINES)
+        decide["line start, known clock"] = _class_equalizer_decision(known, ce.START_LINES)
         decide["class eq. after MMSE"] = _class_equalizer_decision(z * np.exp(2j * math.pi * rng.random()))
         turn = np.exp(2j * math.pi * rng.random())
         decide["class eq., trained"] = _class_equalizer_decision(trained(y[keep], s[keep], TRAINED_TAPS) * turn)
@@ -247,38 +246,24 @@ def soft_equalized_logliks(y: np.ndarray, bank: ce.AlphabetBank) -> np.ndarray:
     return ce.unit_power_logliks(z, decided, bank)[0]
 
 
-def _decision(y: np.ndarray, logliks: Callable[[np.ndarray, ce.AlphabetBank], np.ndarray]) -> int:
-    """class_equalizer.class_scores' decision with its per-alphabet log-likelihoods from
-    logliks(unit-power central symbols, bank); -1 for too few symbols."""
+def _soft_class_equalizer_decision(y: np.ndarray) -> int:
+    """class_equalizer.class_scores' decision with soft_equalized_logliks."""
     if y.size > ce.MAX_SYMBOLS:
         start = (y.size - ce.MAX_SYMBOLS) // 2
         y = y[start:start + ce.MAX_SYMBOLS]
     if y.size < ce.MIN_SYMBOLS:
         return -1
     bank = ce.alphabet_bank(tuple(HIGH_ORDER_LABELS))
-    return _class_decision(logliks(y / math.sqrt(float(np.mean(np.abs(y) ** 2))), bank), bank)
-
-
-def _soft_class_equalizer_decision(y: np.ndarray) -> int:
-    return _decision(y, soft_equalized_logliks)
-
-
-def _line_start_decision(y: np.ndarray) -> int:
-    """The decision with the equalizer started from the alphabets' carrier lines."""
-    return _decision(y, lambda v, bank: ce.equalized_logliks(v, bank, start=ce.START_LINES)[0])
-
-
-def _class_equalizer_decision(y: np.ndarray) -> int:
-    scores = class_scores(y, HIGH_ORDER_LABELS)
-    return -1 if scores is None else int(np.argmax(scores))
-
-
-def _class_decision(total: np.ndarray, bank: ce.AlphabetBank) -> int:
-    """The class whose alphabets' log-mean-exp of per-symbol log-likelihoods `total` is largest."""
+    total = soft_equalized_logliks(y / math.sqrt(float(np.mean(np.abs(y) ** 2))), bank)
     best = [np.max(total[bank.owner == c]) + math.log(np.mean(np.exp(total[bank.owner == c]
                                                                      - np.max(total[bank.owner == c]))))
             for c in range(len(HIGH_ORDER_LABELS))]
     return int(np.argmax(best))
+
+
+def _class_equalizer_decision(y: np.ndarray, start: str = ce.START_FIT) -> int:
+    scores = class_scores(y, HIGH_ORDER_LABELS, start=start)
+    return -1 if scores is None else int(np.argmax(scores))
 
 
 def _decide(y: np.ndarray, n0: float, hyp: hob.Hypotheses) -> int:
