@@ -37,10 +37,11 @@ def randomize_batchnorm_fixture():
 
 
 def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, blocks: int = 1, kernel: int = 3,
-                        gates: bool = False, front: str = "clocked", rate_rule: str = "strongest_line"):
+                        gates: bool = False, front: str = "clocked", rate_rule: str = "strongest_line",
+                        carrier: str = "lines"):
     """A numpy sequence network (rfclassify.engine.sequence_net) with random weights, no torch
     (gates: with a squeeze-and-excitation gate per block), reading `front`'s channels of bursts
-    clocked by `rate_rule`."""
+    clocked by `rate_rule`, their second carrier pass `carrier`."""
     from rfclassify.dsp.sequence_fronts import front_channels
     from rfclassify.engine.sequence_net import SequenceNet
 
@@ -52,7 +53,7 @@ def random_sequence_net(labels: tuple[str, ...], seed: int = 0, width: int = 8, 
     block = tuple((a(width, width, kernel), a(width), a(width, width, kernel), a(width)) for _ in range(blocks))
     head = ((a(10, 2 * width + 1), a(10)), (a(len(labels), 10), a(len(labels))))
     gate = tuple((a(4, width), a(4), a(width, 4), a(width)) for _ in range(blocks if gates else 0))
-    return SequenceNet(embed, block, head, labels, {"made_by": "test"}, gate, front, rate_rule)
+    return SequenceNet(embed, block, head, labels, {"made_by": "test"}, gate, front, rate_rule, carrier)
 
 
 @pytest.fixture(name="random_sequence_net")

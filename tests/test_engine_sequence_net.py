@@ -173,10 +173,10 @@ def test_a_network_of_the_equalized_front_keeps_its_front_and_reads_only_its_cha
         SequenceNet.load(tmp_path / "mislabelled.npz")
 
 
-def test_a_short_fit_of_the_equalized_front_stores_that_front_and_the_refiner_feeds_it(tmp_path):
-    """fit-sequence --front equalized: the network reads 24 channels and says so in its file;
-    the refiner's statistics give it the equalized front (its log-probabilities differ from
-    uniform and match the front made by hand)."""
+def test_a_short_fit_of_the_equalized_front_stores_that_front_and_pass_and_the_refiner_feeds_it(tmp_path):
+    """fit-sequence --front equalized --carrier fit: the network reads 24 channels and says so
+    in its file, with its carrier pass; the refiner's statistics give it the equalized front
+    of that pass (its log-probabilities differ from uniform and match the front made by hand)."""
     pytest.importorskip("torch")
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.sequence_fronts import burst_front_sequence
@@ -187,13 +187,15 @@ def test_a_short_fit_of_the_equalized_front_stores_that_front_and_the_refiner_fe
 
     cfg = SequenceFitConfig(bursts=120, train_s=2.0, labels=("8PSK", "16QAM"), lengths=(512,),
                             snr_range_db=(20.0, 30.0), crops=(32,), width=8, blocks=1, batch=32,
-                            eval_per_length=20, eval_every=1000, workers=0, chunk=60, front="equalized")
+                            eval_per_length=20, eval_every=1000, workers=0, chunk=60, front="equalized",
+                            carrier="fit")
     rep = fit_sequence_net(tmp_path / "eq.npz", cfg)
     net = SequenceNet.load(tmp_path / "eq.npz")
     assert net.front == "equalized" and net.n_channels == N_CHANNELS + 3 and rep["config"]["front"] == "equalized"
+    assert net.carrier == "fit" and rep["config"]["carrier"] == "fit"
     iq = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig.clean()).iq[0]
     stats = burst_statistics(iq, net)
-    expected = net.log_probs(burst_front_sequence(iq, "equalized", net.labels))
+    expected = net.log_probs(burst_front_sequence(iq, "equalized", net.labels, carrier="fit"))
     np.testing.assert_allclose(stats[N_INVARIANTS:], expected, rtol=1e-5, atol=1e-5)
     assert not np.allclose(expected, net.uniform())
     with pytest.raises(Exception, match="front"):
@@ -212,11 +214,39 @@ def test_a_network_keeps_the_rate_rule_of_its_training_clock(tmp_path, random_se
         SequenceNet.load(future)
 
 
-def test_fit_sequence_refuses_an_unknown_rate_rule():
+def test_a_network_keeps_its_carrier_pass_and_the_refiner_clocks_its_symbols_by_it(tmp_path, random_sequence_net):
+    """The second carrier pass its bursts had is stored with the weights (a file from before
+    passes loads as the lines'; one this version does not know is refused), and the refiner's
+    statistics give the network the symbols of that pass: a 16PSK burst, whose lines pass
+    and fitted pass differ, gets the fitted pass's log-probabilities."""
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.sequence_fronts import burst_front_sequence
+    from rfclassify.dsp.symbol_clock import N_INVARIANTS
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+
+    labels = ("8PSK", "16PSK", "64QAM")
+    net = SequenceNet.load(random_sequence_net(labels, seed=4, carrier="fit").save(tmp_path / "fit.npz"))
+    assert net.carrier == "fit"
+    old, future = _older_and_newer(tmp_path / "fit.npz", "seq_carrier", "pilot")
+    assert SequenceNet.load(old).carrier == "lines"
+    with pytest.raises(ModelNotFoundError, match="unknown carrier pass 'pilot'"):
+        SequenceNet.load(future)
+    iq = synthesize(["16PSK"], 1024, np.random.default_rng(3), 28.0, ChannelConfig.clean()).iq[0]
+    fitted = net.log_probs(burst_front_sequence(iq, "clocked", labels, carrier="fit"))
+    lines = net.log_probs(burst_front_sequence(iq, "clocked", labels, carrier="lines"))
+    assert not np.allclose(fitted, lines, atol=1e-3)
+    np.testing.assert_allclose(burst_statistics(iq, net)[N_INVARIANTS:], fitted, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(burst_statistics(iq, SequenceNet.load(old))[N_INVARIANTS:], lines, rtol=1e-5, atol=1e-5)
+
+
+def test_fit_sequence_refuses_an_unknown_rate_rule_or_carrier_pass():
     from rfclassify.model.sequence_fit import SequenceFitConfig
 
     with pytest.raises(ConfigError, match="rate_rule must be one of"):
         SequenceFitConfig(bursts=600, rate_rule="loudest_line")
+    with pytest.raises(ConfigError, match="carrier must be one of lines, fit"):
+        SequenceFitConfig(bursts=600, carrier="pilot")
 
 
 def test_fit_sequence_refuses_a_negative_step_limit():

@@ -298,8 +298,10 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "bursts of >= 128 samples, with its sequence network\n" in render_status(sample)
     sample["engine"]["refiner"].update(sequence_net_front="equalized", equalizer_classes=12)
     assert "with its sequence network (equalized front), equalized scores\n" in render_status(sample)
+    sample["engine"]["refiner"]["sequence_net_carrier"] = "fit"
+    assert "with its sequence network (equalized front, fitted carrier), equalized scores\n" in render_status(sample)
     sample["engine"]["refiner"]["rate_rule"] = "alphabet_fit"
-    assert "equalized scores, alphabet-fit clock\n" in render_status(sample)
+    assert "fitted carrier), equalized scores, alphabet-fit clock\n" in render_status(sample)
     sample["engine"]["refiner"] = None
     assert "refiner     off" in render_status(sample)
     assert "01:02:05" in text

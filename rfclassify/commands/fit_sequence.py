@@ -11,6 +11,7 @@ from rfclassify.engine.options import model_dir_path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.dsp.sequence_fronts import FRONTS
     from rfclassify.dsp.symbol_clock import RATE_RULES
+    from rfclassify.dsp.symbol_sequence import CARRIER_PASSES
     from rfclassify.model.sequence_fit import SEQUENCE_NET_FILE, SequenceFitConfig
 
     d = SequenceFitConfig()
@@ -45,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how the bursts' blind clock picks the symbol rate: the strongest |x|^2 line, or "
                              "the line whose symbols an alphabet fits best (rfclassify.dsp.symbol_clock; "
                              "default %(default)s)")
+    parser.add_argument("--carrier", choices=CARRIER_PASSES, default=d.carrier,
+                        help="the second carrier pass: the strongest 4th/8th-power line of the symbols, or the "
+                             "frequency under which a few alphabets fit them best (rfclassify.dsp.symbol_sequence; "
+                             "default %(default)s)")
     parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
     parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SequenceFitConfig(bursts=args.bursts, start_bursts=args.start_bursts, train_s=args.train_s,
                             max_steps=args.max_steps, device=args.device, workers=args.workers, seed=args.seed,
                             width=args.width, hidden=args.hidden, blocks=args.blocks, gates=args.gates,
-                            front=args.front, rate_rule=args.rate_rule,
+                            front=args.front, rate_rule=args.rate_rule, carrier=args.carrier,
                             batch=args.batch, lr=args.lr,
                             eval_per_length=args.eval_per_length, eval_every=args.eval_every)
     out = args.out or Path(model_dir) / SEQUENCE_NET_FILE

@@ -285,19 +285,20 @@ def carrier_fit(y: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarr
     return freq, phase
 
 
-def start_filters(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, start: str = START_FIT
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def start_filters(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, start: str = START_FIT,
+                  carrier: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each of the bank's alphabets' filter at its start, for unit-power symbols y: its inputs
     (A, n, taps) (y turned back by the alphabet's carrier), their least-squares
     pseudo-inverse (A, taps, n), and the symbols (A, n) through a centre tap at the start
-    phase. The carrier by `start`: START_FIT carrier_fit's; START_LINES the alphabet's
-    carrier line's frequency and phase, then the best of TURNS turns within its symmetry."""
+    phase. The carrier by `start`: START_FIT carrier_fit's (`carrier`, where the caller has
+    it already); START_LINES the alphabet's carrier line's frequency and phase, then the best
+    of TURNS turns within its symmetry."""
     n = y.size
     half = taps // 2
     which = np.arange(len(bank.sizes))
     w = np.zeros((which.size, taps), complex)
     if start == START_FIT:
-        freq, phase = carrier_fit(y, bank)
+        freq, phase = carrier if carrier is not None else carrier_fit(y, bank)
         turned = y[None, :] * np.exp(-2j * np.pi * freq[:, None] * np.arange(n)[None, :])
         cols = np.stack([filter_inputs(row, taps) for row in turned])
         w[:, half] = np.exp(-1j * phase)
@@ -351,12 +352,13 @@ def unit_power_logliks(z: np.ndarray, decided: np.ndarray, bank: AlphabetBank) -
 
 
 def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passes: int = PASSES,
-                      start: str = START_FIT) -> tuple[np.ndarray, np.ndarray]:
+                      start: str = START_FIT, carrier: tuple[np.ndarray, np.ndarray] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of unit-power symbols y
-    under each of the bank's alphabets, after that alphabet's start carrier (`start`:
-    start_filters) and decision-directed filter, the filtered symbols at the alphabet's unit
-    signal power."""
-    cols, solve, z = start_filters(y, bank, taps, start)
+    under each of the bank's alphabets, after that alphabet's start carrier (`start` and
+    `carrier`: start_filters) and decision-directed filter, the filtered symbols at the
+    alphabet's unit signal power."""
+    cols, solve, z = start_filters(y, bank, taps, start, carrier)
     z, decided = decision_directed(z, cols, solve, bank, passes)
     return unit_power_logliks(z, decided, bank)
 

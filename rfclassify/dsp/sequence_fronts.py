@@ -19,7 +19,7 @@ import numpy as np
 
 from rfclassify.dsp import symbol_clock as sc
 from rfclassify.dsp.class_equalizer import best_equalized
-from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS, N_CHANNELS, clocked_symbols, finite_sequence
+from rfclassify.dsp.symbol_sequence import CARRIER_LINES, MAX_SYMBOLS, N_CHANNELS, clocked_symbols, finite_sequence
 
 FRONTS = ("clocked", "equalized")
 EQUALIZED_CHANNELS = 3
@@ -50,8 +50,8 @@ def front_sequence(y: np.ndarray, front: str, labels: tuple[str, ...]) -> np.nda
 
 
 def burst_front_sequence(iq: np.ndarray, front: str, labels: tuple[str, ...], max_symbols: int | None = MAX_SYMBOLS,
-                         rate_rule: str = sc.STRONGEST_LINE) -> np.ndarray | None:
+                         rate_rule: str = sc.STRONGEST_LINE, carrier: str = CARRIER_LINES) -> np.ndarray | None:
     """front_sequence of one raw burst's clocked symbols (blind_symbols by rate_rule, the
-    second carrier pass, the central max_symbols), or None where it has none."""
-    y = clocked_symbols(sc.blind_symbols(iq, rate_rule), max_symbols)
+    `carrier` second pass, the central max_symbols), or None where it has none."""
+    y = clocked_symbols(sc.blind_symbols(iq, rate_rule), max_symbols, carrier)
     return None if y is None else front_sequence(y, front, labels)

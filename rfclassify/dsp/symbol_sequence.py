@@ -3,9 +3,20 @@
 The refiner's invariants (rfclassify.dsp.symbol_clock.clock_invariants) are 27 numbers that no
 carrier phase or small residual offset moves; they throw away where each symbol lies. This
 module keeps it. From a burst at its blind clock (``blind_symbols``) it takes out what is left
-of the carrier (the strongest line of the symbols' 4th or 8th power, removed and the matched
-filter run again: ``second_pass_symbols``, ``clocked_symbols``), then gives every symbol
-``N_CHANNELS`` numbers (``sequence_from_symbols``):
+of the carrier and runs the matched filter again (``second_pass_symbols``, ``clocked_symbols``),
+by one of two second passes (CARRIER_PASSES; a sequence network stores the one it was
+trained on):
+
+- CARRIER_LINES: the strongest line of the symbols' 4th or 8th power. On 64-512 symbols of
+  a dense QAM a noise peak often beats that line, and the 12- and 16-fold alphabets have
+  none of those orders (docs/model.md, "Seventeenth session");
+- CARRIER_FIT: the frequency under which the best-fitting of FIT_CLASSES' alphabets explains
+  the symbols (rfclassify.dsp.class_equalizer's carrier fit, then its equalizer's
+  likelihood to pick the alphabet). 8PSK is among them because 16PSK alone leaves the
+  frequency ambiguous by 1/16 cycle a symbol; 32APSK's six alphabets added nothing
+  measurable for 2.6x the cost (eighteenth session);
+
+then gives every symbol ``N_CHANNELS`` numbers (``sequence_from_symbols``):
 
 - the symbols derotated by the 4th-power line's local phase (rfclassify.dsp.carrier_lines),
   and by the 4th-, 8th- and 16th-power lines' whole-burst phases (I and Q each): the
@@ -25,6 +36,7 @@ import math
 
 import numpy as np
 
+from rfclassify.dsp import class_equalizer as ce
 from rfclassify.dsp import symbol_clock as sc
 from rfclassify.dsp.carrier_lines import derotations, local_mean, residual_carrier
 
@@ -32,6 +44,9 @@ LOCAL_SYMBOLS = 16          # local means of the unit-magnitude powers
 N_CHANNELS = 21             # per-symbol channels
 MIN_SYMBOLS = 3             # fewer symbols: no sequence
 MAX_SYMBOLS = 1024          # burst_sequence keeps the central symbols of longer bursts
+CARRIER_LINES, CARRIER_FIT = "lines", "fit"     # the second carrier pass (module docstring)
+CARRIER_PASSES = (CARRIER_LINES, CARRIER_FIT)
+FIT_CLASSES = ("8PSK", "16PSK", "64QAM")   # whose alphabets CARRIER_FIT fits
 
 
 def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
@@ -54,30 +69,56 @@ def sequence_from_symbols(y: np.ndarray) -> np.ndarray:
     return np.stack(ch).astype(np.float32)
 
 
-def second_pass_baseband(found: sc.BlindSymbols) -> np.ndarray:
-    """The burst's baseband with the residual carrier of the first pass's symbols taken out."""
+def check_carrier_pass(carrier: str) -> str:
+    """carrier, or ValueError when it is not one of CARRIER_PASSES."""
+    if carrier not in CARRIER_PASSES:
+        raise ValueError(f"unknown carrier pass {carrier!r} (one of {', '.join(CARRIER_PASSES)})")
+    return carrier
+
+
+def fitted_carrier(y: np.ndarray) -> float:
+    """Cycles per symbol: the residual carrier of unit-power symbols y under which the
+    best-fitting of FIT_CLASSES' alphabets explains their central ce.MAX_SYMBOLS (the
+    alphabet picked by its equalized likelihood); the strongest-line estimate
+    (residual_carrier) for fewer than ce.MIN_SYMBOLS or where no alphabet fits."""
+    first = (y.size - min(y.size, ce.MAX_SYMBOLS)) // 2
+    yc = y[first:first + ce.MAX_SYMBOLS]
+    if yc.size < ce.MIN_SYMBOLS:
+        return residual_carrier(y)
+    bank = ce.alphabet_bank(FIT_CLASSES)
+    freq, phase = ce.carrier_fit(yc, bank)
+    ll = np.nan_to_num(ce.equalized_logliks(yc, bank, carrier=(freq, phase))[0], nan=-np.inf, posinf=-np.inf)
+    return float(freq[int(np.argmax(ll))]) if np.isfinite(ll).any() else residual_carrier(y)
+
+
+def second_pass_baseband(found: sc.BlindSymbols, carrier: str = CARRIER_LINES) -> np.ndarray:
+    """The burst's baseband with the residual carrier of the first pass's symbols taken out,
+    found by the `carrier` pass (CARRIER_PASSES)."""
     y = found.symbols / math.sqrt(max(float(np.mean(np.abs(found.symbols) ** 2)), 1e-30))
-    return found.baseband * np.exp(-2j * np.pi * residual_carrier(y) / found.sps * np.arange(found.baseband.size))
+    f = fitted_carrier(y) if check_carrier_pass(carrier) == CARRIER_FIT else residual_carrier(y)
+    return found.baseband * np.exp(-2j * np.pi * f / found.sps * np.arange(found.baseband.size))
 
 
-def second_pass_symbols(found: sc.BlindSymbols) -> np.ndarray:
-    """The symbols again, from the second pass's baseband, at the first pass's clock."""
-    return sc.symbols_at(second_pass_baseband(found), found.sps, sc.BLIND_ROLLOFF, found.timing_samples,
+def second_pass_symbols(found: sc.BlindSymbols, carrier: str = CARRIER_LINES) -> np.ndarray:
+    """The symbols again, from the `carrier` second pass's baseband, at the first pass's clock."""
+    return sc.symbols_at(second_pass_baseband(found, carrier), found.sps, sc.BLIND_ROLLOFF, found.timing_samples,
                          pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))
 
 
 _DEGENERATE = (ValueError, IndexError, ZeroDivisionError, FloatingPointError)   # what a degenerate burst raises
 
 
-def clocked_symbols(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS) -> np.ndarray | None:
-    """The central max_symbols of the second pass's symbols of a burst found at its blind
-    clock, or None where there are fewer than MIN_SYMBOLS usable ones (or no clock). Never
-    raises for a degenerate burst."""
+def clocked_symbols(found: sc.BlindSymbols | None, max_symbols: int | None = MAX_SYMBOLS,
+                    carrier: str = CARRIER_LINES) -> np.ndarray | None:
+    """The central max_symbols of the `carrier` second pass's symbols of a burst found at its
+    blind clock, or None where there are fewer than MIN_SYMBOLS usable ones (or no clock).
+    Never raises for a degenerate burst (ValueError for an unknown pass)."""
+    check_carrier_pass(carrier)
     if found is None or found.symbols.size < MIN_SYMBOLS:
         return None
     try:
         with np.errstate(all="ignore"):
-            y = second_pass_symbols(found)
+            y = second_pass_symbols(found, carrier)
     except _DEGENERATE:
         return None
     if max_symbols is not None and y.size > max_symbols:

@@ -41,7 +41,7 @@ from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
 from rfclassify.dsp.sequence_fronts import front_sequence
-from rfclassify.dsp.symbol_sequence import clocked_symbols
+from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -60,12 +60,13 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     network, that network's log-probabilities of the burst's clocked symbols in its front
     (sequence_fronts; uniform where there are none), then, for `equalizer`'s classes, their
     equalized scores (class_equalizer.class_scores; zeros where there are too few symbols).
-    One blind clock and one set of clocked symbols serve them all."""
+    One blind clock and one set of clocked symbols serve them all, by the sequence network's
+    second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
     if sequence_net is None and not equalizer:
         return burst_invariants(iq, rate_rule)
     found = blind_symbols(iq, rate_rule)
     parts = [found_invariants(found)]
-    y = clocked_symbols(found)
+    y = clocked_symbols(found, carrier=sequence_net.carrier if sequence_net is not None else CARRIER_LINES)
     if sequence_net is not None:
         seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
         parts.append(sequence_net.uniform() if seq is None else sequence_net.log_probs(seq))
@@ -267,6 +268,7 @@ class Refiner:
         if self.sequence is not None:
             out["sequence_net_params"] = self.sequence.n_params
             out["sequence_net_front"] = self.sequence.front
+            out["sequence_net_carrier"] = self.sequence.carrier
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         return out

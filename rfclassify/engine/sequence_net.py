@@ -4,7 +4,9 @@ A small residual network over the per-symbol channels of its front
 (rfclassify.dsp.sequence_fronts: the clocked symbols' channels, or those and an equalized
 view; stored with it, the clocked front where it says none) of bursts clocked by its rate
 rule (rfclassify.dsp.symbol_clock.RATE_RULES; stored with it, the strongest line where it
-says none): two
+says none), their residual carrier taken out by its second carrier pass
+(rfclassify.dsp.symbol_sequence.CARRIER_PASSES; stored with it, the lines where it says
+none): two
 1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
 the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
 Optionally each block's output passes a squeeze-and-excitation gate (channel gains from its
@@ -30,6 +32,7 @@ import numpy as np
 from rfclassify._exceptions import ModelNotFoundError
 from rfclassify.dsp.sequence_fronts import FRONTS, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
+from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES
 
 LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
 PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
@@ -67,6 +70,7 @@ class SequenceNet:
     gates: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...] = ()  # per block or none: (w1, b1, w2, b2)
     front: str = "clocked"                                       # what its input is (sequence_fronts.FRONTS)
     rate_rule: str = STRONGEST_LINE                              # its training bursts' clock (symbol_clock.RATE_RULES)
+    carrier: str = CARRIER_LINES                                 # their second carrier pass (symbol_sequence)
 
     @property
     def n_channels(self) -> int:
@@ -121,6 +125,7 @@ class SequenceNet:
         out[f"{PREFIX}labels"] = np.array(self.labels)
         out[f"{PREFIX}front"] = np.array(self.front)
         out[f"{PREFIX}rate_rule"] = np.array(self.rate_rule)
+        out[f"{PREFIX}carrier"] = np.array(self.carrier)
         out[f"{PREFIX}info"] = np.array(json.dumps(self.info))
         return out
 
@@ -147,6 +152,7 @@ class SequenceNet:
             info = json.loads(str(z[f"{PREFIX}info"]))
             front = str(z[f"{PREFIX}front"]) if f"{PREFIX}front" in z else "clocked"
             rate_rule = str(z[f"{PREFIX}rate_rule"]) if f"{PREFIX}rate_rule" in z else STRONGEST_LINE
+            carrier = str(z[f"{PREFIX}carrier"]) if f"{PREFIX}carrier" in z else CARRIER_LINES
         except (KeyError, ValueError, OSError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
         if front not in FRONTS:
@@ -155,8 +161,11 @@ class SequenceNet:
         if rate_rule not in RATE_RULES:
             raise ModelNotFoundError(f"the sequence network in {source} was trained on an unknown rate rule "
                                      f"{rate_rule!r} (this version knows {', '.join(RATE_RULES)})")
+        if carrier not in CARRIER_PASSES:
+            raise ModelNotFoundError(f"the sequence network in {source} was trained on an unknown carrier pass "
+                                     f"{carrier!r} (this version knows {', '.join(CARRIER_PASSES)})")
         net = cls(tuple(embed), tuple(blocks), tuple(head), labels, info, tuple(gates),  # type: ignore[arg-type]
-                  front, rate_rule)
+                  front, rate_rule, carrier)
         net.check(source)
         return net
 

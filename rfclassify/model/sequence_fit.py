@@ -5,7 +5,8 @@ chain) at lengths spread over the buckets, SNR uniform over cfg.snr_range_db, an
 their clocked symbol channels (rfclassify.dsp.symbol_sequence; with cfg.front "equalized"
 also the best alphabet's equalized symbols, rfclassify.dsp.sequence_fronts, from the central
 MAX_SYMBOLS as served) in cfg.workers processes, their blind clock's rate picked by
-cfg.rate_rule (rfclassify.dsp.symbol_clock.RATE_RULES, stored with the network); a
+cfg.rate_rule (rfclassify.dsp.symbol_clock.RATE_RULES) and their residual carrier taken out
+by cfg.carrier (rfclassify.dsp.symbol_sequence.CARRIER_PASSES), both stored with the network; a
 random window of at most cfg.max_keep symbols of each is kept (float16). The set sits on the
 training device as one padded tensor, filled chunk by chunk from a background thread; training
 starts once cfg.start_bursts are in (0: all of them) and the rest keep arriving while it runs,
@@ -42,7 +43,7 @@ import numpy as np
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
-from rfclassify.dsp.symbol_sequence import MAX_SYMBOLS
+from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES, MAX_SYMBOLS
 from rfclassify.engine.sequence_net import LOG_COUNT_SCALE, SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS
 
@@ -70,6 +71,7 @@ class SequenceFitConfig:
     gates: bool = False                 # a squeeze-and-excitation gate on each block's output
     front: str = "clocked"              # the input's channels (rfclassify.dsp.sequence_fronts.FRONTS)
     rate_rule: str = STRONGEST_LINE     # how the bursts' blind clock picks the rate (symbol_clock.RATE_RULES)
+    carrier: str = CARRIER_LINES        # their second carrier pass (symbol_sequence.CARRIER_PASSES)
     batch: int = 512
     lr: float = 2e-3
     weight_decay: float = 1e-4
@@ -98,6 +100,8 @@ class SequenceFitConfig:
             raise ConfigError(f"front must be one of {', '.join(FRONTS)}, got {self.front!r}")
         if self.rate_rule not in RATE_RULES:
             raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
+        if self.carrier not in CARRIER_PASSES:
+            raise ConfigError(f"carrier must be one of {', '.join(CARRIER_PASSES)}, got {self.carrier!r}")
         if not 0 <= self.start_bursts <= self.bursts:
             raise ConfigError(f"start_bursts must lie in 0..bursts ({self.bursts}), got {self.start_bursts}")
 
@@ -144,7 +148,7 @@ def make_torch_net(cfg: SequenceFitConfig):
 
 def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any], cfg: SequenceFitConfig) -> SequenceNet:
     """The numpy network of a trained torch one (reading cfg.front, trained on cfg.rate_rule's
-    clock), each batch norm folded into its convolution."""
+    clock and cfg.carrier's second pass), each batch norm folded into its convolution."""
     def arr(t) -> np.ndarray:
         return t.detach().float().cpu().numpy().astype(np.float32)
 
@@ -156,19 +160,19 @@ def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any], cfg: S
     blocks = tuple((*folded(a, na), *folded(b, nb)) for a, na, b, nb in model.blocks)
     head = tuple((arr(lin.weight), arr(lin.bias)) for lin in model.head)
     gates = tuple((arr(a.weight), arr(a.bias), arr(b.weight), arr(b.bias)) for a, b in model.gates)
-    return SequenceNet(embed, blocks, head, tuple(labels), info, gates, cfg.front, cfg.rate_rule)
+    return SequenceNet(embed, blocks, head, tuple(labels), info, gates, cfg.front, cfg.rate_rule, cfg.carrier)
 
 
 # -- data -------------------------------------------------------------------------------
 def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int, ...], tuple[float, float], int | None,
-                      str, str]) -> tuple[list[np.ndarray], list[int], int]:
+                      str, str, str]) -> tuple[list[np.ndarray], list[int], int]:
     """(sequences as float16, class indices, burst length) of one chunk of synthesized bursts;
     bursts without a sequence are left out. max_keep None keeps whole sequences (as served);
     the equalized front is always made of the served (central) symbols, its cost bounded."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.training_data import DataRecipe
 
-    seed, n, overrides, labels, lengths, snr_range, max_keep, front, rate_rule = job
+    seed, n, overrides, labels, lengths, snr_range, max_keep, front, rate_rule, carrier = job
     rng = np.random.default_rng(seed)
     length = int(rng.choice(lengths))
     cls = rng.integers(0, len(labels), n)
@@ -178,7 +182,8 @@ def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int,
     seqs, ys = [], []
     for iq, c in zip(batch.iq, cls, strict=True):
         whole = max_keep is None or front != "clocked"
-        s = burst_front_sequence(iq, front, labels, max_symbols=MAX_SYMBOLS if whole else None, rate_rule=rate_rule)
+        s = burst_front_sequence(iq, front, labels, max_symbols=MAX_SYMBOLS if whole else None, rate_rule=rate_rule,
+                                 carrier=carrier)
         if s is None:
             continue
         if max_keep is not None and s.shape[1] > max_keep:
@@ -194,11 +199,11 @@ def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str,
     """The chunks (_make_chunk's jobs) of about n_bursts bursts: each its own seed and one
     length, drawn from cfg.lengths; lengths given: one chunk set per length instead."""
     if lengths is None:
-        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep, cfg.front, cfg.rate_rule)
-                for i in range(max(1, -(-n_bursts // cfg.chunk)))]
+        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep, cfg.front, cfg.rate_rule,
+                 cfg.carrier) for i in range(max(1, -(-n_bursts // cfg.chunk)))]
     per_length = max(1, -(-n_bursts // len(lengths)))
     return [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep,
-             cfg.front, cfg.rate_rule)
+             cfg.front, cfg.rate_rule, cfg.carrier)
             for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
 
 

@@ -21,6 +21,14 @@ def _kv(d: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in (d or {}).items()) or "none"
 
 
+def _sequence_net_notes(ref: dict[str, Any]) -> str:
+    """' (equalized front, fitted carrier)': how the refiner's sequence network differs from the
+    shipped kind (clocked front, lines carrier pass); '' where it does not."""
+    notes = ([f"{ref['sequence_net_front']} front"] if ref.get("sequence_net_front", "clocked") != "clocked" else [])
+    notes += ["fitted carrier"] if ref.get("sequence_net_carrier", "lines") == "fit" else []
+    return f" ({', '.join(notes)})" if notes else ""
+
+
 def render_status(st: dict[str, Any]) -> str:
     """The table `rfclassify status` prints."""
     lines: list[str] = []
@@ -36,8 +44,7 @@ def render_status(st: dict[str, Any]) -> str:
         add("refiner     " + (f"on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
                                f">= {ref.get('min_samples')} samples"
                                + (", with its sequence network" if ref.get("sequence_net_params") else "")
-                               + (f" ({ref['sequence_net_front']} front)"
-                                  if ref.get("sequence_net_front", "clocked") != "clocked" else "")
+                               + _sequence_net_notes(ref)
                                + (", equalized scores" if ref.get("equalizer_classes") else "")
                                + (f", {ref['rate_rule'].replace('_', '-')} clock"
                                   if ref.get("rate_rule", "strongest_line") != "strongest_line" else "")
