@@ -3,6 +3,7 @@ as, it stores and loads back, it refuses weights that do not fit, and a short fi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +239,26 @@ def test_a_network_keeps_its_carrier_pass_and_the_refiner_clocks_its_symbols_by_
     assert not np.allclose(fitted, lines, atol=1e-3)
     np.testing.assert_allclose(burst_statistics(iq, net)[N_INVARIANTS:], fitted, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(burst_statistics(iq, SequenceNet.load(old))[N_INVARIANTS:], lines, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: BLAS has one thread anyway, nothing to limit")
+def test_the_data_workers_run_one_blas_thread_each():
+    """fit-sequence's data processes each get one BLAS thread: the workers are the
+    parallelism, and the fitted carrier pass in 15 workers of 16 threads each made 67x fewer
+    carriers a second than with one (eighteenth session, the H200 host)."""
+    from threadpoolctl import threadpool_info
+
+    from rfclassify.model.sequence_fit import data_pool
+
+    assert max(pool["num_threads"] for pool in threadpool_info()) > 1      # here, unlimited
+    with data_pool(2) as pool:
+        infos = pool.map(_blas_info, range(2))
+    assert all(pool["num_threads"] == 1 for info in infos for pool in info), infos
+
+
+def _blas_info(_: int) -> list[dict]:
+    from threadpoolctl import threadpool_info
+    return threadpool_info()
 
 
 def test_fit_sequence_refuses_an_unknown_rate_rule_or_carrier_pass():

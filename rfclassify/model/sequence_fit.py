@@ -207,15 +207,34 @@ def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str,
             for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
 
 
+_worker_thread_limits: Any = None      # a data worker's threadpoolctl limits, kept in force
+
+
+def _one_blas_thread() -> None:
+    """A data worker's start: one BLAS (and OpenMP) thread. The workers are the parallelism;
+    the fitted carrier pass's matrix products, each threaded over every core in each of 15
+    workers, made no chunk at all in ten minutes on the 16-core H200 host (eighteenth
+    session), as the refiner's workers did before their own limit (rfclassify.engine.refiner)."""
+    from threadpoolctl import threadpool_limits
+
+    global _worker_thread_limits
+    _worker_thread_limits = threadpool_limits(limits=1)
+
+
+def data_pool(workers: int):
+    """A spawned pool of `workers` processes of one BLAS thread each, for making sequences."""
+    from multiprocessing import get_context
+
+    return get_context("spawn").Pool(workers, initializer=_one_blas_thread)
+
+
 def _chunks(jobs: list[tuple], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
-    """_make_chunk of every job, in job order, in `workers` processes (in this one for <= 1);
-    closing the generator stops the processes."""
+    """_make_chunk of every job, in job order, in a data_pool of `workers` processes (in this
+    one for <= 1); closing the generator stops the processes."""
     if workers <= 1:
         yield from map(_make_chunk, jobs)
         return
-    from multiprocessing import get_context
-
-    with get_context("spawn").Pool(workers) as pool:
+    with data_pool(workers) as pool:
         yield from pool.imap(_make_chunk, jobs)
 
 
