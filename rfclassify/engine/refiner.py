@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
@@ -95,7 +96,6 @@ def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
 _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker
 _worker_equalizer: tuple[str, ...] = ()            # the classes whose equalized scores it computes
 _worker_rate_rule: str = STRONGEST_LINE            # how its blind clock picks the rate
-_worker_thread_limits: Any = None                  # the worker's threadpoolctl limits, kept in force
 
 
 POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
@@ -104,17 +104,13 @@ POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's 
 def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str, started: Any,
                  all_started: Any, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None) -> None:
     """A pool worker's start: keep its copy of the sequence network, the equalizer's classes
-    and the rate rule, and give it one BLAS
-    (and OpenMP) thread. The workers are the parallelism; a BLAS that starts a thread per core
-    in every worker for the sequence network's products oversubscribes the cores (fit-refiner
-    took 2.6x as long on a 2-core CPU without this limit). Then run `setup` (function, args)
-    where given, and wait, through `started` (a shared count) and `all_started` (an event),
-    until all `workers` have started (see start_pool)."""
-    from threadpoolctl import threadpool_limits
-
-    global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_thread_limits
+    and the rate rule, and give it one BLAS (and OpenMP) thread (keep_one_blas_thread: the
+    workers are the parallelism). Then run `setup` (function, args) where given, and wait,
+    through `started` (a shared count) and `all_started` (an event), until all `workers`
+    have started (see start_pool)."""
+    global _worker_sequence_net, _worker_equalizer, _worker_rate_rule
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
-    _worker_thread_limits = threadpool_limits(limits=1)
+    keep_one_blas_thread()
     if setup is not None:
         setup[0](*setup[1])
     _wait_for_all(started, all_started, workers)

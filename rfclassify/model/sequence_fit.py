@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
@@ -207,25 +208,13 @@ def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str,
             for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
 
 
-_worker_thread_limits: Any = None      # a data worker's threadpoolctl limits, kept in force
-
-
-def _one_blas_thread() -> None:
-    """A data worker's start: one BLAS (and OpenMP) thread. The workers are the parallelism;
-    the fitted carrier pass's matrix products, each threaded over every core in each of 15
-    workers, made no chunk at all in ten minutes on the 16-core H200 host (eighteenth
-    session), as the refiner's workers did before their own limit (rfclassify.engine.refiner)."""
-    from threadpoolctl import threadpool_limits
-
-    global _worker_thread_limits
-    _worker_thread_limits = threadpool_limits(limits=1)
-
-
 def data_pool(workers: int):
-    """A spawned pool of `workers` processes of one BLAS thread each, for making sequences."""
+    """A spawned pool of `workers` processes of one BLAS thread each (keep_one_blas_thread),
+    for making sequences: with every BLAS thread in each of 15 processes, the fitted carrier
+    pass made no chunk in ten minutes on the 16-core H200 host (eighteenth session)."""
     from multiprocessing import get_context
 
-    return get_context("spawn").Pool(workers, initializer=_one_blas_thread)
+    return get_context("spawn").Pool(workers, initializer=keep_one_blas_thread)
 
 
 def _chunks(jobs: list[tuple], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
