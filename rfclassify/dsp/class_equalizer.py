@@ -395,5 +395,26 @@ def best_equalized(y: np.ndarray, labels: tuple[str, ...]) -> np.ndarray | None:
         return None
     y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
     ll, z = equalized_logliks(y, alphabet_bank(tuple(labels)))
+    best = _best_alphabet(ll)
+    return None if best is None else z[best]
+
+
+def best_carrier(y: np.ndarray, labels: tuple[str, ...]) -> float | None:
+    """Cycles per symbol: the residual carrier (carrier_fit) of the best-fitting of the
+    classes' alphabets (by their equalized likelihood) for the central MAX_SYMBOLS of
+    unit-power symbols y; None for fewer than MIN_SYMBOLS or where no alphabet has a finite
+    likelihood."""
+    first = (y.size - min(y.size, MAX_SYMBOLS)) // 2
+    yc = y[first:first + MAX_SYMBOLS]
+    if yc.size < MIN_SYMBOLS:
+        return None
+    bank = alphabet_bank(tuple(labels))
+    freq, phase = carrier_fit(yc, bank)
+    best = _best_alphabet(equalized_logliks(yc, bank, carrier=(freq, phase))[0])
+    return None if best is None else float(freq[best])
+
+
+def _best_alphabet(ll: np.ndarray) -> int | None:
+    """The index of the largest finite log-likelihood; None where none is finite."""
     ll = np.nan_to_num(ll, nan=-np.inf, posinf=-np.inf)
-    return z[int(np.argmax(ll))] if np.isfinite(ll).any() else None
+    return int(np.argmax(ll)) if np.isfinite(ll).any() else None

@@ -78,17 +78,11 @@ def check_carrier_pass(carrier: str) -> str:
 
 def fitted_carrier(y: np.ndarray) -> float:
     """Cycles per symbol: the residual carrier of unit-power symbols y under which the
-    best-fitting of FIT_CLASSES' alphabets explains their central ce.MAX_SYMBOLS (the
-    alphabet picked by its equalized likelihood); the strongest-line estimate
-    (residual_carrier) for fewer than ce.MIN_SYMBOLS or where no alphabet fits."""
-    first = (y.size - min(y.size, ce.MAX_SYMBOLS)) // 2
-    yc = y[first:first + ce.MAX_SYMBOLS]
-    if yc.size < ce.MIN_SYMBOLS:
-        return residual_carrier(y)
-    bank = ce.alphabet_bank(FIT_CLASSES)
-    freq, phase = ce.carrier_fit(yc, bank)
-    ll = np.nan_to_num(ce.equalized_logliks(yc, bank, carrier=(freq, phase))[0], nan=-np.inf, posinf=-np.inf)
-    return float(freq[int(np.argmax(ll))]) if np.isfinite(ll).any() else residual_carrier(y)
+    best-fitting of FIT_CLASSES' alphabets explains their central symbols
+    (class_equalizer.best_carrier); the strongest-line estimate (residual_carrier) where it
+    has none (too few symbols, or no alphabet fits)."""
+    f = ce.best_carrier(y, FIT_CLASSES)
+    return residual_carrier(y) if f is None else f
 
 
 def second_pass_baseband(found: sc.BlindSymbols, carrier: str = CARRIER_LINES) -> np.ndarray:
