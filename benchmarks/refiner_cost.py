@@ -1,6 +1,7 @@
-"""What the constellation refiner costs per burst: Classifier.classify with and without it, one process.
+"""What the model's refiners cost per burst: Classifier.classify with and without them, one process.
 
-Two Classifiers on the same model and backend, one with the model's refiner and one with
+Two Classifiers on the same model and backend, one with the model's refiners (the
+constellation refiner, and the low-order one where the model has it) and one with
 refiner=False, classify the same synthesized bursts (all 28 labels, the full channel, SNR
 uniform 10..30 dB, one length) in alternating rounds, so the machine's load hits both
 alike. Prints bursts/s of each, the ratio, the share of bursts the refiner re-decided and the
@@ -46,11 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                          refiner_rate_rule=args.rate_rule) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
-        if on.refiner is None:
+        if not on.refiners:
             print(f"{args.model_dir} has no refiner")
             return 1
-        probs = np.stack([r.probabilities for r in off.classify(bursts)])
-        refined = np.mean(np.isin(probs.argmax(1), on.refiner.index))
+        top = np.stack([r.probabilities for r in off.classify(bursts)]).argmax(1)
+        shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
+                  for ref in on.refiners}
+        refined = sum(shares.values())
         on.classify(bursts[:8])  # warm both
         times = {"with": [], "without": []}
         for _ in range(args.rounds):
@@ -64,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
           f"refiner statistics in {where}")
     print(f"network alone: {args.bursts / t_off:8.1f} bursts/s")
     print(f"with refiner : {args.bursts / t_on:8.1f} bursts/s  ({t_on / t_off:.2f}x the time)")
-    print(f"re-decided   : {100 * refined:.1f} % of bursts, "
+    print(f"re-decided   : {100 * refined:.1f} % of bursts ("
+          + ", ".join(f"{name} {100 * v:.1f} %" for name, v in shares.items()) + "), "
           f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")
     return 0
 

@@ -21,6 +21,9 @@ HIGH_ORDER_LABELS: tuple[str, ...] = ("8PSK", "16PSK", "32PSK", "16APSK", "32APS
 #: Model output order. Changing it invalidates every trained model.
 LABELS: tuple[str, ...] = DIGITAL_LABELS + ANALOG_LABELS + (NOISE_LABEL,)
 
+#: Every other class: the ones the low-order refiner re-decides from the burst's invariants.
+LOW_ORDER_LABELS: tuple[str, ...] = tuple(name for name in LABELS if name not in HIGH_ORDER_LABELS)
+
 #: Reported when the model is not confident (open-set rejection); never a model output.
 UNKNOWN_LABEL = "unknown"
 

@@ -58,6 +58,48 @@ def test_refine_leaves_bursts_whose_top_class_is_not_its_own():
     np.testing.assert_array_equal(ref.refine(probs, 20.0, np.ones(512, np.complex64)), probs)
 
 
+def test_each_burst_goes_to_the_refiner_of_its_network_top_class_and_no_further():
+    from rfclassify.engine.refiner import refine_routed
+
+    high = constant_refiner(("16PSK", "32PSK", "64QAM"), favoured="32PSK")
+    uniform = replace(high, b2=np.zeros(3, np.float32))      # shares its classes' mass out evenly
+    low = constant_refiner(("GFSK", "GMSK"), favoured="GMSK")
+    burst = np.exp(2j * np.pi * 0.05 * np.arange(1024)).astype(np.complex64)
+    close_call = _probs("16PSK", 0.3)
+    close_call[LABELS.index("GFSK")] = 0.29                  # second to 16PSK
+    close_call /= close_call.sum()
+    probs = [_probs("16PSK", 0.6), _probs("GFSK", 0.6), _probs("QPSK", 0.6), close_call]
+    out = refine_routed((high, low), probs, [20.0] * 4, [burst] * 4)
+    assert [LABELS[int(p.argmax())] for p in out[:3]] == ["32PSK", "GMSK", "QPSK"]
+    np.testing.assert_array_equal(out[2], probs[2])
+    np.testing.assert_allclose(out[1][low.index].sum(), probs[1][low.index].sum())
+    # 16PSK's mass spread evenly leaves GFSK on top; the low-order refiner still does not take it
+    (spread,) = refine_routed((uniform, low), [close_call], [20.0], [burst])
+    assert LABELS[int(spread.argmax())] == "GFSK"
+    np.testing.assert_allclose(spread[low.index], close_call[low.index])
+
+
+def test_two_refiners_that_share_a_class_are_refused(tiny_model_dir, tmp_path):
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import LOW_ORDER_REFINER_FILE, disjoint_refiners
+
+    high = constant_refiner(("16PSK", "32PSK"), favoured="32PSK")
+    low = constant_refiner(("GFSK", "GMSK"), favoured="GMSK")
+    assert disjoint_refiners(high, None, low) == (high, low)
+    overlapping = constant_refiner(("32PSK", "GMSK"), favoured="GMSK")
+    with pytest.raises(ModelNotFoundError, match="32PSK"):
+        disjoint_refiners(high, overlapping)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, high)
+    path = overlapping.save(model_dir / LOW_ORDER_REFINER_FILE)
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(low_order_refiner={"file": LOW_ORDER_REFINER_FILE, "sha256": file_sha256(path),
+                                         "classes": list(overlapping.labels)}).save(model_dir)
+    with pytest.raises(ModelNotFoundError, match="do not overlap"):
+        Classifier.load(model_dir, backend="onnxruntime")
+
+
 def _with_refiner(model_dir, ref: Refiner):
     path = ref.save(model_dir / REFINER_FILE)
     meta = ModelMeta.load(model_dir)
@@ -137,6 +179,49 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
     assert (out / REFINER_FILE).read_bytes() == (model_dir / REFINER_FILE).read_bytes()
     with Classifier.load(out, backend="onnxruntime") as clf:
         assert clf.refiner is not None
+
+
+def test_a_low_order_refiner_fits_beside_the_constellation_refiner_and_both_serve(tmp_path):
+    """On a copy of the shipped model (the random tiny one calls no low-order class)."""
+    pytest.importorskip("torch")
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import LOW_ORDER_REFINER_FILE
+    from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
+    from rfclassify.model.card import render_markdown
+    from rfclassify.model.export import export_model_dir
+    from rfclassify.model.meta import default_model_dir
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    for name in ("model.json", "model.pt", "model.onnx", REFINER_FILE, LIGHT_REFINER_FILE):
+        shutil.copy2(default_model_dir() / name, model_dir / name)
+    high_file = (model_dir / REFINER_FILE).read_bytes()
+    rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=2, epochs=5, chunk=96, group="low-order"))
+    meta = ModelMeta.load(model_dir)
+    assert rep["classes"] == list(LOW_ORDER_LABELS) and set(LOW_ORDER_LABELS).isdisjoint(HIGH_ORDER_LABELS)
+    assert len(LOW_ORDER_LABELS) + len(HIGH_ORDER_LABELS) == len(LABELS)
+    assert meta.low_order_refiner["sha256"] == file_sha256(model_dir / LOW_ORDER_REFINER_FILE)
+    assert meta.refiner["file"] == REFINER_FILE and (model_dir / REFINER_FILE).read_bytes() == high_file
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.low_order_refiner is not None and clf.low_order_refiner.sequence is None
+        assert clf.low_order_refiner.labels == LOW_ORDER_LABELS and clf.refiners == (clf.refiner, clf.low_order_refiner)
+        assert clf.describe()["low_order_refiner"]["classes"] == list(LOW_ORDER_LABELS)
+    with Classifier.load(model_dir, backend="onnxruntime", refiner=False) as off:
+        assert off.refiners == ()
+    card = render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
+                            "max_windows": 4, "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1,
+                            "flops_per_bucket": {}, "training": {}, "low_order_refiner": meta.low_order_refiner,
+                            "evaluations": {"e": {"run": {"low_order_refiner": list(LOW_ORDER_LABELS)}}}})
+    assert "## Low-order refiner" in card and "`rfclassify fit-refiner --group low-order --per-class 30" in card
+    assert "with the low-order refiner, " in card and "constellation refiner," not in card
+    out = tmp_path / "exported"
+    export_model_dir(model_dir, out, parity_lengths=(128,))
+    assert (out / LOW_ORDER_REFINER_FILE).read_bytes() == (model_dir / LOW_ORDER_REFINER_FILE).read_bytes()
+    with pytest.raises(ConfigError, match="invariants alone"):
+        RefinerFitConfig(group="low-order", equalizer=True)
+    with pytest.raises(ConfigError, match="group must be one of"):
+        RefinerFitConfig(group="analog")
 
 
 def test_fit_workers_make_the_same_examples_in_the_same_order_as_one_process(tiny_model_dir, random_sequence_net):
@@ -555,11 +640,14 @@ def test_the_pools_workers_hold_the_refiners_sequence_network(random_sequence_ne
     try:
         started = len(multiprocessing.active_children()) - before   # all of them, before any real burst
         there = statistics_many(bursts, ref.sequence, pool)
+        invariants_there = statistics_many(bursts, None, pool)   # the low-order refiner's, in the same pool
     finally:
         pool.shutdown()
     assert started == 3
     assert all(v.shape == (N_INVARIANTS + 3,) for v in here)
     np.testing.assert_array_equal(np.stack(there), np.stack(here))
+    np.testing.assert_array_equal(np.stack(invariants_there), np.stack(statistics_many(bursts)))
+    assert all(v.shape == (N_INVARIANTS,) for v in invariants_there)
 
 
 def test_a_starting_pool_worker_waits_until_all_have_started():

@@ -302,8 +302,11 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "with its sequence network (equalized front, fitted carrier), equalized scores\n" in render_status(sample)
     sample["engine"]["refiner"]["rate_rule"] = "alphabet_fit"
     assert "fitted carrier), equalized scores, alphabet-fit clock\n" in render_status(sample)
-    sample["engine"]["refiner"] = None
-    assert "refiner     off" in render_status(sample)
+    sample["engine"]["low_order_refiner"] = {"classes": ["4ASK"] * 16, "min_samples": 256}
+    assert "alphabet-fit clock\n            and 16 low-order classes from their invariants, bursts of >= 256 " \
+        "samples\n" in render_status(sample)
+    sample["engine"]["refiner"] = sample["engine"]["low_order_refiner"] = None
+    assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
     assert "01:02:05" in text
     assert "bad_json 1" in text and "ingest 1" in text
     assert "accuracy    100.0% of 1" in text

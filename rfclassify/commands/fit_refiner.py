@@ -1,4 +1,4 @@
-"""`rfclassify fit-refiner`: fit the constellation refiner to a trained model (torch, CPU)."""
+"""`rfclassify fit-refiner`: fit the constellation refiner, or the low-order one, to a trained model (torch, CPU)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from rfclassify.engine.options import model_dir_path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.dsp.symbol_clock import RATE_RULES
-    from rfclassify.model.refiner_fit import RefinerFitConfig
+    from rfclassify.model.refiner_fit import GROUP_CLASSES, HIGH_ORDER, RefinerFitConfig
 
     d = RefinerFitConfig()
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="trained model directory; refiner.npz and model.json are written there "
                              "(default: shipped models/)")
+    parser.add_argument("--group", choices=tuple(GROUP_CLASSES), default=HIGH_ORDER,
+                        help="which classes it re-decides: the 12 high-order ones (refiner.npz, the default), or "
+                             "the 16 others from their invariants alone (refiner_low_order.npz)")
     parser.add_argument("--per-class", type=int, default=d.per_class,
-                        help=f"bursts synthesized per high-order class (default {d.per_class})")
+                        help=f"bursts synthesized per class of the group (default {d.per_class})")
     parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
     parser.add_argument("--hidden", type=int, default=d.hidden,
@@ -42,17 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.model.meta import default_model_dir
-    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+    from rfclassify.model.refiner_fit import GROUP_FILES, RefinerFitConfig, fit_refiner
 
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
                            backend=args.backend,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
-                           rate_rule=args.rate_rule)
+                           rate_rule=args.rate_rule, group=args.group)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]
-    print(f"wrote {model_dir}/refiner.npz: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
+    print(f"wrote {model_dir}/{GROUP_FILES[cfg.group]}: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")
     print(f"held-out ({rep['holdout_bursts']} bursts): network {100 * acc['network']:.1f} % -> refined "
           f"{100 * acc['refined']:.1f} %; at >= 10 dB {100 * acc10['network']:.1f} % -> {100 * acc10['refined']:.1f} %")

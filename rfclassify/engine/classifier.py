@@ -8,7 +8,8 @@ Each burst goes through ``rfclassify.dsp.windows.burst_to_windows`` (the normali
 bucket rule shared with training), windows are grouped by bucket across bursts and batched
 through the backend, and each burst's windows are aggregated by ``engine.results``. When the
 model has a constellation refiner (``engine.refiner``), a burst whose top class is one it
-re-decides goes through it, on the CPU, before the result is made.
+re-decides goes through it, on the CPU, before the result is made; so does a burst whose top
+class is one of the low-order refiner's, where the model has one.
 The daemon batches windows across bursts itself with ``infer_windows`` and
 ``results_from_outputs``.
 """
@@ -68,7 +69,8 @@ class Classifier:
     """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
 
     def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5,
-                 refiner: Refiner | None = None, refiner_pool: Executor | None = None) -> None:
+                 refiner: Refiner | None = None, refiner_pool: Executor | None = None,
+                 low_order_refiner: Refiner | None = None) -> None:
         self._backend = backend
         self._selection = selection
         self.top_k = int(top_k)
@@ -76,6 +78,11 @@ class Classifier:
         self.model_dir: Path = backend.model_dir
         self.policy: BucketPolicy = self.meta.bucket_policy
         self.refiner = refiner
+        self.low_order_refiner = low_order_refiner
+        self._refiners = tuple(r for r in (refiner, low_order_refiner) if r is not None)
+        if len(self._refiners) > 1:
+            from rfclassify.engine.refiner import disjoint_refiners
+            disjoint_refiners(*self._refiners)
         self._refiner_pool = refiner_pool
 
     @classmethod
@@ -93,9 +100,10 @@ class Classifier:
         ``clf.precision_reason``. warmup=True runs every bucket once before returning (on CUDA:
         captures the graphs of every bucket and batch size, 1 up to max_batch_size, so no
         request pays for a capture); threads limits CPU threads; refiner=False leaves out the
-        model's constellation refiner (the network decides alone); refiner_workers > 0 computes
-        its statistics in that many processes (a batch's bursts in parallel) instead of one
-        after another in the calling thread; refiner_sequence=False serves the refiner's
+        model's refiners, the constellation refiner and the low-order one (the network decides
+        alone); refiner_workers > 0 computes their statistics in that many processes (a batch's
+        bursts in parallel) instead of one after another in the calling thread;
+        refiner_sequence=False serves the constellation refiner's
         light variant (invariants only, about half its CPU per burst) where the model has one;
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
         rule instead of the one it was fitted on (alphabet_fit: +0.28 points over SNR and +0.69
@@ -109,22 +117,32 @@ class Classifier:
                 f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
         if refiner_workers < 0:
             raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
-        refine, pool = None, None
-        if refiner and meta.refiner:  # before the backend: a broken refiner file fails fast
-            from rfclassify.engine.refiner import Refiner, refiner_info
-            refine = Refiner.load(model_dir, refiner_info(meta.refiner, refiner_sequence), meta.labels)
-            if refiner_rate_rule is not None:
-                refine = refine.clocked_by(refiner_rate_rule)
-            pool = refine.start_pool(refiner_workers) if refiner_workers > 0 else None
+        refine, low_order, pool = None, None, None
+        if refiner and (meta.refiner or meta.low_order_refiner):  # before the backend: a broken file fails fast
+            from rfclassify.engine.refiner import Refiner, disjoint_refiners, refiner_info, start_pool
+            if meta.refiner:
+                refine = Refiner.load(model_dir, refiner_info(meta.refiner, refiner_sequence), meta.labels)
+                if refiner_rate_rule is not None:
+                    refine = refine.clocked_by(refiner_rate_rule)
+            if meta.low_order_refiner:
+                low_order = Refiner.load(model_dir, meta.low_order_refiner, meta.labels)
+            disjoint_refiners(refine, low_order)
+            if refiner_workers > 0:
+                pool = refine.start_pool(refiner_workers) if refine is not None else start_pool(refiner_workers)
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
         if warmup:
             impl.warmup()
-        return cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool)
+        return cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool, low_order_refiner=low_order)
 
     # -- what is running ----------------------------------------------------------------
+    @property
+    def refiners(self) -> tuple[Refiner, ...]:
+        """The refiners it serves: the constellation refiner, then the low-order one, where present."""
+        return self._refiners
+
     @property
     def labels(self) -> tuple[str, ...]:
         return self.meta.labels
@@ -179,7 +197,8 @@ class Classifier:
         return {"backend": self.backend, "precision": self.precision, "device": self.device,
                 "model": self.model_id, "backend_reason": self.backend_reason,
                 "precision_reason": self.precision_reason,
-                "refiner": self.refiner.describe() if self.refiner else None}
+                "refiner": self.refiner.describe() if self.refiner else None,
+                "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -249,11 +268,12 @@ class Classifier:
 
         snr_offset_db: the burst's BurstWindows.snr_offset_db (resampling's SNR gain), taken off
         the estimate so the result reports the SNR over the burst's full sampled band.
-        burst: its samples as received, for the refiner (None: the network decides alone)."""
+        burst: its samples as received, for the refiners (None: the network decides alone)."""
         probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
         snr -= snr_offset_db
-        if self.refiner is not None and burst is not None:
-            probs = self.refiner.refine(probs, snr, burst)
+        if self._refiners and burst is not None:
+            from rfclassify.engine.refiner import refine_routed
+            (probs,) = refine_routed(self._refiners, [probs], [snr], [burst])
         return self._result(probs, snr, logits, n_samples, bucket_samples, sample_rate)
 
     def results_from_batch(self, logits: np.ndarray, snr_db: np.ndarray, windows: Sequence[BurstWindows],
@@ -261,8 +281,8 @@ class Classifier:
                            bursts: Sequence[np.ndarray | None]) -> list[ClassificationResult]:
         """results_from_outputs for the bursts of one backend call: logits (W, n_labels) and
         snr_db (W,) hold their windows in order (windows[i].n_windows rows each); bursts are
-        their samples for the refiner (None: the network decides alone for that burst). The
-        refiner's statistics of the whole batch run in its process pool when it has one."""
+        their samples for the refiners (None: the network decides alone for that burst). The
+        refiners' statistics of the whole batch run in the process pool when there is one."""
         ends = np.cumsum([w.n_windows for w in windows])
         rows = [slice(end - w.n_windows, end) for w, end in zip(windows, ends, strict=True)]
         probs, snrs = [], []
@@ -270,13 +290,14 @@ class Classifier:
             p, s = aggregate_windows(logits[r], snr_db[r], self.meta.temperature)
             probs.append(p)
             snrs.append(s - w.snr_offset_db)
-        if self.refiner is not None:
+        if self._refiners:
+            from rfclassify.engine.refiner import refine_routed
             try:
-                probs = self.refiner.refine_many(probs, snrs, list(bursts), self._refiner_pool)
+                probs = refine_routed(self._refiners, probs, snrs, list(bursts), self._refiner_pool)
             except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
                 log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
                 self._refiner_pool = None
-                probs = self.refiner.refine_many(probs, snrs, list(bursts), None)
+                probs = refine_routed(self._refiners, probs, snrs, list(bursts), None)
         return [self._result(p, s, logits[r], w.n_samples, bucket_samples, rate)
                 for p, s, r, w, rate in zip(probs, snrs, rows, windows, sample_rates, strict=True)]
 

@@ -21,11 +21,18 @@ Fitted by ``rfclassify.model.refiner_fit`` (``rfclassify fit-refiner``) on a tra
 stored beside it (``refiner.npz``, described in model.json's ``refiner``; the sequence
 network's weights, trained by ``rfclassify fit-sequence``, are stored inside it). A model
 without one classifies as the network alone.
+
+A model may also carry a low-order refiner (``fit-refiner --group low-order``,
+``refiner_low_order.npz``, model.json's ``low_order_refiner``): the same kind of perceptron
+over the other classes (labels.LOW_ORDER_LABELS: 4ASK / 8ASK, the SSB pair, GFSK / GMSK, ...)
+from the invariants alone. The refiners' classes do not overlap, and ``refine_routed`` sends
+each burst to the one that holds its network top class.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -49,6 +56,7 @@ from rfclassify.engine.sequence_net import SequenceNet
 log = logging.getLogger(__name__)
 
 REFINER_FILE = "refiner.npz"
+LOW_ORDER_REFINER_FILE = "refiner_low_order.npz"   # the low-order refiner's (model.json's low_order_refiner)
 LIGHT_REFINER_FILE = "refiner_light.npz"   # the invariants-only variant of a refiner with a sequence network
 LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
@@ -135,14 +143,23 @@ def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
     return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule)
 
 
+def _pooled_invariants(rate_rule: str, iq: np.ndarray) -> np.ndarray | None:
+    return safe_statistics(iq, None, (), rate_rule)
+
+
 def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
                     pool: Executor | None = None, equalizer: tuple[str, ...] = (),
                     rate_rule: str = STRONGEST_LINE) -> list[np.ndarray | None]:
     """safe_statistics of every burst, in order: in `pool` when given and there is more than
-    one (a pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers
-    hold that same network, classes and rule), else here, one after another."""
+    one, else here, one after another. The invariants alone (no sequence network, no
+    equalizer) run in any start_pool pool at `rate_rule`; anything more needs a pool from
+    start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold that same
+    network, classes and rule."""
     if pool is not None and len(bursts) > 1:
-        return list(pool.map(_pooled_statistics, bursts, chunksize=max(1, len(bursts) // 16)))
+        chunk = max(1, len(bursts) // 16)
+        if sequence_net is None and not equalizer:
+            return list(pool.map(functools.partial(_pooled_invariants, rate_rule), bursts, chunksize=chunk))
+        return list(pool.map(_pooled_statistics, bursts, chunksize=chunk))
     return [safe_statistics(x, sequence_net, equalizer, rate_rule) for x in bursts]
 
 
@@ -359,3 +376,36 @@ class Refiner:
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
                    rate_rule=rate_rule, **arrays)
+
+
+def refine_routed(refiners: Sequence[Refiner], probs: list[np.ndarray], snr_db: list[float],
+                  bursts: list[np.ndarray | None], pool: Executor | None = None) -> list[np.ndarray]:
+    """Every burst through the refiner that holds its network top class (refiners whose
+    classes do not overlap: disjoint_refiners), the others unchanged. Routing is by the
+    network's probabilities, so one refiner's answer never sends a burst on to another;
+    each refiner's statistics run in `pool` when given (see statistics_many)."""
+    network = [np.asarray(p, np.float64) for p in probs]
+    out = list(network)
+    for ref in refiners:
+        mine = [i for i, p in enumerate(network) if ref.applies(p)]
+        if not mine:
+            continue
+        done = ref.refine_many([network[i] for i in mine], [snr_db[i] for i in mine], [bursts[i] for i in mine],
+                               pool)
+        for i, p in zip(mine, done, strict=True):
+            out[i] = p
+    return out
+
+
+def disjoint_refiners(*refiners: Refiner | None) -> tuple[Refiner, ...]:
+    """The refiners given (Nones left out), ModelNotFoundError where two re-decide one class:
+    a burst must have one refiner at most (refine_routed)."""
+    present = tuple(r for r in refiners if r is not None)
+    seen: set[str] = set()
+    for ref in present:
+        shared = seen.intersection(ref.labels)
+        if shared:
+            raise ModelNotFoundError(f"two of the model's refiners re-decide {sorted(shared)}; "
+                                     "refit one so that their classes do not overlap")
+        seen.update(ref.labels)
+    return present

@@ -61,6 +61,7 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "flops_per_bucket": flops_per_bucket(net, meta.buckets_samples),
         "temperature": meta.temperature, "unknown_threshold": meta.unknown_threshold,
         "refiner": meta.refiner,
+        "low_order_refiner": meta.low_order_refiner,
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
@@ -126,6 +127,24 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             *_light_lines(r.get("light"))]
 
 
+def _low_order_refiner_lines(r: dict[str, Any]) -> list[str]:
+    """The low-order refiner's section (none for a model without one)."""
+    fit = r.get("fit")
+    if not fit:
+        return []
+    acc, acc10, cfg = fit["holdout_accuracy"], fit["holdout_accuracy_snr_ge_10db"], fit["config"]
+    return ["", "## Low-order refiner", "",
+            f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes the same "
+            f"way, from the network's log-probabilities, its SNR estimate and the burst's invariants alone "
+            f"({cfg['hidden']} hidden units). File `{r['file']}` (sha256 {r['sha256'][:12]}...).", "",
+            f"- Fitted by `rfclassify fit-refiner --group low-order --per-class {cfg['per_class']} --seed "
+            f"{cfg['seed']}`: {fit['bursts_synthesized']:,} bursts, {fit['bursts_routed']:,} of them called one of "
+            f"the classes by the network; {fit['total_s']:.0f} s.",
+            f"- Held-out share ({fit['holdout_bursts']:,} bursts): network {_pct(acc['network'])} -> refined "
+            f"{_pct(acc['refined'])}; at SNR >= 10 dB {_pct(acc10['network'])} -> {_pct(acc10['refined'])}; bursts "
+            f"shorter than {fit.get('min_samples', 0)} samples are left to the network."]
+
+
 def _light_lines(light: dict[str, Any] | None) -> list[str]:
     """The refiner's light variant (fitted without the sequence network), when it has one."""
     if not light or "fit" not in light:
@@ -178,6 +197,7 @@ def render_markdown(card: dict[str, Any]) -> str:
                       f"bursts: |logit| {worst['max_abs_logit_diff']:.2e}, |softmax| "
                       f"{worst['max_abs_softmax_diff']:.2e}, |SNR| {worst['max_abs_snr_db_diff']:.2e} dB."]
     lines += _refiner_lines(card.get("refiner") or {})
+    lines += _low_order_refiner_lines(card.get("low_order_refiner") or {})
     lines += ["", "## Training", ""]
     if t:
         recipe = t.get("recipe", {})
@@ -220,11 +240,13 @@ def render_markdown(card: dict[str, Any]) -> str:
 
 def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     d, run, o = ev.get("dataset", {}), ev.get("run", {}), ev.get("overall", {})
+    refiners = [name for name, key in (("the constellation refiner", "refiner"),
+                                       ("the low-order refiner", "low_order_refiner")) if run.get(key)]
     lines = ["", f"## Evaluation: {name}", "",
              f"Dataset `{d.get('file')}` (source {d.get('source')}, seed {d.get('seed')}, "
              f"{d.get('n_bursts')} bursts); made by `{d.get('command_line', '')}`. Run through the serving "
              f"Classifier: backend {run.get('backend')} {run.get('precision')} on {run.get('device')}, "
-             + ("with the constellation refiner, " if run.get("refiner") else "the network alone, ")
+             + (f"with {' and '.join(refiners)}, " if refiners else "the network alone, ")
              + f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}.", "",
              "| bucket | n | accuracy | mean over SNR | SNR >= 10 dB | SNR MAE 0..20 dB |",
              "|---:|---:|---:|---:|---:|---:|"]

@@ -206,7 +206,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "refiner": list(clf.refiner.labels) if clf.refiner else None,
                "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None),
                "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None,
-               "refiner_workers": refiner_workers if clf.refiner else 0}
+               "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
+               "refiner_workers": refiner_workers if clf.refiner or clf.low_order_refiner else 0}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

@@ -141,7 +141,7 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() != Path(model_dir).resolve():
         for name in (meta.weights_file, "train_log.json", "training_curves.png", meta.refiner.get("file", ""),
-                     meta.refiner.get("light", {}).get("file", "")):
+                     meta.refiner.get("light", {}).get("file", ""), meta.low_order_refiner.get("file", "")):
             if name and (Path(model_dir) / name).is_file():
                 shutil.copy2(Path(model_dir) / name, out / name)
     dyn = export_onnx(model, out / meta.onnx_file, opset=opset)

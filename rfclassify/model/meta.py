@@ -47,6 +47,9 @@ class ModelMeta:
     #: the constellation refiner fitted on this model (rfclassify.engine.refiner): file, sha256,
     #: classes, fit report; empty (older models too) = the network decides alone
     refiner: dict[str, Any] = field(default_factory=dict)
+    #: the low-order refiner (the same kind, over labels.LOW_ORDER_LABELS, from the invariants
+    #: alone): file, sha256, classes, fit report; empty (older models too) = none
+    low_order_refiner: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

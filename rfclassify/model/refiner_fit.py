@@ -12,6 +12,11 @@ inside refiner.npz; with ``equalizer``, the per-class equalized scores of
 refiner.npz and recorded in model.json with what it was fitted on and how it did on the
 held-out share against the network alone. Refitting replaces it; retraining the network
 drops it (a refiner belongs to one network).
+
+``group="low-order"`` fits the low-order refiner the same way over labels.LOW_ORDER_LABELS,
+from the invariants alone (no sequence network, no equalizer: both are made for the
+high-order alphabets), saved as refiner_low_order.npz and recorded in model.json's
+``low_order_refiner``.
 """
 
 from __future__ import annotations
@@ -31,15 +36,20 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
-from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, start_pool,
-                                      statistics_many, worker_statistics_settings)
+from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
+                                      file_sha256, start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.sequence_net import SequenceNet
-from rfclassify.labels import HIGH_ORDER_LABELS
+from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
 
 log = logging.getLogger(__name__)
 
 FIT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)   # burst lengths drawn, uniformly
+HIGH_ORDER, LOW_ORDER = "high-order", "low-order"
+#: the class group each refiner re-decides, and the file and model.json key it is stored under
+GROUP_CLASSES: dict[str, tuple[str, ...]] = {HIGH_ORDER: HIGH_ORDER_LABELS, LOW_ORDER: LOW_ORDER_LABELS}
+GROUP_FILES: dict[str, str] = {HIGH_ORDER: REFINER_FILE, LOW_ORDER: LOW_ORDER_REFINER_FILE}
+GROUP_META_KEYS: dict[str, str] = {HIGH_ORDER: "refiner", LOW_ORDER: "low_order_refiner"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,9 @@ class RefinerFitConfig:
     #: serving; None: the one the sequence network was trained on, else STRONGEST_LINE (the
     #: shipped refiner's: ALPHABET_FIT gained 0.4 points at 1024 samples for 2.9x its CPU)
     rate_rule: str | None = None
+    #: which classes it re-decides (GROUP_CLASSES): the high-order ones, or the low-order
+    #: ones from the invariants alone
+    group: str = HIGH_ORDER
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -72,6 +85,12 @@ class RefinerFitConfig:
             raise ConfigError("hidden, epochs and patience must be >= 1")
         if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
             raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
+        if self.group not in GROUP_CLASSES:
+            raise ConfigError(f"group must be one of {', '.join(GROUP_CLASSES)}, got {self.group!r}")
+        if self.group == LOW_ORDER and (self.sequence_net or self.equalizer):
+            raise ConfigError("the low-order refiner uses the invariants alone: the sequence network and the "
+                              "equalizer are made for the high-order alphabets (leave out --sequence-net and "
+                              "--equalizer)")
 
     def clock_rule(self, sequence_net: SequenceNet | None) -> str:
         """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
@@ -335,6 +354,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
                 progress: Callable[[str], None] | None = None, examples: str | Path | None = None,
                 save_examples_to: str | Path | None = None) -> dict[str, Any]:
     """Fit, save refiner.npz into model_dir and record it in model.json; returns the report.
+    (cfg.group low-order: refiner_low_order.npz and model.json's low_order_refiner.)
     With `examples`, the perceptrons are fitted on examples an earlier fit saved
     (`save_examples_to`, the same network, sequence network, rate rule and equalizer) instead
     of making them, and cfg's synthesis settings give way to theirs.
@@ -347,7 +367,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
-    classes = tuple(c for c in HIGH_ORDER_LABELS if c in meta.labels)
+    classes = tuple(c for c in GROUP_CLASSES[cfg.group] if c in meta.labels)
     if len(classes) < 2:
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
@@ -372,7 +392,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     }
     if examples is not None:
         report["examples"] = Path(examples).name
-    info: dict[str, Any] = {"file": REFINER_FILE, "classes": list(classes), "fit": report}
+    info: dict[str, Any] = {"file": GROUP_FILES[cfg.group], "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
@@ -387,6 +407,6 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)
-    info["sha256"] = file_sha256(refiner.save(Path(model_dir) / REFINER_FILE))
-    meta.with_updates(refiner=info).save(model_dir)
+    info["sha256"] = file_sha256(refiner.save(Path(model_dir) / info["file"]))
+    meta.with_updates(**{GROUP_META_KEYS[cfg.group]: info}).save(model_dir)
     return report

@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
         "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": args.refiner_workers,
         "refiner_sequence_net": clf.refiner is not None and clf.refiner.sequence is not None,
+        "low_order_refiner": clf.low_order_refiner is not None,
     }
     refiner = ("no refiner" if clf.refiner is None else
                f"{'light ' if args.light_refiner else ''}refiner "

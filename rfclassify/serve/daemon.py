@@ -253,7 +253,9 @@ class Daemon:
                       "dla_core": getattr(clf.backend_impl, "dla_core", None),
                       "model": e.model_id, "unknown_threshold": e.unknown_threshold,
                       "backend_reason": clf.backend_reason, "precision_reason": clf.precision_reason,
-                      "refiner": clf.refiner.describe() if clf.refiner is not None else None}
+                      "refiner": clf.refiner.describe() if clf.refiner is not None else None,
+                      "low_order_refiner": (clf.low_order_refiner.describe() if clf.low_order_refiner is not None
+                                            else None)}
         cfg = self.config
         p = self.pipeline
         return {

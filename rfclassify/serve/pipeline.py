@@ -71,8 +71,8 @@ class EngineAdapter:
 
     @property
     def refines(self) -> bool:
-        """Whether the Classifier has a constellation refiner (a CPU step after the network)."""
-        return getattr(self.classifier, "refiner", None) is not None
+        """Whether the Classifier has a refiner, constellation or low-order (a CPU step after the network)."""
+        return bool(getattr(self.classifier, "refiners", ()))
 
     def infer_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """The network's (logits, snr_db) for every window of the batch, in one backend call."""

@@ -49,6 +49,10 @@ def render_status(st: dict[str, Any]) -> str:
                                + (f", {ref['rate_rule'].replace('_', '-')} clock"
                                   if ref.get("rate_rule", "strongest_line") != "strongest_line" else "")
                                if ref else "off (the network decides alone)"))
+        low = eng.get("low_order_refiner")
+        if low:
+            add(f"            and {len(low.get('classes') or [])} low-order classes from their invariants, bursts of "
+                f">= {low.get('min_samples')} samples")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
