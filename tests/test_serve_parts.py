@@ -305,7 +305,10 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     sample["engine"]["low_order_refiner"] = {"classes": ["4ASK"] * 16, "min_samples": 256}
     assert "alphabet-fit clock\n            and 16 low-order classes from their invariants, bursts of >= 256 " \
         "samples\n" in render_status(sample)
-    sample["engine"]["refiner"] = sample["engine"]["low_order_refiner"] = None
+    sample["engine"]["refiner"] = None
+    assert "refiner     on: re-decides 16 low-order classes from their invariants, bursts of >= 256 samples\n" \
+        in render_status(sample)
+    sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
     assert "01:02:05" in text
     assert "bad_json 1" in text and "ingest 1" in text

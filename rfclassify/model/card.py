@@ -240,8 +240,8 @@ def render_markdown(card: dict[str, Any]) -> str:
 
 def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     d, run, o = ev.get("dataset", {}), ev.get("run", {}), ev.get("overall", {})
-    refiners = [name for name, key in (("the constellation refiner", "refiner"),
-                                       ("the low-order refiner", "low_order_refiner")) if run.get(key)]
+    refiners = [which for which, key in (("the constellation refiner", "refiner"),
+                                         ("the low-order refiner", "low_order_refiner")) if run.get(key)]
     lines = ["", f"## Evaluation: {name}", "",
              f"Dataset `{d.get('file')}` (source {d.get('source')}, seed {d.get('seed')}, "
              f"{d.get('n_bursts')} bursts); made by `{d.get('command_line', '')}`. Run through the serving "

@@ -40,19 +40,21 @@ def render_status(st: dict[str, Any]) -> str:
         dev = eng.get("device", "?") + (f", DLA core {eng['dla_core']}" if eng.get("dla_core") is not None else "")
         add(f"engine      {eng.get('backend')} {eng.get('precision')} on {dev}")
         add(f"model       {eng.get('model')}  (unknown below p={eng.get('unknown_threshold')})")
-        ref = eng.get("refiner")
-        add("refiner     " + (f"on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
-                               f">= {ref.get('min_samples')} samples"
-                               + (", with its sequence network" if ref.get("sequence_net_params") else "")
-                               + _sequence_net_notes(ref)
-                               + (", equalized scores" if ref.get("equalizer_classes") else "")
-                               + (f", {ref['rate_rule'].replace('_', '-')} clock"
-                                  if ref.get("rate_rule", "strongest_line") != "strongest_line" else "")
-                               if ref else "off (the network decides alone)"))
-        low = eng.get("low_order_refiner")
-        if low:
-            add(f"            and {len(low.get('classes') or [])} low-order classes from their invariants, bursts of "
-                f">= {low.get('min_samples')} samples")
+        ref, low = eng.get("refiner"), eng.get("low_order_refiner")
+        low_text = "" if not low else (f"{len(low.get('classes') or [])} low-order classes from their invariants, "
+                                       f"bursts of >= {low.get('min_samples')} samples")
+        if ref:
+            add(f"refiner     on: re-decides {len(ref.get('classes') or [])} high-order classes, bursts of "
+                f">= {ref.get('min_samples')} samples"
+                + (", with its sequence network" if ref.get("sequence_net_params") else "")
+                + _sequence_net_notes(ref)
+                + (", equalized scores" if ref.get("equalizer_classes") else "")
+                + (f", {ref['rate_rule'].replace('_', '-')} clock"
+                   if ref.get("rate_rule", "strongest_line") != "strongest_line" else ""))
+            if low:
+                add(f"            and {low_text}")
+        else:
+            add(f"refiner     on: re-decides {low_text}" if low else "refiner     off (the network decides alone)")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
