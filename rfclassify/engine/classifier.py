@@ -79,10 +79,6 @@ class Classifier:
         self.policy: BucketPolicy = self.meta.bucket_policy
         self.refiner = refiner
         self.low_order_refiner = low_order_refiner
-        self._refiners = tuple(r for r in (refiner, low_order_refiner) if r is not None)
-        if len(self._refiners) > 1:
-            from rfclassify.engine.refiner import disjoint_refiners
-            disjoint_refiners(*self._refiners)
         self._refiner_pool = refiner_pool
 
     @classmethod
@@ -140,8 +136,9 @@ class Classifier:
     # -- what is running ----------------------------------------------------------------
     @property
     def refiners(self) -> tuple[Refiner, ...]:
-        """The refiners it serves: the constellation refiner, then the low-order one, where present."""
-        return self._refiners
+        """The refiners it serves: the constellation refiner, then the low-order one, where
+        present (load has checked that their classes do not overlap)."""
+        return tuple(r for r in (self.refiner, self.low_order_refiner) if r is not None)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -271,9 +268,10 @@ class Classifier:
         burst: its samples as received, for the refiners (None: the network decides alone)."""
         probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
         snr -= snr_offset_db
-        if self._refiners and burst is not None:
+        refiners = self.refiners
+        if refiners and burst is not None:
             from rfclassify.engine.refiner import refine_routed
-            (probs,) = refine_routed(self._refiners, [probs], [snr], [burst])
+            (probs,) = refine_routed(refiners, [probs], [snr], [burst])
         return self._result(probs, snr, logits, n_samples, bucket_samples, sample_rate)
 
     def results_from_batch(self, logits: np.ndarray, snr_db: np.ndarray, windows: Sequence[BurstWindows],
@@ -290,14 +288,15 @@ class Classifier:
             p, s = aggregate_windows(logits[r], snr_db[r], self.meta.temperature)
             probs.append(p)
             snrs.append(s - w.snr_offset_db)
-        if self._refiners:
+        refiners = self.refiners
+        if refiners:
             from rfclassify.engine.refiner import refine_routed
             try:
-                probs = refine_routed(self._refiners, probs, snrs, list(bursts), self._refiner_pool)
+                probs = refine_routed(refiners, probs, snrs, list(bursts), self._refiner_pool)
             except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
                 log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
                 self._refiner_pool = None
-                probs = refine_routed(self._refiners, probs, snrs, list(bursts), None)
+                probs = refine_routed(refiners, probs, snrs, list(bursts), None)
         return [self._result(p, s, logits[r], w.n_samples, bucket_samples, rate)
                 for p, s, r, w, rate in zip(probs, snrs, rows, windows, sample_rates, strict=True)]
 
