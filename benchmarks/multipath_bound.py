@@ -50,9 +50,10 @@ channel nor the carrier phase, on:
   fit would reach if its decisions were right), then the class equalizer;
 - ``soft class eq., known clock``: the known-clock symbols scored like the class equalizer
   but with its filter fitted to soft decisions (each symbol's mean over the alphabet's
-  nearest points, weighted by exp(-|z - a|^2 / s2)), s2 annealed from SOFT_START down to
-  SOFT_END over SOFT_PASSES passes, then 3 hard passes: a fit that does not commit to
-  decisions while the eye is still closed.
+  nearest points, weighted by exp(-|z - a|^2 / s2)), s2 annealed through
+  class_equalizer.SOFT_VARIANCE over SOFT_PASSES passes, then 3 hard passes
+  (class_equalizer.FIT_SOFT): a fit that does not commit to decisions while the eye is
+  still closed.
 
 The class equalizer decides from its own likelihoods with the carrier phase unknown (the
 outputs above are turned by a random phase first).
@@ -93,7 +94,7 @@ RECEIVERS = ("no channel", "no equalizer", "MMSE", "class eq., no channel", "cla
              "line start, no channel", "line start, known clock", "class eq. after MMSE", "class eq., trained",
              "soft class eq., known clock")
 TRAINED_TAPS = 9
-SOFT_PASSES, SOFT_START, SOFT_END = 40, 1.0, 0.003
+SOFT_PASSES = 40
 
 
 def draw_channel(cfg: ChannelConfig, rng: np.random.Generator) -> tuple[np.ndarray, float]:
@@ -229,36 +230,10 @@ def trained(y: np.ndarray, symbols: np.ndarray, taps: int) -> np.ndarray:
     return cols @ w
 
 
-def soft_equalized_logliks(y: np.ndarray, bank: ce.AlphabetBank) -> np.ndarray:
-    """class_equalizer.equalized_logliks with the filter fitted to annealed soft decisions
-    (see the module's description), then 3 hard passes: (A,) per-symbol log-likelihoods of
-    unit-power y. The start and the scoring are the class equalizer's own."""
-    cols, solve, z = ce.start_filters(y, bank)
-    which = np.arange(len(bank.sizes))
-    for s2 in np.geomspace(SOFT_START, SOFT_END, SOFT_PASSES):
-        z = z / np.sqrt(np.mean(np.abs(z) ** 2, axis=1, keepdims=True))
-        cand = bank.candidates(z, which)
-        e = -np.abs(z[:, :, None] - cand) ** 2 / s2
-        p = np.exp(e - e.max(axis=-1, keepdims=True))
-        target = (p * cand).sum(axis=-1) / p.sum(axis=-1)
-        z = np.einsum("ant,at->an", cols, np.einsum("atn,an->at", solve, target))
-    z, decided = ce.decision_directed(z, cols, solve, bank, passes=3)
-    return ce.unit_power_logliks(z, decided, bank)[0]
-
-
 def _soft_class_equalizer_decision(y: np.ndarray) -> int:
-    """class_equalizer.class_scores' decision with soft_equalized_logliks."""
-    if y.size > ce.MAX_SYMBOLS:
-        start = (y.size - ce.MAX_SYMBOLS) // 2
-        y = y[start:start + ce.MAX_SYMBOLS]
-    if y.size < ce.MIN_SYMBOLS:
-        return -1
-    bank = ce.alphabet_bank(tuple(HIGH_ORDER_LABELS))
-    total = soft_equalized_logliks(y / math.sqrt(float(np.mean(np.abs(y) ** 2))), bank)
-    best = [np.max(total[bank.owner == c]) + math.log(np.mean(np.exp(total[bank.owner == c]
-                                                                     - np.max(total[bank.owner == c]))))
-            for c in range(len(HIGH_ORDER_LABELS))]
-    return int(np.argmax(best))
+    """class_scores' decision with the soft fit over SOFT_PASSES passes."""
+    scores = class_scores(y, HIGH_ORDER_LABELS, passes=SOFT_PASSES, fit=ce.FIT_SOFT)
+    return -1 if scores is None else int(np.argmax(scores))
 
 
 def _class_equalizer_decision(y: np.ndarray, start: str = ce.START_FIT) -> int:

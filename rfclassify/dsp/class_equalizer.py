@@ -20,7 +20,13 @@ clocked symbols are
    symbols, benchmarks/multipath_bound.md);
 2. passed through a TAPS-tap symbol-spaced filter fitted by least squares to its own
    nearest-point decisions, at most PASSES times (an alphabet stops once none of its
-   decisions changes);
+   decisions changes). FIT_SOFT fits it first to soft decisions instead (each symbol's mean
+   over the alphabet's NEIGHBOURS nearest points weighted by exp(-|z - a|^2 / s2), s2
+   annealed geometrically through SOFT_VARIANCE over PASSES passes), then to hard ones at
+   most SOFT_HARD_PASSES times: a fit that does not commit to decisions while a multipath
+   channel still closes the eye (benchmarks/multipath_bound.md: at the known clock on
+   faded bursts 73.4 against 67.4 % for the hard fit, at about its cost; as the refiner's
+   scores it added nothing measurable, benchmarks/soft_equalizer_refiner_paired_run20.json);
 3. scaled to the alphabet's unit signal power (the filter's gain is free, and 64QAM holds a
    scaled copy of 32QAM) and scored by the Gaussian-mixture log-likelihood per symbol of
    the filtered symbols, the noise taken from the residual (the best of NOISE_FACTORS times it).
@@ -63,6 +69,10 @@ LINE_POWERS = (4, 8, 12, 16, 20, 24, 32)   # carrier lines an alphabet can be re
 LINE_DESIGN_ES_N0_DB = 15.0     # the symbol SNR at which carrier_line weighs a line's phase noise
 MIN_SIGNAL_POWER = 0.05         # of the filtered symbols, when they are scaled to unit signal power
 START_FIT, START_LINES = "fit", "lines"     # how start_filters finds each alphabet's carrier
+FIT_HARD, FIT_SOFT = "hard", "soft"         # what each alphabet's filter is fitted to (equalized_logliks)
+EQUALIZER_FITS = (FIT_HARD, FIT_SOFT)
+SOFT_VARIANCE = (1.0, 0.003)    # the soft decisions' variance at the first and last soft pass (unit power)
+SOFT_HARD_PASSES = 3            # hard passes at most after the soft ones
 CARRIER_HARMONICS = 8           # of the symmetry's order: lines of orders s, 2s, ..., 8s
 CARRIER_RADII = 256             # radii of the tabled Fourier series (0..GRID_LIMIT)
 CARRIER_TURN_SAMPLES = 128      # turns over one symmetry period sampled to table the series
@@ -339,6 +349,23 @@ def decision_directed(z: np.ndarray, cols: np.ndarray, solve: np.ndarray, bank: 
     return z, decided
 
 
+def soft_directed(z: np.ndarray, cols: np.ndarray, solve: np.ndarray, bank: AlphabetBank,
+                  passes: int = PASSES, variance: tuple[float, float] = SOFT_VARIANCE) -> np.ndarray:
+    """(A, n) symbols after each alphabet's filter is refitted by least squares `passes` times
+    to the soft decisions of its own output z (A, n): each symbol's mean over the alphabet's
+    NEIGHBOURS nearest points weighted by exp(-|z - a|^2 / s2) at unit power, s2 going
+    geometrically from variance[0] to variance[1]."""
+    which = np.arange(len(bank.sizes))
+    for s2 in np.geomspace(variance[0], variance[1], passes):
+        z = z / np.sqrt(np.maximum(np.mean(np.abs(z) ** 2, axis=1, keepdims=True), 1e-30))
+        cand = bank.candidates(z, which)                                               # (A, n, K)
+        e = -np.abs(z[:, :, None] - cand) ** 2 / s2
+        p = np.exp(e - e.max(axis=-1, keepdims=True))
+        target = (p * cand).sum(axis=-1) / p.sum(axis=-1)
+        z = np.einsum("ant,at->an", cols, np.einsum("atn,an->at", solve, target))
+    return z
+
+
 def unit_power_logliks(z: np.ndarray, decided: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarray]:
     """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of each alphabet's filtered
     symbols z given their decisions, at the alphabet's unit signal power. The filter's gain is
@@ -352,23 +379,29 @@ def unit_power_logliks(z: np.ndarray, decided: np.ndarray, bank: AlphabetBank) -
 
 
 def equalized_logliks(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, passes: int = PASSES,
-                      start: str = START_FIT, carrier: tuple[np.ndarray, np.ndarray] | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      start: str = START_FIT, carrier: tuple[np.ndarray, np.ndarray] | None = None,
+                      fit: str = FIT_HARD) -> tuple[np.ndarray, np.ndarray]:
     """((A,) per-symbol log-likelihood, (A, n) the symbols scored) of unit-power symbols y
     under each of the bank's alphabets, after that alphabet's start carrier (`start` and
-    `carrier`: start_filters) and decision-directed filter, the filtered symbols at the
-    alphabet's unit signal power."""
+    `carrier`: start_filters) and filter, the filtered symbols at the alphabet's unit signal
+    power. The filter by `fit`: FIT_HARD decision-directed, at most `passes` times; FIT_SOFT
+    `passes` soft passes (soft_directed), then at most SOFT_HARD_PASSES decision-directed ones."""
+    if fit not in EQUALIZER_FITS:
+        raise ValueError(f"unknown equalizer fit {fit!r} (one of {', '.join(EQUALIZER_FITS)})")
     cols, solve, z = start_filters(y, bank, taps, start, carrier)
+    if fit == FIT_SOFT:
+        z = soft_directed(z, cols, solve, bank, passes)
+        passes = SOFT_HARD_PASSES
     z, decided = decision_directed(z, cols, solve, bank, passes)
     return unit_power_logliks(z, decided, bank)
 
 
 def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passes: int = PASSES,
-                 start: str = START_FIT) -> np.ndarray | None:
+                 start: str = START_FIT, fit: str = FIT_HARD) -> np.ndarray | None:
     """(len(labels),) float32 per-symbol log-likelihood of each class's alphabets after their
-    own start carrier (`start`: start_filters) and decision-directed equalizer (log-mean-exp
-    over a class's alphabets), of clocked symbols y (any scale; the central MAX_SYMBOLS are
-    used); None for fewer than MIN_SYMBOLS."""
+    own start carrier (`start`: start_filters) and equalizer (`fit`: equalized_logliks)
+    (log-mean-exp over a class's alphabets), of clocked symbols y (any scale; the central
+    MAX_SYMBOLS are used); None for fewer than MIN_SYMBOLS."""
     y = np.asarray(y, np.complex128)
     if y.size > MAX_SYMBOLS:
         first = (y.size - MAX_SYMBOLS) // 2
@@ -377,7 +410,7 @@ def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passe
         return None
     y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
     bank = alphabet_bank(tuple(labels))
-    total = equalized_logliks(y, bank, taps, passes, start)[0] * y.size
+    total = equalized_logliks(y, bank, taps, passes, start, fit=fit)[0] * y.size
     out = np.empty(len(labels), np.float32)
     for c in range(len(labels)):
         t = total[bank.owner == c]
