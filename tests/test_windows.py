@@ -12,6 +12,7 @@ from rfclassify.dsp.windows import (
     NORMALIZATIONS,
     BucketPolicy,
     burst_to_windows,
+    central,
     check_normalization,
     normalize_batch,
     normalize_burst,
@@ -328,3 +329,10 @@ def test_keep_dc_model_json_round_trips_into_the_policy(tmp_path):
     assert meta.with_updates(temperature=2.0).bucket_policy.normalization == "keep_dc"
     with pytest.raises(ConfigError, match="unknown normalization"):
         ModelMeta(model_id="bad", normalization="dc").bucket_policy
+
+
+def test_central_keeps_the_middle_entries_and_leaves_short_arrays_whole():
+    x = np.arange(10)
+    np.testing.assert_array_equal(central(x, 4), [3, 4, 5, 6])
+    np.testing.assert_array_equal(central(x, 3), [3, 4, 5])        # of two central choices, the earlier
+    assert central(x, 10) is x and central(x, 50) is x

@@ -53,6 +53,7 @@ import numpy as np
 
 from rfclassify.dsp.constellations import APSK16_RATIOS, APSK32_RATIOS, apsk, constellation
 from rfclassify.dsp.carrier_lines import derotations, power_line
+from rfclassify.dsp.windows import central
 
 TAPS = 5
 PASSES = 10                     # at most: the fit stops once no decision changes
@@ -402,10 +403,7 @@ def class_scores(y: np.ndarray, labels: tuple[str, ...], taps: int = TAPS, passe
     own start carrier (`start`: start_filters) and equalizer (`fit`: equalized_logliks)
     (log-mean-exp over a class's alphabets), of clocked symbols y (any scale; the central
     MAX_SYMBOLS are used); None for fewer than MIN_SYMBOLS."""
-    y = np.asarray(y, np.complex128)
-    if y.size > MAX_SYMBOLS:
-        first = (y.size - MAX_SYMBOLS) // 2
-        y = y[first:first + MAX_SYMBOLS]
+    y = central(np.asarray(y, np.complex128), MAX_SYMBOLS)
     if y.size < MIN_SYMBOLS:
         return None
     y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
@@ -437,8 +435,7 @@ def best_carrier(y: np.ndarray, labels: tuple[str, ...]) -> float | None:
     classes' alphabets (by their equalized likelihood) for the central MAX_SYMBOLS of
     unit-power symbols y; None for fewer than MIN_SYMBOLS or where no alphabet has a finite
     likelihood."""
-    first = (y.size - min(y.size, MAX_SYMBOLS)) // 2
-    yc = y[first:first + MAX_SYMBOLS]
+    yc = central(y, MAX_SYMBOLS)
     if yc.size < MIN_SYMBOLS:
         return None
     bank = alphabet_bank(tuple(labels))

@@ -38,6 +38,7 @@ from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.pulses import rrc
 from rfclassify.dsp.rate import estimate_sps
 from rfclassify.dsp.synth import SPS_RANGE
+from rfclassify.dsp.windows import central
 from rfclassify.labels import HIGH_ORDER_LABELS
 
 BLIND_ROLLOFF = 0.3                  # the blind matched filter's roll-off (true: 0.15..0.5)
@@ -297,9 +298,7 @@ def blind_symbols(iq: np.ndarray, rate_rule: str = STRONGEST_LINE) -> BlindSymbo
     rrc_lookup). None for a burst the chain cannot clock (too short, silent, non-finite, a
     rate outside the synthesizer's range); it never raises for one."""
     x = np.asarray(iq).reshape(-1)
-    if x.size > MAX_CLOCK_SAMPLES:
-        start = (x.size - MAX_CLOCK_SAMPLES) // 2
-        x = x[start:start + MAX_CLOCK_SAMPLES]
+    x = central(x, MAX_CLOCK_SAMPLES)
     if x.size < MIN_CLOCK_SAMPLES or not np.all(np.isfinite(x)) or not np.any(x):
         return None
     try:
@@ -384,10 +383,7 @@ def alphabet_fit(x: np.ndarray, sps: float, timing: float, labels: tuple[str, ..
         start = (x.size - keep) // 2
         x = x[start:start + keep] * np.exp(-2j * np.pi * f0 * start)
         timing = (timing - start) % sps
-    y = at_clock(x, sps, timing, f0).symbols
-    if y.size > RATE_FIT_SYMBOLS:
-        start = (y.size - RATE_FIT_SYMBOLS) // 2
-        y = y[start:start + RATE_FIT_SYMBOLS]
+    y = central(at_clock(x, sps, timing, f0).symbols, RATE_FIT_SYMBOLS)
     power = float(np.mean(np.abs(y) ** 2)) if y.size else 0.0
     if y.size < class_equalizer.MIN_SYMBOLS or not power > 0:
         return -math.inf

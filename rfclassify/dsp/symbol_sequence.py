@@ -39,6 +39,7 @@ import numpy as np
 from rfclassify.dsp import class_equalizer as ce
 from rfclassify.dsp import symbol_clock as sc
 from rfclassify.dsp.carrier_lines import derotations, local_mean, residual_carrier
+from rfclassify.dsp.windows import central
 
 LOCAL_SYMBOLS = 16          # local means of the unit-magnitude powers
 N_CHANNELS = 21             # per-symbol channels
@@ -115,9 +116,8 @@ def clocked_symbols(found: sc.BlindSymbols | None, max_symbols: int | None = MAX
             y = second_pass_symbols(found, carrier)
     except _DEGENERATE:
         return None
-    if max_symbols is not None and y.size > max_symbols:
-        start = (y.size - max_symbols) // 2
-        y = y[start:start + max_symbols]
+    if max_symbols is not None:
+        y = central(y, max_symbols)
     if y.size < MIN_SYMBOLS or not np.all(np.isfinite(y)) or np.count_nonzero(y) < MIN_SYMBOLS:
         return None
     return y

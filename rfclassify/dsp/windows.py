@@ -1,4 +1,5 @@
-"""Per-burst normalization and the length-bucket rule, shared by training and serving.
+"""Per-burst normalization and the length-bucket rule, shared by training and serving (and
+``central``, the central part of a burst or symbol sequence, for the DSP that judges only that).
 
 The rule, for a burst of n complex samples and buckets B (ascending, default
 128, 256, 512, 1024, 2048, 4096):
@@ -103,6 +104,15 @@ class BucketPolicy:
         if count == 1:
             return np.array([(n_samples - b) // 2], dtype=np.int64)
         return np.round(np.linspace(0, n_samples - b, count)).astype(np.int64)
+
+
+def central(x: np.ndarray, n: int) -> np.ndarray:
+    """The central n entries of x (a view; all of x when it has no more than n), the earlier
+    one of two equally central choices."""
+    if x.size <= n:
+        return x
+    start = (x.size - n) // 2
+    return x[start:start + n]
 
 
 def check_normalization(name: str) -> str:
