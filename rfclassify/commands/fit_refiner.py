@@ -9,13 +9,13 @@ from rfclassify.engine.options import model_dir_path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.dsp.symbol_clock import RATE_RULES
-    from rfclassify.model.refiner_fit import GROUP_CLASSES, HIGH_ORDER, RefinerFitConfig
+    from rfclassify.model.refiner_fit import GROUPS, HIGH_ORDER, RefinerFitConfig
 
     d = RefinerFitConfig()
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="trained model directory; refiner.npz and model.json are written there "
                              "(default: shipped models/)")
-    parser.add_argument("--group", choices=tuple(GROUP_CLASSES), default=HIGH_ORDER,
+    parser.add_argument("--group", choices=tuple(GROUPS), default=HIGH_ORDER,
                         help="which classes it re-decides: the 12 high-order ones (refiner.npz, the default), or "
                              "the 16 others from their invariants alone (refiner_low_order.npz)")
     parser.add_argument("--per-class", type=int, default=d.per_class,
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.model.meta import default_model_dir
-    from rfclassify.model.refiner_fit import GROUP_FILES, RefinerFitConfig, fit_refiner
+    from rfclassify.model.refiner_fit import GROUPS, RefinerFitConfig, fit_refiner
 
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
                            backend=args.backend,
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
     acc, acc10 = rep["holdout_accuracy"], rep["holdout_accuracy_snr_ge_10db"]
-    print(f"wrote {model_dir}/{GROUP_FILES[cfg.group]}: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
+    print(f"wrote {model_dir}/{GROUPS[cfg.group].file}: {len(rep['classes'])} classes, {rep['bursts_routed']} of "
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")
     print(f"held-out ({rep['holdout_bursts']} bursts): network {100 * acc['network']:.1f} % -> refined "
           f"{100 * acc['refined']:.1f} %; at >= 10 dB {100 * acc10['network']:.1f} % -> {100 * acc10['refined']:.1f} %")

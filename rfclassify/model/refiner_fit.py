@@ -46,10 +46,20 @@ log = logging.getLogger(__name__)
 
 FIT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)   # burst lengths drawn, uniformly
 HIGH_ORDER, LOW_ORDER = "high-order", "low-order"
-#: the class group each refiner re-decides, and the file and model.json key it is stored under
-GROUP_CLASSES: dict[str, tuple[str, ...]] = {HIGH_ORDER: HIGH_ORDER_LABELS, LOW_ORDER: LOW_ORDER_LABELS}
-GROUP_FILES: dict[str, str] = {HIGH_ORDER: REFINER_FILE, LOW_ORDER: LOW_ORDER_REFINER_FILE}
-GROUP_META_KEYS: dict[str, str] = {HIGH_ORDER: "refiner", LOW_ORDER: "low_order_refiner"}
+
+
+@dataclass(frozen=True)
+class RefinerGroup:
+    """The classes one refiner re-decides, and where it is stored."""
+    classes: tuple[str, ...]
+    file: str                   # beside the model
+    meta_key: str               # model.json's key that names it
+
+
+GROUPS: dict[str, RefinerGroup] = {
+    HIGH_ORDER: RefinerGroup(HIGH_ORDER_LABELS, REFINER_FILE, "refiner"),
+    LOW_ORDER: RefinerGroup(LOW_ORDER_LABELS, LOW_ORDER_REFINER_FILE, "low_order_refiner"),
+}
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class RefinerFitConfig:
     #: serving; None: the one the sequence network was trained on, else STRONGEST_LINE (the
     #: shipped refiner's: ALPHABET_FIT gained 0.4 points at 1024 samples for 2.9x its CPU)
     rate_rule: str | None = None
-    #: which classes it re-decides (GROUP_CLASSES): the high-order ones, or the low-order
+    #: which classes it re-decides (GROUPS): the high-order ones, or the low-order
     #: ones from the invariants alone
     group: str = HIGH_ORDER
 
@@ -85,8 +95,8 @@ class RefinerFitConfig:
             raise ConfigError("hidden, epochs and patience must be >= 1")
         if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
             raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
-        if self.group not in GROUP_CLASSES:
-            raise ConfigError(f"group must be one of {', '.join(GROUP_CLASSES)}, got {self.group!r}")
+        if self.group not in GROUPS:
+            raise ConfigError(f"group must be one of {', '.join(GROUPS)}, got {self.group!r}")
         if self.group == LOW_ORDER and (self.sequence_net or self.equalizer):
             raise ConfigError("the low-order refiner uses the invariants alone: the sequence network and the "
                               "equalizer are made for the high-order alphabets (leave out --sequence-net and "
@@ -367,7 +377,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
-    classes = tuple(c for c in GROUP_CLASSES[cfg.group] if c in meta.labels)
+    classes = tuple(c for c in GROUPS[cfg.group].classes if c in meta.labels)
     if len(classes) < 2:
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
@@ -392,7 +402,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     }
     if examples is not None:
         report["examples"] = Path(examples).name
-    info: dict[str, Any] = {"file": GROUP_FILES[cfg.group], "classes": list(classes), "fit": report}
+    info: dict[str, Any] = {"file": GROUPS[cfg.group].file, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
@@ -408,5 +418,5 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)
     info["sha256"] = file_sha256(refiner.save(Path(model_dir) / info["file"]))
-    meta.with_updates(**{GROUP_META_KEYS[cfg.group]: info}).save(model_dir)
+    meta.with_updates(**{GROUPS[cfg.group].meta_key: info}).save(model_dir)
     return report
