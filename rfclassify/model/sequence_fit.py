@@ -165,26 +165,40 @@ def to_sequence_net(model, labels: tuple[str, ...], info: dict[str, Any], cfg: S
 
 
 # -- data -------------------------------------------------------------------------------
-def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int, ...], tuple[float, float], int | None,
-                      str, str, str]) -> tuple[list[np.ndarray], list[int], int]:
+@dataclass(frozen=True)
+class ChunkJob:
+    """One chunk of synthesized bursts to turn into sequences (_make_chunk), in a worker process."""
+    seed: int
+    bursts: int
+    overrides: dict[str, Any]               # the channel's (DataRecipe.channel_overrides)
+    labels: tuple[str, ...]
+    lengths: tuple[int, ...]                # the chunk's one burst length is drawn from these
+    snr_range: tuple[float, float]
+    max_keep: int | None                    # a random crop of at most this many symbols; None: whole
+    front: str
+    rate_rule: str
+    carrier: str
+
+
+def _make_chunk(job: ChunkJob) -> tuple[list[np.ndarray], list[int], int]:
     """(sequences as float16, class indices, burst length) of one chunk of synthesized bursts;
     bursts without a sequence are left out. max_keep None keeps whole sequences (as served);
     the equalized front is always made of the served (central) symbols, its cost bounded."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.training_data import DataRecipe
 
-    seed, n, overrides, labels, lengths, snr_range, max_keep, front, rate_rule, carrier = job
-    rng = np.random.default_rng(seed)
-    length = int(rng.choice(lengths))
-    cls = rng.integers(0, len(labels), n)
-    snr = rng.uniform(*snr_range, n)
-    channel = DataRecipe(channel_overrides=overrides).channel_config()
-    batch = synthesize([labels[c] for c in cls], length, rng, snr, channel)
+    rng = np.random.default_rng(job.seed)
+    length = int(rng.choice(job.lengths))
+    cls = rng.integers(0, len(job.labels), job.bursts)
+    snr = rng.uniform(*job.snr_range, job.bursts)
+    channel = DataRecipe(channel_overrides=job.overrides).channel_config()
+    batch = synthesize([job.labels[c] for c in cls], length, rng, snr, channel)
     seqs, ys = [], []
+    max_keep = job.max_keep
     for iq, c in zip(batch.iq, cls, strict=True):
-        whole = max_keep is None or front != "clocked"
-        s = burst_front_sequence(iq, front, labels, max_symbols=MAX_SYMBOLS if whole else None, rate_rule=rate_rule,
-                                 carrier=carrier)
+        whole = max_keep is None or job.front != "clocked"
+        s = burst_front_sequence(iq, job.front, job.labels, max_symbols=MAX_SYMBOLS if whole else None,
+                                 rate_rule=job.rate_rule, carrier=job.carrier)
         if s is None:
             continue
         if max_keep is not None and s.shape[1] > max_keep:
@@ -196,15 +210,17 @@ def _make_chunk(job: tuple[int, int, dict[str, Any], tuple[str, ...], tuple[int,
 
 
 def _jobs(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str, Any],
-          snr_range: tuple[float, float], max_keep: int | None, lengths: tuple[int, ...] | None) -> list[tuple]:
-    """The chunks (_make_chunk's jobs) of about n_bursts bursts: each its own seed and one
-    length, drawn from cfg.lengths; lengths given: one chunk set per length instead."""
+          snr_range: tuple[float, float], max_keep: int | None, lengths: tuple[int, ...] | None) -> list[ChunkJob]:
+    """The chunks of about n_bursts bursts: each its own seed and one length, drawn from
+    cfg.lengths; lengths given: one chunk set per length instead."""
+    def job(seed: int, bursts: int, lengths: tuple[int, ...]) -> ChunkJob:
+        return ChunkJob(seed, bursts, overrides, tuple(cfg.labels), lengths, snr_range, max_keep, cfg.front,
+                        cfg.rate_rule, cfg.carrier)
+
     if lengths is None:
-        return [(seed + i, cfg.chunk, overrides, cfg.labels, cfg.lengths, snr_range, max_keep, cfg.front, cfg.rate_rule,
-                 cfg.carrier) for i in range(max(1, -(-n_bursts // cfg.chunk)))]
+        return [job(seed + i, cfg.chunk, tuple(cfg.lengths)) for i in range(max(1, -(-n_bursts // cfg.chunk)))]
     per_length = max(1, -(-n_bursts // len(lengths)))
-    return [(seed + 1000 * j + i, min(cfg.chunk, per_length - a), overrides, cfg.labels, (n,), snr_range, max_keep,
-             cfg.front, cfg.rate_rule, cfg.carrier)
+    return [job(seed + 1000 * j + i, min(cfg.chunk, per_length - a), (n,))
             for j, n in enumerate(lengths) for i, a in enumerate(range(0, per_length, cfg.chunk))]
 
 
@@ -217,7 +233,7 @@ def data_pool(workers: int):
     return get_context("spawn").Pool(workers, initializer=keep_one_blas_thread)
 
 
-def _chunks(jobs: list[tuple], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
+def _chunks(jobs: list[ChunkJob], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
     """_make_chunk of every job, in job order, in a data_pool of `workers` processes (in this
     one for <= 1); closing the generator stops the processes."""
     if workers <= 1:
@@ -248,10 +264,10 @@ class _StreamedSet:
     classes, filled in job order by a background thread that makes the chunks; take() moves
     what has arrived onto the device (in the training thread, between steps)."""
 
-    def __init__(self, jobs: list[tuple], workers: int, max_keep: int, channels: int, dev) -> None:
+    def __init__(self, jobs: list[ChunkJob], workers: int, max_keep: int, channels: int, dev) -> None:
         import torch
 
-        capacity = sum(job[1] for job in jobs)
+        capacity = sum(job.bursts for job in jobs)
         self.x = torch.zeros((capacity, channels, max_keep), dtype=torch.float16, device=dev)
         self.n = torch.zeros(capacity, dtype=torch.int64, device=dev)
         self.y = torch.zeros(capacity, dtype=torch.int64, device=dev)
@@ -265,7 +281,7 @@ class _StreamedSet:
         self._thread = threading.Thread(target=self._make, args=(jobs, workers), name="sequence-data", daemon=True)
         self._thread.start()
 
-    def _make(self, jobs: list[tuple], workers: int) -> None:
+    def _make(self, jobs: list[ChunkJob], workers: int) -> None:
         chunks = _chunks(jobs, workers)
         try:
             for chunk in chunks:
