@@ -7,7 +7,16 @@ Classifier runs them. Prints accuracy over all labels and over the labels a kept
 mean confuses (OOK/BPSK, 4ASK/8ASK/PAM4, AM with and without carrier). Training draws the
 DC offset from -40..-10 dB (40 % of bursts). Results of one run: dc_offset_robustness.md.
 
+``--paired`` asks instead what that training range costs the served model (refiner included,
+``--no-refiner`` for the network alone) on the high-order and the other labels: the same
+bursts (SNR 10..30 dB, the full chain without a DC offset) are classified as drawn and with
+an offset added after synthesis, its level uniform in -40..-10 dB, and each set also after a
+removal rule (REMOVALS: none; the sample mean always; the mean only where the 0 Hz bin
+stands LINE_RATIO times over its neighbours and holds less than LEAK_MAX_DB of the burst's
+power, i.e. a leak and not a carrier).
+
     python3 benchmarks/dc_offset_robustness.py MODEL_DIR [MODEL_DIR ...] [--per-label N]
+    python3 benchmarks/dc_offset_robustness.py --paired MODEL_DIR [--per-label N] [--no-refiner]
 """
 
 from __future__ import annotations
@@ -25,19 +34,83 @@ from ensemble_diagnostic import burst_log_probs  # noqa: E402
 
 from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
-from rfclassify.labels import LABELS  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
 
 CARRIER_PAIRS = ("OOK", "BPSK", "4ASK", "8ASK", "PAM4", "AM-DSB-WC", "AM-DSB-SC", "AM-SSB-WC", "AM-SSB-SC")
 LEVELS_DB: dict[str, tuple[float, float] | None] = {
     "none": None, "-40..-10 dB (training's range)": (-40.0, -10.0), "-10..-5 dB": (-10.0, -5.0),
     "-5..0 dB": (-5.0, 0.0), "0..+6 dB": (0.0, 6.0)}
 
+PAIRED_RANGE_DB = (-40.0, -10.0)
+LEVEL_BANDS_DB = ((-40.0, -30.0), (-30.0, -20.0), (-20.0, -10.0))
+LINE_RATIO = 10.0           # the 0 Hz bin over the mean of bins 2..9 either side
+LEAK_MAX_DB = -8.0          # a stronger 0 Hz line is a carrier (OOK's is -3 dB, 4ASK's -2)
+REMOVALS = ("none", "mean", "leak line")
+
+
+def zero_hz_line_ratio(x: np.ndarray) -> float:
+    """The 0 Hz periodogram bin of burst x over the mean of the bins 2..9 either side of it."""
+    spec = np.abs(np.fft.fft(x)) ** 2
+    return float(spec[0] / max(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])), 1e-30))
+
+
+def remove_dc(x: np.ndarray, rule: str) -> np.ndarray:
+    """Burst x after a DC removal rule (REMOVALS)."""
+    x = np.asarray(x, np.complex128)
+    mean = x.mean()
+    if rule == "mean":
+        return x - mean
+    if rule == "leak line":
+        weak = abs(mean) ** 2 < np.mean(np.abs(x) ** 2) * 10 ** (LEAK_MAX_DB / 10)
+        return x - mean if weak and zero_hz_line_ratio(x) > LINE_RATIO else x
+    if rule != "none":
+        raise ValueError(f"unknown rule {rule!r} (one of {', '.join(REMOVALS)})")
+    return x
+
+
+def paired(model_dir: str, per_label: int, refiner: bool) -> None:
+    """The paired cost of training's DC offsets, and of the removal rules, per label group."""
+    clf = Classifier.load(model_dir, backend="onnxruntime", refiner=refiner)
+    labels = [name for name in LABELS for _ in range(per_label)]
+    rng = np.random.default_rng(23)
+    sb = synthesize(labels, 1024, rng, snr_db=rng.uniform(10.0, 30.0, len(labels)),
+                    channel=ChannelConfig(p_dc_offset=0.0))
+    level = rng.uniform(*PAIRED_RANGE_DB, len(labels))
+    power = np.mean(np.abs(sb.iq) ** 2, axis=1)
+    offset = np.sqrt(power * 10 ** (level / 10)) * np.exp(2j * np.pi * rng.random(len(labels)))
+    high = np.isin(np.array(labels), HIGH_ORDER_LABELS)
+    print(f"{clf.meta.model_id}, {'with its refiner' if clf.refiner is not None else 'the network alone'}; "
+          f"{len(labels)} bursts ({high.sum()} high-order), 1024 samples, SNR 10..30 dB; offset "
+          f"{PAIRED_RANGE_DB[0]:.0f}..{PAIRED_RANGE_DB[1]:.0f} dB added to the same bursts")
+    print("| removal | set | high-order | other labels | high-order by offset level " +
+          " / ".join(f"{lo:.0f}..{hi:.0f}" for lo, hi in LEVEL_BANDS_DB) + " |")
+    print("|---|---|---:|---:|---|")
+    for rule in REMOVALS:
+        right = {}
+        for name, bursts in (("no offset", list(sb.iq)), ("offset", [x + d for x, d in zip(sb.iq, offset)])):
+            res = clf.classify([remove_dc(x, rule).astype(np.complex64) for x in bursts])
+            right[name] = np.array([r.top[0][0] == lb for r, lb in zip(res, labels)])
+        for name, ok in right.items():
+            bands = ("" if name == "no offset" else " / ".join(
+                f"{ok[high & (level >= lo) & (level < hi)].mean():.1%}" for lo, hi in LEVEL_BANDS_DB))
+            print(f"| {rule} | {name} | {ok[high].mean():.1%} | {ok[~high].mean():.1%} | {bands} |", flush=True)
+        d = right["offset"].astype(float) - right["no offset"]
+        print(f"| {rule} | offset - no offset (points, paired) | {100 * d[high].mean():+.1f} +- "
+              f"{100 * d[high].std() / np.sqrt(high.sum()):.1f} | {100 * d[~high].mean():+.1f} +- "
+              f"{100 * d[~high].std() / np.sqrt((~high).sum()):.1f} | |", flush=True)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
     ap.add_argument("--per-label", type=int, default=40)
+    ap.add_argument("--paired", action="store_true", help="the paired cost of training's offsets (one model)")
+    ap.add_argument("--no-refiner", action="store_true", help="with --paired: the network alone")
     args = ap.parse_args()
+    if args.paired:
+        for d in args.models:
+            paired(d, args.per_label, not args.no_refiner)
+        return
     clfs = {d: Classifier.load(d, backend="onnxruntime") for d in args.models}
     labels = [name for name in LABELS for _ in range(args.per_label)]
     pairs = np.isin(np.array(labels), CARRIER_PAIRS)
