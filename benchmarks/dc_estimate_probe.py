@@ -31,16 +31,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dc_offset_robustness import LEVEL_BANDS_DB, PAIRED_RANGE_DB, offset_pairs  # noqa: E402
 
 from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
-from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
 from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
-
-LEVELS_DB = (-40.0, -10.0)
-LEVEL_BANDS_DB = ((-40.0, -30.0), (-30.0, -20.0), (-20.0, -10.0))
 
 
 def estimate_offset(x: np.ndarray) -> complex:
@@ -101,13 +100,9 @@ def main() -> None:
     args = ap.parse_args()
     clf = Classifier.load(args.model_dir, backend="onnxruntime")
     labels = [name for name in HIGH_ORDER_LABELS for _ in range(args.per_label)]
-    rng = np.random.default_rng(23)
-    sb = synthesize(labels, 1024, rng, snr_db=rng.uniform(10.0, 30.0, len(labels)),
-                    channel=ChannelConfig(p_dc_offset=0.0))
-    level = rng.uniform(*LEVELS_DB, len(labels))
-    power = np.mean(np.abs(sb.iq) ** 2, axis=1)
-    offset = np.sqrt(power * 10 ** (level / 10)) * np.exp(2j * np.pi * rng.random(len(labels)))
-    drawn = [np.asarray(x, np.complex128) for x in sb.iq]
+    bursts, level, offset = offset_pairs(labels)
+    power = np.mean(np.abs(bursts) ** 2, axis=1)
+    drawn = list(bursts)
     offset_bursts = [x + d for x, d in zip(drawn, offset)]
     t0 = time.perf_counter()
     est = np.array([estimate_offset(x) for x in offset_bursts])
@@ -120,7 +115,7 @@ def main() -> None:
         return " / ".join(f"{v:.1f}" for v in q)
 
     print(f"{clf.meta.model_id}; {len(labels)} high-order bursts, 1024 samples, SNR 10..30 dB, offset "
-          f"{LEVELS_DB[0]:.0f}..{LEVELS_DB[1]:.0f} dB; the estimate {ms:.1f} ms a burst (this machine)")
+          f"{PAIRED_RANGE_DB[0]:.0f}..{PAIRED_RANGE_DB[1]:.0f} dB; the estimate {ms:.1f} ms a burst (this machine)")
     print(f"error against the true offset, dB of the signal's power, 10 / 50 / 90 %: the estimate {error_db(est)}, "
           f"the burst's mean {error_db(means)}")
 

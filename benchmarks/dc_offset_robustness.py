@@ -68,16 +68,23 @@ def remove_dc(x: np.ndarray, rule: str) -> np.ndarray:
     return x
 
 
-def paired(model_dir: str, per_label: int, refiner: bool) -> None:
-    """The paired cost of training's DC offsets, and of the removal rules, per label group."""
-    clf = Classifier.load(model_dir, backend="onnxruntime", refiner=refiner)
-    labels = [name for name in LABELS for _ in range(per_label)]
+def offset_pairs(labels: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bursts (n, 1024) complex128 of the full chain without a DC offset at SNR 10..30 dB,
+    each one's offset level in dB of its power, uniform in PAIRED_RANGE_DB, and that offset)."""
     rng = np.random.default_rng(23)
     sb = synthesize(labels, 1024, rng, snr_db=rng.uniform(10.0, 30.0, len(labels)),
                     channel=ChannelConfig(p_dc_offset=0.0))
     level = rng.uniform(*PAIRED_RANGE_DB, len(labels))
     power = np.mean(np.abs(sb.iq) ** 2, axis=1)
     offset = np.sqrt(power * 10 ** (level / 10)) * np.exp(2j * np.pi * rng.random(len(labels)))
+    return sb.iq.astype(np.complex128), level, offset
+
+
+def paired(model_dir: str, per_label: int, refiner: bool) -> None:
+    """The paired cost of training's DC offsets, and of the removal rules, per label group."""
+    clf = Classifier.load(model_dir, backend="onnxruntime", refiner=refiner)
+    labels = [name for name in LABELS for _ in range(per_label)]
+    bursts, level, offset = offset_pairs(labels)
     high = np.isin(np.array(labels), HIGH_ORDER_LABELS)
     print(f"{clf.meta.model_id}, {'with its refiner' if clf.refiner is not None else 'the network alone'}; "
           f"{len(labels)} bursts ({high.sum()} high-order), 1024 samples, SNR 10..30 dB; offset "
@@ -87,8 +94,8 @@ def paired(model_dir: str, per_label: int, refiner: bool) -> None:
     print("|---|---|---:|---:|---|")
     for rule in REMOVALS:
         right = {}
-        for name, bursts in (("no offset", list(sb.iq)), ("offset", [x + d for x, d in zip(sb.iq, offset)])):
-            res = clf.classify([remove_dc(x, rule).astype(np.complex64) for x in bursts])
+        for name, xs in (("no offset", list(bursts)), ("offset", [x + d for x, d in zip(bursts, offset)])):
+            res = clf.classify([remove_dc(x, rule).astype(np.complex64) for x in xs])
             right[name] = np.array([r.top[0][0] == lb for r, lb in zip(res, labels)])
         for name, ok in right.items():
             bands = ("" if name == "no offset" else " / ".join(
