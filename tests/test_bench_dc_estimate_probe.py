@@ -16,7 +16,7 @@ def test_the_estimate_finds_an_offset_the_mean_cannot_and_none_where_there_is_no
     rng = np.random.default_rng(7)
     iq = synthesize(["64QAM", "16QAM", "32APSK", "256QAM"], 1024, rng, snr_db=np.full(4, 25.0),
                     channel=ChannelConfig(p_dc_offset=0.0, p_multipath=0.0)).iq.astype(np.complex128)
-    x = iq[0]                                                    # 64QAM, 9.1 samples/symbol, the rest of the chain on
+    x = iq[0]                                                    # 64QAM, 9.1 samples/symbol; no multipath, the rest on
     power = np.mean(np.abs(x) ** 2)
     offset = np.sqrt(power * 10 ** -1.5) * np.exp(1j)            # -15 dB of the signal
     def error_db(estimate):
