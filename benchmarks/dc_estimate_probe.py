@@ -58,9 +58,8 @@ def _estimate_offset(x: np.ndarray) -> complex:
     found = sc.blind_symbols(x)
     if found is None:
         return 0.0
-    # what blind_symbols did to x before the clock: the mean out where 0 Hz holds a line, unit RMS
-    spec = np.abs(np.fft.fft(x)) ** 2
-    mean = x.mean() if spec[0] > sc.DC_LINE_RATIO * np.mean(np.concatenate([spec[2:10], spec[-9:-1]])) else 0.0
+    # what blind_symbols did to x before the clock (remove_dc_line): the mean out where 0 Hz holds a line, unit RMS
+    mean = x.mean() if sc.zero_hz_line_ratio(x) > sc.DC_LINE_RATIO else 0.0
     rms = math.sqrt(float(np.mean(np.abs(x - mean) ** 2)))
     unit = (x - mean) / rms
     turn = found.baseband / np.where(np.abs(unit) > 0, unit, 1.0)       # the centroid's derotation

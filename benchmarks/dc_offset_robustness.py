@@ -12,7 +12,8 @@ DC offset from -40..-10 dB (40 % of bursts). Results of one run: dc_offset_robus
 bursts (SNR 10..30 dB, the full chain without a DC offset) are classified as drawn and with
 an offset added after synthesis, its level uniform in -40..-10 dB, and each set also after a
 removal rule (REMOVALS: none; the sample mean always; the mean only where the 0 Hz bin
-stands LINE_RATIO times over its neighbours and holds less than LEAK_MAX_DB of the burst's
+stands LINE_RATIO times over its neighbours (symbol_clock.zero_hz_line_ratio, the
+refiner's remove_dc_line test) and holds less than LEAK_MAX_DB of the burst's
 power, i.e. a leak and not a carrier).
 
     python3 benchmarks/dc_offset_robustness.py MODEL_DIR [MODEL_DIR ...] [--per-label N]
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ensemble_diagnostic import burst_log_probs  # noqa: E402
 
+from rfclassify.dsp.symbol_clock import DC_LINE_RATIO as LINE_RATIO  # noqa: E402  (remove_dc_line's)
+from rfclassify.dsp.symbol_clock import zero_hz_line_ratio  # noqa: E402
 from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -43,15 +46,8 @@ LEVELS_DB: dict[str, tuple[float, float] | None] = {
 
 PAIRED_RANGE_DB = (-40.0, -10.0)
 LEVEL_BANDS_DB = ((-40.0, -30.0), (-30.0, -20.0), (-20.0, -10.0))
-LINE_RATIO = 10.0           # the 0 Hz bin over the mean of bins 2..9 either side
 LEAK_MAX_DB = -8.0          # a stronger 0 Hz line is a carrier (OOK's is -3 dB, 4ASK's -2)
 REMOVALS = ("none", "mean", "leak line")
-
-
-def zero_hz_line_ratio(x: np.ndarray) -> float:
-    """The 0 Hz periodogram bin of burst x over the mean of the bins 2..9 either side of it."""
-    spec = np.abs(np.fft.fft(x)) ** 2
-    return float(spec[0] / max(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])), 1e-30))
 
 
 def remove_dc(x: np.ndarray, rule: str) -> np.ndarray:

@@ -222,3 +222,15 @@ def test_the_three_class_rule_judges_the_candidates_by_three_classes_alphabets(m
     assert sc.blind_clock(x, sc.ALPHABET_FIT)[0] == 5.0 and len(asked[0]) == 12
     asked.clear()
     assert sc.blind_clock(x, sc.STRONGEST_LINE)[0] == 4.0 and not asked
+
+
+def test_the_mean_goes_only_where_the_zero_hz_bin_holds_a_line():
+    rng = np.random.default_rng(12)
+    x = synthesize(["16QAM"], 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0, p_cfo=0.0)).iq[0].astype(np.complex128)
+    leak = 0.5 * np.sqrt(np.mean(np.abs(x) ** 2))                                    # -6 dB
+    assert sc.zero_hz_line_ratio(x) < sc.DC_LINE_RATIO < sc.zero_hz_line_ratio(x + leak)
+    kept = sc.remove_dc_line(x)
+    np.testing.assert_allclose(kept, x / np.sqrt(np.mean(np.abs(x) ** 2)))          # no line: only scaled
+    assert abs(sc.remove_dc_line(x + leak).mean()) < 1e-12                          # a leak: the mean goes
+    assert sc.zero_hz_line_ratio(np.ones(64, complex)) == np.inf                    # a line beside silence
+    assert sc.zero_hz_line_ratio(np.exp(2j * np.pi * 5 * np.arange(64) / 64)) < 1e-20   # no 0 Hz content

@@ -190,15 +190,23 @@ def _line_timing(w: np.ndarray, t: np.ndarray, f_sym: float, n: int) -> float:
     return float(((n - 1) / 2.0 - np.angle(line) / (2 * np.pi * f_sym)) % (1.0 / f_sym))
 
 
+def zero_hz_line_ratio(x: np.ndarray) -> float:
+    """The 0 Hz periodogram bin of burst x over the mean of the bins 2..9 either side of it
+    (inf for a line beside silence, 0 for no 0 Hz content)."""
+    spec = np.abs(np.fft.fft(x)) ** 2
+    beside = float(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])))
+    if beside > 0:
+        return float(spec[0]) / beside
+    return math.inf if spec[0] > 0 else 0.0
+
+
 def remove_dc_line(x: np.ndarray) -> np.ndarray:
     """Unit-RMS complex128 copy of a burst with its mean removed only where the 0 Hz bin holds
     a line (LO leakage): more than DC_LINE_RATIO times the periodogram just beside it. Removing
     the mean always (normalize_burst) notches the signal's own 0 Hz content, which at zero
     carrier offset is a -20 dB error on the symbols."""
     x = np.asarray(x, np.complex128)
-    spec = np.abs(np.fft.fft(x)) ** 2
-    beside = np.mean(np.concatenate([spec[2:10], spec[-9:-1]]))
-    if spec[0] > DC_LINE_RATIO * beside:
+    if zero_hz_line_ratio(x) > DC_LINE_RATIO:
         x = x - x.mean()
     return x / math.sqrt(max(float(np.mean(np.abs(x) ** 2)), 1e-30))
 
