@@ -2,20 +2,19 @@
 
 The mean of a burst is the offset plus the signal's own 0 Hz content (about -10 log10(symbols)
 dB of its power), and taking it out costs the high-order classes as much as leaving a
--20 dB offset in (dc_offset_robustness.md, `--paired`). Here the offset is fitted instead:
-the burst at its blind clock (symbol_clock.blind_symbols) holds the offset as a tone of
-known shape in the symbol domain (the matched filter's output for the band centroid's
-derotation of a constant), so each high-order alphabet's class-equalizer fit (its carrier
-fit, then least squares to its own decisions, rfclassify.dsp.class_equalizer) gets that tone
-as one more regressor beside its filter taps. The best-fitting alphabet's coefficient, mapped
-back through its filter, is the estimate, which is subtracted from the raw burst before the
-served Classifier (refiner included) sees it.
+-20 dB offset in (dc_offset_robustness.md, `--paired`). Here the offset is fitted instead,
+by rfclassify.dsp.dc_estimate.estimate_offset (the offset's tone at the blind clock as one
+more regressor of each high-order alphabet's class-equalizer fit; it began in this probe),
+for every burst as if it were high-order, under all twelve high-order classes' alphabets,
+and subtracted from the raw burst before the served Classifier (refiner included, its DC
+pass off) sees it.
 
 The bursts are dc_offset_robustness --paired's for the high-order labels (SNR 10..30 dB,
 1024 samples, the full chain without an offset, then the same with one of -40..-10 dB
 added): accuracy as drawn, with the offset, with the offset less its estimate, and without
-an offset less its estimate (what a false estimate costs). Scratch-grade: the estimate is
-made for every burst as if it were high-order, at the class equalizer's cost.
+an offset less its estimate (what a false estimate costs). The product's DC pass
+(rfclassify.engine.dc_pass) fits only the network's three likeliest classes and gates the
+result; `dc_offset_robustness.py --paired` measures it as served.
 
     python3 benchmarks/dc_estimate_probe.py [--per-label N] [--model-dir models]
 """
@@ -35,61 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dc_offset_robustness import LEVEL_BANDS_DB, PAIRED_RANGE_DB, offset_pairs  # noqa: E402
 
-from rfclassify.dsp import class_equalizer as ce  # noqa: E402
-from rfclassify.dsp import symbol_clock as sc  # noqa: E402
-from rfclassify.dsp.windows import central  # noqa: E402
+from rfclassify.dsp.dc_estimate import estimate_offset  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
-
-
-def estimate_offset(x: np.ndarray) -> complex:
-    """The receiver DC offset of raw burst x, in its own units, from the best-fitting
-    high-order alphabet's equalizer fit with the offset's tone as a regressor; what
-    remove_dc_line takes out (or 0) where the burst has no clock or too few symbols."""
-    try:
-        with np.errstate(all="ignore"):
-            return _estimate_offset(np.asarray(x, np.complex128))
-    except np.linalg.LinAlgError:
-        return 0.0
-
-
-def _estimate_offset(x: np.ndarray) -> complex:
-    x = central(x, sc.MAX_CLOCK_SAMPLES)
-    found = sc.blind_symbols(x)
-    if found is None:
-        return 0.0
-    # what blind_symbols did to x before the clock (remove_dc_line): the mean out where 0 Hz holds a line, unit RMS
-    mean = x.mean() if sc.zero_hz_line_ratio(x) > sc.DC_LINE_RATIO else 0.0
-    rms = math.sqrt(float(np.mean(np.abs(x - mean) ** 2)))
-    unit = (x - mean) / rms
-    turn = found.baseband / np.where(np.abs(unit) > 0, unit, 1.0)       # the centroid's derotation
-    turn = turn / np.abs(turn)
-    tone = sc.symbols_at(turn, found.sps, sc.BLIND_ROLLOFF, found.timing_samples,
-                         pulse=sc.rrc_lookup(sc.BLIND_ROLLOFF))          # a unit offset at the symbols
-    n = min(found.symbols.size, tone.size)
-    y, tone = central(found.symbols[:n], ce.MAX_SYMBOLS), central(tone[:n], ce.MAX_SYMBOLS)
-    if y.size < ce.MIN_SYMBOLS or not (np.all(np.isfinite(y)) and np.all(np.isfinite(tone))):
-        return mean
-    scale = math.sqrt(float(np.mean(np.abs(y) ** 2)))
-    y = y / scale
-    bank = ce.alphabet_bank(tuple(HIGH_ORDER_LABELS))
-    freq, phase = ce.carrier_fit(y, bank)
-    rot = np.exp(-2j * np.pi * freq[:, None] * np.arange(y.size)[None, :])
-    y_rot, tone_rot = y[None, :] * rot, tone[None, :] * rot
-    cols = np.concatenate([np.stack([ce.filter_inputs(row, ce.TAPS) for row in y_rot]), tone_rot[:, :, None]], axis=2)
-    solve = np.linalg.pinv(cols)
-    w = np.zeros((len(bank.sizes), ce.TAPS + 1), complex)
-    w[:, ce.TAPS // 2] = np.exp(-1j * phase)
-    z, decided = ce.decision_directed(np.einsum("ant,at->an", cols, w), cols, solve, bank)
-    w = np.einsum("atn,an->at", solve, decided)
-    ll = ce.unit_power_logliks(z, decided, bank)[0]
-    if not np.isfinite(ll).any():
-        return mean
-    a = int(np.argmax(np.where(np.isfinite(ll), ll, -np.inf)))
-    # the offset d reaches the output as d * (tone through the filter); the regressor cancels it
-    through = ce.filter_inputs(tone_rot[a], ce.TAPS) @ w[a, :-1]
-    unit_offset = -w[a, -1] * np.vdot(through, tone_rot[a]) / max(float(np.vdot(through, through).real), 1e-30)
-    return complex(mean + unit_offset * scale * rms)
 
 
 def main() -> None:
@@ -104,9 +51,9 @@ def main() -> None:
     drawn = list(bursts)
     offset_bursts = [x + d for x, d in zip(drawn, offset)]
     t0 = time.perf_counter()
-    est = np.array([estimate_offset(x) for x in offset_bursts])
+    est = np.array([estimate_offset(x, HIGH_ORDER_LABELS).offset for x in offset_bursts])
     ms = 1e3 * (time.perf_counter() - t0) / len(labels)
-    est_drawn = np.array([estimate_offset(x) for x in drawn])
+    est_drawn = np.array([estimate_offset(x, HIGH_ORDER_LABELS).offset for x in drawn])
     means = np.array([x.mean() for x in offset_bursts])
 
     def error_db(e: np.ndarray) -> str:

@@ -188,6 +188,18 @@ class AlphabetBank:
                    owner=np.array(owner), power=np.array([carrier_line(a) for a in alphabets]),
                    symmetry=np.array([rotational_order(a) for a in alphabets]))
 
+    def subset(self, classes: np.ndarray) -> AlphabetBank:
+        """The bank of the alphabets of the classes `classes` (indices into its labels) only,
+        sliced from this one (nothing rebuilt; owner keeps the full bank's class indices)."""
+        rows = np.flatnonzero(np.isin(self.owner, classes))
+        points = self.points[rows]
+        sub = AlphabetBank(points=points, sizes=self.sizes[rows], flat=points.ravel(), nearest=self.nearest[rows],
+                           neighbours=self.neighbours[rows], owner=self.owner[rows], power=self.power[rows],
+                           symmetry=self.symmetry[rows])
+        if "turn_series" in self.__dict__:       # made already: slice it too rather than make it again
+            sub.__dict__["turn_series"] = self.turn_series[rows]
+        return sub
+
     @cached_property
     def turn_series(self) -> np.ndarray:
         """(A, CARRIER_RADII, CARRIER_HARMONICS) complex: each alphabet's alphabet_turn_series,
@@ -426,7 +438,7 @@ def best_equalized(y: np.ndarray, labels: tuple[str, ...]) -> np.ndarray | None:
         return None
     y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
     ll, z = equalized_logliks(y, alphabet_bank(tuple(labels)))
-    best = _best_alphabet(ll)
+    best = best_alphabet(ll)
     return None if best is None else z[best]
 
 
@@ -440,11 +452,11 @@ def best_carrier(y: np.ndarray, labels: tuple[str, ...]) -> float | None:
         return None
     bank = alphabet_bank(tuple(labels))
     freq, phase = carrier_fit(yc, bank)
-    best = _best_alphabet(equalized_logliks(yc, bank, carrier=(freq, phase))[0])
+    best = best_alphabet(equalized_logliks(yc, bank, carrier=(freq, phase))[0])
     return None if best is None else float(freq[best])
 
 
-def _best_alphabet(ll: np.ndarray) -> int | None:
+def best_alphabet(ll: np.ndarray) -> int | None:
     """The index of the largest finite log-likelihood; None where none is finite."""
     ll = np.nan_to_num(ll, nan=-np.inf, posinf=-np.inf)
     return int(np.argmax(ll)) if np.isfinite(ll).any() else None

@@ -194,10 +194,20 @@ def zero_hz_line_ratio(x: np.ndarray) -> float:
     """The 0 Hz periodogram bin of burst x over the mean of the bins 2..9 either side of it
     (inf for a line beside silence, 0 for no 0 Hz content)."""
     spec = np.abs(np.fft.fft(x)) ** 2
-    beside = float(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])))
+    beside = _beside_zero_hz(spec)
     if beside > 0:
         return float(spec[0]) / beside
     return math.inf if spec[0] > 0 else 0.0
+
+
+def own_mean_variance(x: np.ndarray) -> float:
+    """The variance the signal's own content near 0 Hz gives burst x's mean (without a line at
+    0 Hz): the mean periodogram |FFT|^2 of the bins 2..9 either side of 0 Hz, over n^2."""
+    return _beside_zero_hz(np.abs(np.fft.fft(x)) ** 2) / max(np.size(x), 1) ** 2
+
+
+def _beside_zero_hz(spec: np.ndarray) -> float:
+    return float(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])))
 
 
 def remove_dc_line(x: np.ndarray) -> np.ndarray:
