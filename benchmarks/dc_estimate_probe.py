@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--per-label", type=int, default=50)
     ap.add_argument("--model-dir", default="models")
     args = ap.parse_args()
-    clf = Classifier.load(args.model_dir, backend="onnxruntime")
+    clf = Classifier.load(args.model_dir, backend="onnxruntime", dc_pass=False)
     labels = [name for name in HIGH_ORDER_LABELS for _ in range(args.per_label)]
     bursts, level, offset = offset_pairs(labels)
     power = np.mean(np.abs(bursts) ** 2, axis=1)

@@ -8,16 +8,16 @@ mean confuses (OOK/BPSK, 4ASK/8ASK/PAM4, AM with and without carrier). Training 
 DC offset from -40..-10 dB (40 % of bursts). Results of one run: dc_offset_robustness.md.
 
 ``--paired`` asks instead what that training range costs the served model (refiner included,
-``--no-refiner`` for the network alone) on the high-order and the other labels: the same
+``--no-refiner`` for the network alone, ``--no-dc-pass`` without the Classifier's DC pass,
+engine.dc_pass) on the high-order and the other labels: the same
 bursts (SNR 10..30 dB, the full chain without a DC offset) are classified as drawn and with
 an offset added after synthesis, its level uniform in -40..-10 dB, and each set also after a
 removal rule (REMOVALS: none; the sample mean always; the mean only where the 0 Hz bin
-stands LINE_RATIO times over its neighbours (symbol_clock.zero_hz_line_ratio, the
-refiner's remove_dc_line test) and holds less than LEAK_MAX_DB of the burst's
-power, i.e. a leak and not a carrier).
+holds a leak and not a carrier, dc_estimate.leak_line_offset; ``--removals`` picks some).
 
     python3 benchmarks/dc_offset_robustness.py MODEL_DIR [MODEL_DIR ...] [--per-label N]
-    python3 benchmarks/dc_offset_robustness.py --paired MODEL_DIR [--per-label N] [--no-refiner]
+    python3 benchmarks/dc_offset_robustness.py --paired MODEL_DIR [--per-label N] [--no-refiner] [--no-dc-pass]
+                                               [--removals none,mean]
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ensemble_diagnostic import burst_log_probs  # noqa: E402
 
-from rfclassify.dsp.symbol_clock import DC_LINE_RATIO as LINE_RATIO  # noqa: E402  (remove_dc_line's)
-from rfclassify.dsp.symbol_clock import zero_hz_line_ratio  # noqa: E402
+from rfclassify.dsp.dc_estimate import leak_line_offset  # noqa: E402
 from rfclassify.dsp.synth import ChannelConfig, synthesize  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -46,7 +45,6 @@ LEVELS_DB: dict[str, tuple[float, float] | None] = {
 
 PAIRED_RANGE_DB = (-40.0, -10.0)
 LEVEL_BANDS_DB = ((-40.0, -30.0), (-30.0, -20.0), (-20.0, -10.0))
-LEAK_MAX_DB = -8.0          # a stronger 0 Hz line is a carrier (OOK's is -3 dB, 4ASK's -2)
 REMOVALS = ("none", "mean", "leak line")
 
 
@@ -57,8 +55,7 @@ def remove_dc(x: np.ndarray, rule: str) -> np.ndarray:
     if rule == "mean":
         return x - mean
     if rule == "leak line":
-        weak = abs(mean) ** 2 < np.mean(np.abs(x) ** 2) * 10 ** (LEAK_MAX_DB / 10)
-        return x - mean if weak and zero_hz_line_ratio(x) > LINE_RATIO else x
+        return x - leak_line_offset(x)
     if rule != "none":
         raise ValueError(f"unknown rule {rule!r} (one of {', '.join(REMOVALS)})")
     return x
@@ -76,19 +73,22 @@ def offset_pairs(labels: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return sb.iq.astype(np.complex128), level, offset
 
 
-def paired(model_dir: str, per_label: int, refiner: bool) -> None:
+def paired(model_dir: str, per_label: int, refiner: bool, dc_pass: bool = True,
+           removals: tuple[str, ...] = REMOVALS) -> None:
     """The paired cost of training's DC offsets, and of the removal rules, per label group."""
-    clf = Classifier.load(model_dir, backend="onnxruntime", refiner=refiner)
+    clf = Classifier.load(model_dir, backend="onnxruntime", refiner=refiner, dc_pass=dc_pass)
     labels = [name for name in LABELS for _ in range(per_label)]
     bursts, level, offset = offset_pairs(labels)
     high = np.isin(np.array(labels), HIGH_ORDER_LABELS)
-    print(f"{clf.meta.model_id}, {'with its refiner' if clf.refiner is not None else 'the network alone'}; "
+    served = ("the network alone" if clf.refiner is None else
+              "with its refiner" + ("" if clf.dc_pass else ", no DC pass"))
+    print(f"{clf.meta.model_id}, {served}; "
           f"{len(labels)} bursts ({high.sum()} high-order), 1024 samples, SNR 10..30 dB; offset "
           f"{PAIRED_RANGE_DB[0]:.0f}..{PAIRED_RANGE_DB[1]:.0f} dB added to the same bursts")
     print("| removal | set | high-order | other labels | high-order by offset level " +
           " / ".join(f"{lo:.0f}..{hi:.0f}" for lo, hi in LEVEL_BANDS_DB) + " |")
     print("|---|---|---:|---:|---|")
-    for rule in REMOVALS:
+    for rule in removals:
         right = {}
         for name, xs in (("no offset", list(bursts)), ("offset", [x + d for x, d in zip(bursts, offset)])):
             res = clf.classify([remove_dc(x, rule).astype(np.complex64) for x in xs])
@@ -109,10 +109,16 @@ def main() -> None:
     ap.add_argument("--per-label", type=int, default=40)
     ap.add_argument("--paired", action="store_true", help="the paired cost of training's offsets (one model)")
     ap.add_argument("--no-refiner", action="store_true", help="with --paired: the network alone")
+    ap.add_argument("--no-dc-pass", action="store_true", help="with --paired: without the Classifier's DC pass")
+    ap.add_argument("--removals", default=",".join(REMOVALS),
+                    help=f"with --paired: the removal rules to run (of {', '.join(REMOVALS)})")
     args = ap.parse_args()
     if args.paired:
+        removals = tuple(r.strip() for r in args.removals.split(",") if r.strip())
+        if not removals or set(removals) - set(REMOVALS):
+            ap.error(f"--removals: a comma-separated list of {', '.join(REMOVALS)}")
         for d in args.models:
-            paired(d, args.per_label, not args.no_refiner)
+            paired(d, args.per_label, not args.no_refiner, not args.no_dc_pass, removals)
         return
     clfs = {d: Classifier.load(d, backend="onnxruntime") for d in args.models}
     labels = [name for name in LABELS for _ in range(args.per_label)]

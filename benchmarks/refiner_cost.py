@@ -1,11 +1,12 @@
 """What the model's refiners cost per burst: Classifier.classify with and without them, one process.
 
-Two Classifiers on the same model and backend, one with the model's refiners (the
-constellation refiner, and the low-order one where the model has it) and one with
-refiner=False, classify the same synthesized bursts (all 28 labels, the full channel, SNR
-uniform 10..30 dB, one length) in alternating rounds, so the machine's load hits both
-alike. Prints bursts/s of each, the ratio, the share of bursts the refiner re-decided and the
-added time per re-decided burst. A measurement, not a test.
+Three Classifiers on the same model and backend, one with the model's refiners (the
+constellation refiner, and the low-order one where the model has it) and their DC pass
+(engine.dc_pass), one with the refiners without the DC pass, and one with refiner=False,
+classify the same synthesized bursts (all 28 labels, the full channel, SNR uniform 10..30
+dB, one length) in alternating rounds, so the machine's load hits them alike. Prints
+bursts/s of each, the ratios, the share of bursts the refiner re-decided and the added time
+per re-decided burst. A measurement, not a test.
 
 --workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers);
 --rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule).
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     bursts = list(synthesize(labels, args.length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                          refiner_rate_rule=args.rate_rule) as on, \
+            Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
+                            refiner_rate_rule=args.rate_rule, dc_pass=False) as no_dc, \
             Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
         if not on.refiners:
             print(f"{args.model_dir} has no refiner")
@@ -54,19 +57,21 @@ def main(argv: list[str] | None = None) -> int:
         shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
                   for ref in on.refiners}
         refined = sum(shares.values())
-        on.classify(bursts[:8])  # warm both
-        times = {"with": [], "without": []}
+        on.classify(bursts[:8])  # warm them
+        no_dc.classify(bursts[:8])
+        times: dict[str, list[float]] = {"with": [], "no DC pass": [], "without": []}
         for _ in range(args.rounds):
-            for name, clf in (("with", on), ("without", off)):
+            for name, clf in (("with", on), ("no DC pass", no_dc), ("without", off)):
                 t0 = time.perf_counter()
                 clf.classify(bursts)
                 times[name].append(time.perf_counter() - t0)
-    t_on, t_off = np.median(times["with"]), np.median(times["without"])
+    t_on, t_no_dc, t_off = (float(np.median(times[k])) for k in ("with", "no DC pass", "without"))
     where = f"{args.workers} processes" if args.workers else "the calling thread"
     print(f"{args.bursts} bursts of {args.length} samples, {args.backend}, median of {args.rounds} rounds, "
           f"refiner statistics in {where}")
     print(f"network alone: {args.bursts / t_off:8.1f} bursts/s")
-    print(f"with refiner : {args.bursts / t_on:8.1f} bursts/s  ({t_on / t_off:.2f}x the time)")
+    print(f"with refiner : {args.bursts / t_on:8.1f} bursts/s  ({t_on / t_off:.2f}x the time; "
+          f"{t_on / t_no_dc:.2f}x the refiner's without its DC pass, {args.bursts / t_no_dc:.1f} bursts/s)")
     print(f"re-decided   : {100 * refined:.1f} % of bursts ("
           + ", ".join(f"{name} {100 * v:.1f} %" for name, v in shares.items()) + "), "
           f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")

@@ -394,14 +394,17 @@ def test_a_burst_the_statistics_cannot_take_keeps_the_networks_answer(monkeypatc
 
 
 def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
-    """The shipped model's refiner, its statistics in two spawned processes or in this one."""
+    """The shipped model's refiner, its statistics (and the DC pass's fits) in two spawned
+    processes or in this one."""
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
 
     rng = np.random.default_rng(21)
-    bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig()).iq)
+    bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0)).iq)
+    for i in range(0, len(bursts), 2):      # a -15 dB receiver DC offset on every other one
+        bursts[i] = bursts[i] + np.sqrt(np.mean(np.abs(bursts[i]) ** 2) * 10 ** -1.5).astype(np.complex64)
     bursts += [np.zeros(0, np.complex64), np.tile([1, 0], 150).astype(np.complex64)]  # a reject, a degenerate burst
     with Classifier.load(backend="onnxruntime") as here, \
             Classifier.load(backend="onnxruntime", refiner_workers=2) as pooled:

@@ -141,13 +141,21 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
     data = tmp_path / "high.h5"
     assert main(["dataset", "generate", "--out", str(data), "--snr=14,30", "--per-cell", "3",
                  "--classes", "16PSK,32PSK,64QAM,256QAM", "--lengths", "1024", "--seed", "9"]) == 0
+    card = ["--card", "--card-dir", str(tmp_path / "card")]
     for workers in ("0", "2"):
         assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / workers),
-                     "--predictions", "--refiner-workers", workers]) == 0
+                     "--predictions", "--refiner-workers", workers, *card, "--name", f"workers {workers}"]) == 0
     alone, pooled = load_predictions(tmp_path / "0"), load_predictions(tmp_path / "2")
     assert alone["truth"].size == 24 and np.array_equal(alone["pred"], pooled["pred"])
     run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
-    assert run["refiner"] and run["refiner_workers"] == 2
+    assert run["refiner"] and run["refiner_workers"] == 2 and run["dc_pass"]
+    # --no-dc-pass: recorded, and the card says how each evaluation was served
+    assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / "nodc"),
+                 "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
+    assert json.loads((tmp_path / "nodc" / "evaluation.json").read_text())["run"]["dc_pass"] is False
+    md = (tmp_path / "card" / "MODEL_CARD.md").read_text()
+    assert md.count("with the DC pass and the constellation refiner, ") == 2
+    assert md.count("on cpu, with the constellation refiner, ") == 1
     capsys.readouterr()
     assert main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", "-1"]) == 2
     assert "refiner_workers must be >= 0" in capsys.readouterr().err

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-rate-rule", choices=RATE_RULES, default=None,
                         help="clock the refiner's bursts by this rate rule instead of the one it was fitted on "
                              "(alphabet_fit: about 2.9x the refiner's CPU per burst)")
+    parser.add_argument("--no-dc-pass", action="store_true",
+                        help="leave out the DC pass before the refiners (engine.dc_pass: each burst's receiver DC "
+                             "offset found and taken out, the network run again on it)")
     parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
                         help="compute the refiner's statistics in N processes (default 0: in this one); "
                              "the results are the same, sooner on a box with cores to spare")
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
-                            refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers)
+                            refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
+                            dc_pass=not args.no_dc_pass)
         res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
         _print(res)
         print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''} and figures")

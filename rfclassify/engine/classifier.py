@@ -9,7 +9,11 @@ bucket rule shared with training), windows are grouped by bucket across bursts a
 through the backend, and each burst's windows are aggregated by ``engine.results``. When the
 model has a constellation refiner (``engine.refiner``), a burst whose top class is one it
 re-decides goes through it, on the CPU, before the result is made; so does a burst whose top
-class is one of the low-order refiner's, where the model has one.
+class is one of the low-order refiner's, where the model has one. Before the refiners, the
+DC pass (``engine.dc_pass``) finds each burst's receiver DC offset (for those the
+constellation refiner takes, from the burst's symbols); where it matters it is taken out
+and the network runs again on the burst, so that the network and the refiners both see it
+without the offset.
 The daemon batches windows across bursts itself with ``infer_windows`` and
 ``results_from_outputs``.
 """
@@ -70,7 +74,7 @@ class Classifier:
 
     def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5,
                  refiner: Refiner | None = None, refiner_pool: Executor | None = None,
-                 low_order_refiner: Refiner | None = None) -> None:
+                 low_order_refiner: Refiner | None = None, dc_pass: bool = True) -> None:
         self._backend = backend
         self._selection = selection
         self.top_k = int(top_k)
@@ -80,13 +84,15 @@ class Classifier:
         self.refiner = refiner
         self.low_order_refiner = low_order_refiner
         self._refiner_pool = refiner_pool
+        self.dc_pass = bool(dc_pass)
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
              precision: str = "auto", device: str | None = None, *, top_k: int = 5,
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
              threads: int | None = None, refiner: bool = True, refiner_workers: int = 0,
-             refiner_sequence: bool = True, refiner_rate_rule: str | None = None) -> Classifier:
+             refiner_sequence: bool = True, refiner_rate_rule: str | None = None,
+             dc_pass: bool = True) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -104,7 +110,8 @@ class Classifier:
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
         rule instead of the one it was fitted on (alphabet_fit: +0.28 points over SNR and +0.69
         at >= 10 dB on 1024-sample bursts with the shipped refiner, for about 2.9x its CPU per
-        burst; docs/model.md, fifteenth session).
+        burst; docs/model.md, fifteenth session); dc_pass=False leaves out the DC pass before
+        the refiners (engine.dc_pass; it runs only where they do).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -129,9 +136,19 @@ class Classifier:
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
+        clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool, low_order_refiner=low_order,
+                  dc_pass=dc_pass)
         if warmup:
             impl.warmup()
-        return cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool, low_order_refiner=low_order)
+            clf.prepare_dc_pass()
+        return clf
+
+    def prepare_dc_pass(self) -> None:
+        """Build what the DC pass's fits need now rather than on the first bursts (part of
+        warm-up; nothing without the DC pass or a constellation refiner)."""
+        if self.dc_pass and self.refiner is not None:
+            from rfclassify.engine.dc_pass import prepare
+            prepare(self.refiner)
 
     # -- what is running ----------------------------------------------------------------
     @property
@@ -265,14 +282,12 @@ class Classifier:
 
         snr_offset_db: the burst's BurstWindows.snr_offset_db (resampling's SNR gain), taken off
         the estimate so the result reports the SNR over the burst's full sampled band.
-        burst: its samples as received, for the refiners (None: the network decides alone)."""
-        probs, snr = aggregate_windows(logits, snr_db, self.meta.temperature)
-        snr -= snr_offset_db
-        refiners = self.refiners
-        if refiners and burst is not None:
-            from rfclassify.engine.refiner import refine_routed
-            (probs,) = refine_routed(refiners, [probs], [snr], [burst])
-        return self._result(probs, snr, logits, n_samples, bucket_samples, sample_rate)
+        burst: its samples as received, for the DC pass and the refiners (None: the network
+        decides alone)."""
+        w = np.shape(logits)[0]
+        (result,) = self._results([aggregate_windows(logits, snr_db, self.meta.temperature)], [w], [snr_offset_db],
+                                  [n_samples], bucket_samples, [sample_rate], [burst])
+        return result
 
     def results_from_batch(self, logits: np.ndarray, snr_db: np.ndarray, windows: Sequence[BurstWindows],
                            bucket_samples: int, sample_rates: Sequence[float | None],
@@ -280,31 +295,66 @@ class Classifier:
         """results_from_outputs for the bursts of one backend call: logits (W, n_labels) and
         snr_db (W,) hold their windows in order (windows[i].n_windows rows each); bursts are
         their samples for the refiners (None: the network decides alone for that burst). The
-        refiners' statistics of the whole batch run in the process pool when there is one."""
+        refiners' statistics (and the DC pass's estimates) of the whole batch run in the process
+        pool when there is one."""
         ends = np.cumsum([w.n_windows for w in windows])
         rows = [slice(end - w.n_windows, end) for w, end in zip(windows, ends, strict=True)]
-        probs, snrs = [], []
-        for w, r in zip(windows, rows, strict=True):
-            p, s = aggregate_windows(logits[r], snr_db[r], self.meta.temperature)
-            probs.append(p)
-            snrs.append(s - w.snr_offset_db)
-        refiners = self.refiners
-        if refiners:
-            from rfclassify.engine.refiner import refine_routed
+        outputs = [aggregate_windows(logits[r], snr_db[r], self.meta.temperature) for r in rows]
+        return self._results(outputs, [w.n_windows for w in windows], [w.snr_offset_db for w in windows],
+                             [w.n_samples for w in windows], bucket_samples, sample_rates, bursts)
+
+    def _results(self, outputs: list[tuple[np.ndarray, float]], n_windows: list[int], snr_offsets: list[float],
+                 n_samples: list[int], bucket_samples: int, sample_rates: Sequence[float | None],
+                 bursts: Sequence[np.ndarray | None]) -> list[ClassificationResult]:
+        """Results from each burst's aggregated network output (probabilities, SNR estimate):
+        through the DC pass and the refiners where the burst's samples are given."""
+        probs = [p for p, _ in outputs]
+        snrs = [s - off for (_, s), off in zip(outputs, snr_offsets, strict=True)]
+        bursts = list(bursts)
+        if self.refiners:
             try:
-                probs = refine_routed(refiners, probs, snrs, list(bursts), self._refiner_pool)
+                probs = self._refine(probs, snrs, n_windows, bursts)
             except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
                 log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
                 self._refiner_pool = None
-                probs = refine_routed(refiners, probs, snrs, list(bursts), None)
-        return [self._result(p, s, logits[r], w.n_samples, bucket_samples, rate)
-                for p, s, r, w, rate in zip(probs, snrs, rows, windows, sample_rates, strict=True)]
+                probs = self._refine(probs, snrs, n_windows, bursts)
+        return [make_result(p, s, self.labels, n_samples=n, bucket=bucket_samples, windows=w,
+                            unknown_threshold=self.meta.unknown_threshold, top_k=self.top_k, sample_rate_hz=rate)
+                for p, s, w, n, rate in zip(probs, snrs, n_windows, n_samples, sample_rates, strict=True)]
 
-    def _result(self, probs: np.ndarray, snr: float, logits: np.ndarray, n_samples: int, bucket_samples: int,
-                sample_rate: float | None) -> ClassificationResult:
-        return make_result(probs, snr, self.labels, n_samples=n_samples, bucket=bucket_samples,
-                           windows=int(np.shape(logits)[0]), unknown_threshold=self.meta.unknown_threshold,
-                           top_k=self.top_k, sample_rate_hz=sample_rate)
+    def _refine(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
+                bursts: list[np.ndarray | None]) -> list[np.ndarray]:
+        """The DC pass (probs, snrs, n_windows and bursts updated in place for the bursts it
+        cleans), then the refiners' answers."""
+        from rfclassify.engine.refiner import refine_routed
+        if self.dc_pass:
+            self._take_out_dc(probs, snrs, n_windows, bursts)
+        return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
+
+    def _take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
+                     bursts: list[np.ndarray | None]) -> None:
+        """engine.dc_pass: each burst whose DC offset matters, without it, and the network's
+        answer for it so (in place)."""
+        from rfclassify.engine.dc_pass import offsets_to_remove
+        cleaned: dict[int, tuple[np.ndarray, BurstWindows]] = {}
+        for i, offset in offsets_to_remove(probs, snrs, bursts, self.refiner, self._refiner_pool).items():
+            x = np.asarray(bursts[i]) - offset
+            try:
+                cleaned[i] = (x, burst_to_windows(x, self.policy))
+            except MessageError:    # not for a burst accepted once; if it were, it stays as it was
+                continue
+        by_bucket: dict[int, list[int]] = {}
+        for i, (_, cut) in cleaned.items():
+            by_bucket.setdefault(cut.bucket_samples, []).append(i)
+        for bucket, members in by_bucket.items():
+            cuts = [cleaned[i][1] for i in members]
+            logits, snr_db = self.infer_windows(bucket, np.concatenate([c.windows for c in cuts]))
+            end = 0
+            for i, cut in zip(members, cuts, strict=True):
+                p, s = aggregate_windows(logits[end:end + cut.n_windows], snr_db[end:end + cut.n_windows],
+                                         self.meta.temperature)
+                end += cut.n_windows
+                probs[i], snrs[i], n_windows[i], bursts[i] = p, s - cut.snr_offset_db, cut.n_windows, cleaned[i][0]
 
     # -- life cycle ---------------------------------------------------------------------
     def close(self) -> None:

@@ -242,6 +242,8 @@ def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     d, run, o = ev.get("dataset", {}), ev.get("run", {}), ev.get("overall", {})
     refiners = [which for which, key in (("the constellation refiner", "refiner"),
                                          ("the low-order refiner", "low_order_refiner")) if run.get(key)]
+    if refiners and run.get("dc_pass"):
+        refiners.insert(0, "the DC pass")
     lines = ["", f"## Evaluation: {name}", "",
              f"Dataset `{d.get('file')}` (source {d.get('source')}, seed {d.get('seed')}, "
              f"{d.get('n_bursts')} bursts); made by `{d.get('command_line', '')}`. Run through the serving "

@@ -158,10 +158,11 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
                   predictions: bool = False, refiner_rate_rule: str | None = None,
-                  refiner_workers: int = 0) -> dict[str, Any]:
+                  refiner_workers: int = 0, dc_pass: bool = True) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's constellation refiner unless refiner=False; its bursts clocked by
-    refiner_rate_rule where given, its statistics in refiner_workers processes: Classifier.load).
+    refiner_rate_rule where given, its statistics in refiner_workers processes, the DC pass
+    unless dc_pass=False: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -174,7 +175,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner,
                                                                 refiner_sequence=refiner_sequence,
                                                                 refiner_rate_rule=refiner_rate_rule,
-                                                                refiner_workers=refiner_workers) as clf:
+                                                                refiner_workers=refiner_workers,
+                                                                dc_pass=dc_pass) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
@@ -206,6 +208,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "refiner": list(clf.refiner.labels) if clf.refiner else None,
                "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None),
                "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None,
+               "dc_pass": bool(clf.dc_pass and clf.refiners),
                "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
                "refiner_workers": refiner_workers if clf.refiner or clf.low_order_refiner else 0}
     ok = (pred >= 0) & (y >= 0)

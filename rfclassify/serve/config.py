@@ -82,6 +82,7 @@ class ModelConfig:
     refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
     # "": the refiner's own rate rule; else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
     refiner_rate_rule: str = field(default="", metadata=_check(REFINER_RATE_RULES))
+    dc_pass: bool = True        # with the refiners: each burst's receiver DC offset found and taken out first
 
 
 @dataclass(frozen=True)
