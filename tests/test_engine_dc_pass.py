@@ -89,6 +89,7 @@ def test_the_network_and_the_refiner_see_the_burst_without_its_offset():
             Classifier.load(backend="onnxruntime", dc_pass=False) as plain, \
             Classifier.load(backend="onnxruntime", refiner=False, top_k=len(LABELS)) as network:
         assert clf.dc_pass and not plain.dc_pass
+        assert clf.describe()["dc_pass"] and not plain.describe()["dc_pass"]    # for `rfclassify status`
         (r,) = clf.classify([burst])
         cut = burst_to_windows(burst, clf.policy)
         (daemon,) = EngineAdapter(clf).classify_batch(Batch(cut.bucket_samples, [Pending(Burst(iq=burst), cut)]))

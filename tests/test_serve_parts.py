@@ -293,6 +293,7 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "DEGRADED" in text and "1 drop(s)" in text
     assert "tensorrt int8 on cuda:0, DLA core 1" in text
     assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples\n" in text
+    assert "dc pass" not in text
     sample = _status_sample()
     sample["engine"]["refiner"]["sequence_net_params"] = 88028
     assert "bursts of >= 128 samples, with its sequence network\n" in render_status(sample)
@@ -310,6 +311,8 @@ def test_status_table_shows_health_engine_counters_and_jetson():
         in render_status(sample)
     sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
+    sample["engine"]["dc_pass"] = True
+    assert "dc pass     on: receiver DC offsets found and taken out before the refiners\n" in render_status(sample)
     assert "01:02:05" in text
     assert "bad_json 1" in text and "ingest 1" in text
     assert "accuracy    100.0% of 1" in text

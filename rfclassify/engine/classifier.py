@@ -212,7 +212,8 @@ class Classifier:
                 "model": self.model_id, "backend_reason": self.backend_reason,
                 "precision_reason": self.precision_reason,
                 "refiner": self.refiner.describe() if self.refiner else None,
-                "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None}
+                "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None,
+                "dc_pass": bool(self.dc_pass and self.refiners)}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:

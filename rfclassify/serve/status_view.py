@@ -55,6 +55,8 @@ def render_status(st: dict[str, Any]) -> str:
                 add(f"            and {low_text}")
         else:
             add(f"refiner     on: re-decides {low_text}" if low else "refiner     off (the network decides alone)")
+        if eng.get("dc_pass"):
+            add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
