@@ -130,3 +130,15 @@ def test_warm_up_builds_the_fits_alphabet_bank_before_the_first_burst():
         assert alphabet_bank.cache_info().currsize == 0              # no DC pass: nothing built
     with Classifier.load(backend="onnxruntime", warmup=True):
         assert "turn_series" in alphabet_bank(names).__dict__        # made, not waiting for a burst
+
+
+def test_refiner_workers_build_the_fits_alphabet_bank_as_they_start():
+    from rfclassify.dsp.class_equalizer import alphabet_bank
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.dc_pass import fittable
+
+    for dc_pass in (True, False):
+        with Classifier.load(backend="onnxruntime", refiner_workers=1, dc_pass=dc_pass) as clf:
+            names = fittable(clf.refiner)[1]
+            bank = clf._refiner_pool.submit(alphabet_bank, names).result()     # the worker's own, pickled back
+            assert ("turn_series" in bank.__dict__) is dc_pass

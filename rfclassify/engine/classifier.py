@@ -130,8 +130,11 @@ class Classifier:
             if meta.low_order_refiner:
                 low_order = Refiner.load(model_dir, meta.low_order_refiner, meta.labels)
             disjoint_refiners(refine, low_order)
-            if refiner_workers > 0:
-                pool = refine.start_pool(refiner_workers) if refine is not None else start_pool(refiner_workers)
+            if refiner_workers > 0 and refine is not None:
+                from rfclassify.engine.dc_pass import worker_setup
+                pool = refine.start_pool(refiner_workers, worker_setup(refine) if dc_pass else None)
+            elif refiner_workers > 0:
+                pool = start_pool(refiner_workers)
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)

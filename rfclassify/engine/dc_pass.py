@@ -18,8 +18,8 @@ puts below MIN_SNR_DB (for the fit) or within LEAK_SNR_GAP_DB (for the leak line
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,8 +73,17 @@ def fittable(refiner: Refiner) -> tuple[np.ndarray, tuple[str, ...]]:
 
 def prepare(refiner: Refiner) -> None:
     """Build the alphabet bank the fits use (about two seconds on a 2-core x86), so the first
-    bursts do not pay for it; in this process only (pool workers build theirs on first use)."""
-    names = fittable(refiner)[1]
+    bursts do not pay for it, in this process (worker_setup does it in pool workers)."""
+    build_bank(fittable(refiner)[1])
+
+
+def worker_setup(refiner: Refiner) -> tuple[Callable[..., None], tuple[Any, ...]]:
+    """start_pool's `setup` that builds the fits' alphabet bank in each worker as it starts."""
+    return build_bank, (fittable(refiner)[1],)
+
+
+def build_bank(names: tuple[str, ...]) -> None:
+    """The alphabet bank of classes `names`, with its carrier-fit tables (nothing for none)."""
     if names:
         alphabet_bank(names).turn_series    # noqa: B018 - made on first use
 

@@ -264,9 +264,10 @@ class Refiner:
             raise ConfigError(f"unknown refiner rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
         return dataclasses.replace(self, rate_rule=rate_rule)
 
-    def start_pool(self, workers: int) -> Executor:
-        """start_pool for this refiner's statistics (its workers hold its sequence network)."""
-        return start_pool(workers, self.sequence, self.equalizer, self.rate_rule)
+    def start_pool(self, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None) -> Executor:
+        """start_pool for this refiner's statistics (its workers hold its sequence network;
+        `setup` as in start_pool)."""
+        return start_pool(workers, self.sequence, self.equalizer, self.rate_rule, setup)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """(n, K) perceptron outputs of (n, F) feature rows."""
