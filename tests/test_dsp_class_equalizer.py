@@ -154,3 +154,21 @@ def test_which_classes_it_can_score():
     assert [ce.carrier_line(first(lb)) for lb in ("32PSK", "16APSK", "128APSK", "64QAM")] == [32, 12, 16, 4]
     assert [ce.rotational_order(first(lb)) for lb in ("8PSK", "32APSK", "128APSK", "32QAM")] == [8, 4, 16, 4]
     assert len(ce.class_alphabets("16APSK")) == 6 and len(ce.class_alphabets("32APSK")) == 5
+
+
+def test_an_extra_regressor_is_turned_with_the_symbols_and_fitted_beside_the_taps():
+    rng = np.random.default_rng(3)
+    bank = ce.alphabet_bank(("16QAM", "8PSK"))
+    y = bank.points[0, rng.integers(0, 16, 200)] * np.exp(2j * np.pi * 0.01 * np.arange(200))
+    y = y / np.sqrt(np.mean(np.abs(y) ** 2))
+    tone = np.exp(-2j * np.pi * 0.003 * np.arange(200))
+    cols, solve, z = ce.start_filters(y, bank)
+    cols_x, solve_x, z_x = ce.start_filters(y, bank, extra=tone)
+    freq, _ = ce.carrier_fit(y, bank)
+    turn = np.exp(-2j * np.pi * freq[:, None] * np.arange(200)[None, :])
+    np.testing.assert_array_equal(cols_x[:, :, :-1], cols)                   # the taps' inputs as without it
+    np.testing.assert_allclose(cols_x[:, :, -1], tone[None, :] * turn)        # the regressor, turned like y
+    np.testing.assert_allclose(z_x, z)                                        # its weight starts at 0
+    assert solve_x.shape == (2, ce.TAPS + 1, 200)
+    with pytest.raises(ValueError, match="START_FIT"):
+        ce.start_filters(y, bank, start=ce.START_LINES, extra=tone)

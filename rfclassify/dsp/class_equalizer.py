@@ -309,25 +309,32 @@ def carrier_fit(y: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarr
 
 
 def start_filters(y: np.ndarray, bank: AlphabetBank, taps: int = TAPS, start: str = START_FIT,
-                  carrier: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  carrier: tuple[np.ndarray, np.ndarray] | None = None,
+                  extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each of the bank's alphabets' filter at its start, for unit-power symbols y: its inputs
     (A, n, taps) (y turned back by the alphabet's carrier), their least-squares
     pseudo-inverse (A, taps, n), and the symbols (A, n) through a centre tap at the start
     phase. The carrier by `start`: START_FIT carrier_fit's (`carrier`, where the caller has
     it already); START_LINES the alphabet's carrier line's frequency and phase, then the best
-    of TURNS turns within its symmetry."""
+    of TURNS turns within its symmetry. `extra` (n,) (START_FIT only): one more regressor,
+    turned by each alphabet's carrier like y and fitted beside the taps (its column last, its
+    weight 0 at the start; rfclassify.dsp.dc_estimate fits a DC offset's tone so)."""
     n = y.size
     half = taps // 2
     which = np.arange(len(bank.sizes))
-    w = np.zeros((which.size, taps), complex)
+    w = np.zeros((which.size, taps if extra is None else taps + 1), complex)
     if start == START_FIT:
         freq, phase = carrier if carrier is not None else carrier_fit(y, bank)
-        turned = y[None, :] * np.exp(-2j * np.pi * freq[:, None] * np.arange(n)[None, :])
-        cols = np.stack([filter_inputs(row, taps) for row in turned])
+        turn = np.exp(-2j * np.pi * freq[:, None] * np.arange(n)[None, :])
+        cols = np.stack([filter_inputs(row, taps) for row in y[None, :] * turn])
+        if extra is not None:
+            cols = np.concatenate([cols, (extra[None, :] * turn)[:, :, None]], axis=2)
         w[:, half] = np.exp(-1j * phase)
         return cols, np.linalg.pinv(cols), np.einsum("ant,at->an", cols, w)
     if start != START_LINES:
         raise ValueError(f"unknown start {start!r} (one of {START_FIT}, {START_LINES})")
+    if extra is not None:
+        raise ValueError("an extra regressor needs the fitted carrier (START_FIT)")
     cols = np.empty((which.size, n, taps), complex)       # each alphabet's filter inputs
     solve = np.empty((which.size, taps, n), complex)      # their least-squares pseudo-inverse
     period = 2 * np.pi / bank.symmetry      # the carrier line fixes the phase up to this turn at best

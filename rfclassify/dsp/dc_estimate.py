@@ -82,7 +82,7 @@ def estimate_offset(iq: np.ndarray, classes: tuple[str, ...], likely: tuple[str,
     if x.size < sc.MIN_CLOCK_SAMPLES or not np.all(np.isfinite(x)) or not np.any(x):
         return NO_OFFSET
     with np.errstate(all="ignore"):
-        line = complex(x.mean()) if sc.zero_hz_line_ratio(x) > sc.DC_LINE_RATIO else 0j
+        line = sc.dc_line(x)
         rms = math.sqrt(float(np.mean(np.abs(x - line) ** 2)))
         try:
             fitted = _unit_offset((x - line) / rms, _bank(classes, likely))
@@ -123,25 +123,20 @@ def _unit_offset(u: np.ndarray, bank: ce.AlphabetBank) -> OffsetEstimate | None:
         return None
     scale = math.sqrt(float(np.mean(np.abs(y) ** 2)))
     y = y / scale
-    freq, phase = ce.carrier_fit(y, bank)
-    rot = np.exp(-2j * np.pi * freq[:, None] * np.arange(y.size)[None, :])
-    y_rot, tone_rot = y[None, :] * rot, tone[None, :] * rot
-    cols = np.concatenate([np.stack([ce.filter_inputs(row, ce.TAPS) for row in y_rot]), tone_rot[:, :, None]], axis=2)
-    solve = np.linalg.pinv(cols)
-    w = np.zeros((len(bank.sizes), ce.TAPS + 1), complex)
-    w[:, ce.TAPS // 2] = np.exp(-1j * phase)
-    z, decided = ce.decision_directed(np.einsum("ant,at->an", cols, w), cols, solve, bank)
+    cols, solve, z = ce.start_filters(y, bank, extra=tone)        # the tone is the last column
+    z, decided = ce.decision_directed(z, cols, solve, bank)
     w = np.einsum("atn,an->at", solve, decided)
     ll = ce.unit_power_logliks(z, decided, bank)[0]
     best = ce.best_alphabet(ll)
     if best is None:
         return None
     # the offset d reaches the filter's output as d * (the tone through the filter); the regressor cancels it
-    through = ce.filter_inputs(tone_rot[best], ce.TAPS) @ w[best, :-1]
+    tone_turned = np.ascontiguousarray(cols[best, :, -1])     # contiguous: the sums below in one fixed order
+    through = ce.filter_inputs(tone_turned, ce.TAPS) @ w[best, :-1]
     power = float(np.vdot(through, through).real)
     if power <= 0:
         return None
-    gain = -np.vdot(through, tone_rot[best]) / power * scale
+    gain = -np.vdot(through, tone_turned) / power * scale
     # the coefficient's standard error: the residual's variance times its row of the pseudo-inverse, squared
     residual = cols[best] @ w[best] - decided[best]
     variance = float(np.sum(np.abs(residual) ** 2)) / max(y.size - ce.TAPS - 1, 1)

@@ -210,14 +210,18 @@ def _beside_zero_hz(spec: np.ndarray) -> float:
     return float(np.mean(np.concatenate([spec[2:10], spec[-9:-1]])))
 
 
+def dc_line(x: np.ndarray) -> complex:
+    """The mean of burst x where its 0 Hz bin holds a line (LO leakage): more than
+    DC_LINE_RATIO times the periodogram just beside it; else 0."""
+    return complex(np.mean(x)) if zero_hz_line_ratio(x) > DC_LINE_RATIO else 0j
+
+
 def remove_dc_line(x: np.ndarray) -> np.ndarray:
-    """Unit-RMS complex128 copy of a burst with its mean removed only where the 0 Hz bin holds
-    a line (LO leakage): more than DC_LINE_RATIO times the periodogram just beside it. Removing
-    the mean always (normalize_burst) notches the signal's own 0 Hz content, which at zero
-    carrier offset is a -20 dB error on the symbols."""
+    """Unit-RMS complex128 copy of a burst less its dc_line. Removing the mean always
+    (normalize_burst) notches the signal's own 0 Hz content, which at zero carrier offset is a
+    -20 dB error on the symbols."""
     x = np.asarray(x, np.complex128)
-    if zero_hz_line_ratio(x) > DC_LINE_RATIO:
-        x = x - x.mean()
+    x = x - dc_line(x)
     return x / math.sqrt(max(float(np.mean(np.abs(x) ** 2)), 1e-30))
 
 
