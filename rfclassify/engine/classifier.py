@@ -301,11 +301,17 @@ class Classifier:
         their samples for the refiners (None: the network decides alone for that burst). The
         refiners' statistics (and the DC pass's estimates) of the whole batch run in the process
         pool when there is one."""
+        return self._results(self._aggregated(logits, snr_db, windows), [w.n_windows for w in windows],
+                             [w.snr_offset_db for w in windows], [w.n_samples for w in windows], bucket_samples,
+                             sample_rates, bursts)
+
+    def _aggregated(self, logits: np.ndarray, snr_db: np.ndarray,
+                    windows: Sequence[BurstWindows]) -> list[tuple[np.ndarray, float]]:
+        """Each burst's (probabilities, network SNR estimate) from the rows of one backend call,
+        windows[i].n_windows rows each, in order."""
         ends = np.cumsum([w.n_windows for w in windows])
-        rows = [slice(end - w.n_windows, end) for w, end in zip(windows, ends, strict=True)]
-        outputs = [aggregate_windows(logits[r], snr_db[r], self.meta.temperature) for r in rows]
-        return self._results(outputs, [w.n_windows for w in windows], [w.snr_offset_db for w in windows],
-                             [w.n_samples for w in windows], bucket_samples, sample_rates, bursts)
+        return [aggregate_windows(logits[end - w.n_windows:end], snr_db[end - w.n_windows:end], self.meta.temperature)
+                for w, end in zip(windows, ends, strict=True)]
 
     def _results(self, outputs: list[tuple[np.ndarray, float]], n_windows: list[int], snr_offsets: list[float],
                  n_samples: list[int], bucket_samples: int, sample_rates: Sequence[float | None],
@@ -353,11 +359,7 @@ class Classifier:
         for bucket, members in by_bucket.items():
             cuts = [cleaned[i][1] for i in members]
             logits, snr_db = self.infer_windows(bucket, np.concatenate([c.windows for c in cuts]))
-            end = 0
-            for i, cut in zip(members, cuts, strict=True):
-                p, s = aggregate_windows(logits[end:end + cut.n_windows], snr_db[end:end + cut.n_windows],
-                                         self.meta.temperature)
-                end += cut.n_windows
+            for i, cut, (p, s) in zip(members, cuts, self._aggregated(logits, snr_db, cuts), strict=True):
                 probs[i], snrs[i], n_windows[i], bursts[i] = p, s - cut.snr_offset_db, cut.n_windows, cleaned[i][0]
 
     # -- life cycle ---------------------------------------------------------------------
