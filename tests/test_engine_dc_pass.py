@@ -3,6 +3,8 @@ taken out, and that the network and the refiner then see the burst without it.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from test_engine_refiner import _probs, constant_refiner
@@ -14,6 +16,7 @@ from rfclassify.engine.dc_pass import (
     MIN_OFFSET_DB,
     MIN_SAMPLES,
     MIN_SNR_DB,
+    FitRoute,
     likely_classes,
     offset_db,
     offsets_to_remove,
@@ -34,6 +37,8 @@ def _offset(x: np.ndarray, level_db: float) -> complex:
 
 def test_the_refiners_fittable_bursts_get_a_fitted_offset_the_others_a_leak_line_only():
     ref = constant_refiner(("64QAM", "256QAM", "GMSK"), favoured="64QAM")
+    route = FitRoute.of_refiner(ref)
+    assert route.names == ("64QAM", "256QAM")                # GMSK has no alphabet to fit
     x = _qam_burst()
     d = _offset(x, -20.0)
     assert leak_line_offset(x + d) == 0          # this offset stands out too little for the leak rule
@@ -42,18 +47,31 @@ def test_the_refiners_fittable_bursts_get_a_fitted_offset_the_others_a_leak_line
     bursts = [x + d, x, x + d, x + d, None, line, *short]
     probs = [_probs("64QAM"), _probs("64QAM"), _probs("GMSK"), _probs("FM"), _probs("64QAM"), _probs("FM"),
              _probs("64QAM"), _probs("FM")]
-    found = offsets_to_remove(probs, [20.0] * len(bursts), bursts, ref)
+    found = offsets_to_remove(probs, [20.0] * len(bursts), bursts, route)
     # no offset; GMSK has no alphabet and FM is not the refiner's (the leak rule finds nothing); no samples;
     # too short for either rule
     assert list(found) == [0, 5]
-    assert offsets_to_remove(probs, [MIN_SNR_DB - 1] * len(bursts), bursts, ref) == {}    # too noisy for either,
-    assert list(offsets_to_remove(probs, [LEAK_SNR_GAP_DB[0] - 1] * len(bursts), bursts, ref)) == [5]  # but noise
+    assert offsets_to_remove(probs, [MIN_SNR_DB - 1] * len(bursts), bursts, route) == {}    # too noisy for either,
+    assert list(offsets_to_remove(probs, [LEAK_SNR_GAP_DB[0] - 1] * len(bursts), bursts, route)) == [5]  # but noise
     assert offset_db(found[0] - d, x) < -40
     assert found[5] == line.mean()
     gmsk = constant_refiner(("GMSK", "CPFSK"), favoured="GMSK")
-    assert offsets_to_remove([_probs("GMSK"), _probs("FM")], [20.0] * 2, [x + d, line], gmsk) == {1: line.mean()}
+    assert offsets_to_remove([_probs("GMSK"), _probs("FM")], [20.0] * 2, [x + d, line], FitRoute.of_refiner(gmsk)) == {1: line.mean()}
     no_refiner = offsets_to_remove([_probs("64QAM"), _probs("FM")], [20.0] * 2, [x + d, line])
     assert no_refiner == {1: line.mean()}
+
+
+def test_a_route_takes_the_bursts_of_its_classes_with_alphabets_from_its_shortest_length():
+    ref = dataclasses.replace(constant_refiner(("64QAM", "GMSK"), favoured="64QAM"), min_samples=600)
+    route = FitRoute.of_refiner(ref)
+    assert route.names == ("64QAM",) and route.min_samples == 600
+    x = _qam_burst()
+    assert route.takes(_probs("64QAM"), x) and not route.takes(_probs("64QAM"), x[:599])
+    assert not route.takes(_probs("GMSK"), x) and not route.takes(_probs("64QAM"), None)
+    by_classes = FitRoute.of_classes(("GMSK", "256QAM", "8PSK"), LABELS)    # a fit's: no refiner yet
+    assert by_classes.names == ("256QAM", "8PSK") and by_classes.min_samples == 0
+    assert [LABELS[i] for i in by_classes.index] == ["256QAM", "8PSK"]
+    assert by_classes.takes(_probs("8PSK"), x[:10]) and not by_classes.takes(_probs("GMSK"), x)
 
 
 def test_the_estimate_fits_the_networks_likeliest_classes():
@@ -71,7 +89,7 @@ def test_an_offset_weaker_than_the_floor_is_left_in():
     assert offset_db(0j, x) == -np.inf and offset_db(1 + 0j, np.zeros(8, complex)) == -np.inf
     ref = constant_refiner(("64QAM", "256QAM"), favoured="64QAM")
     weak, strong = x + _offset(x, MIN_OFFSET_DB - 3), x + _offset(x, MIN_OFFSET_DB + 3)
-    assert list(offsets_to_remove([_probs("64QAM")] * 2, [20.0] * 2, [weak, strong], ref)) == [1]
+    assert list(offsets_to_remove([_probs("64QAM")] * 2, [20.0] * 2, [weak, strong], FitRoute.of_refiner(ref))) == [1]
 
 
 def test_the_network_and_the_refiner_see_the_burst_without_its_offset():
@@ -122,11 +140,11 @@ def test_the_daemon_config_turns_the_dc_pass_off(tiny_model_dir):
 def test_warm_up_builds_the_fits_alphabet_bank_before_the_first_burst():
     from rfclassify.dsp.class_equalizer import alphabet_bank
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.engine.dc_pass import fittable
+    from rfclassify.engine.dc_pass import FitRoute
 
     alphabet_bank.cache_clear()
     with Classifier.load(backend="onnxruntime", dc_pass=False, warmup=True) as off:
-        names = fittable(off.refiner)[1]
+        names = FitRoute.of_refiner(off.refiner).names
         assert alphabet_bank.cache_info().currsize == 0              # no DC pass: nothing built
     with Classifier.load(backend="onnxruntime", warmup=True):
         assert "turn_series" in alphabet_bank(names).__dict__        # made, not waiting for a burst
@@ -135,10 +153,10 @@ def test_warm_up_builds_the_fits_alphabet_bank_before_the_first_burst():
 def test_refiner_workers_build_the_fits_alphabet_bank_as_they_start():
     from rfclassify.dsp.class_equalizer import alphabet_bank
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.engine.dc_pass import fittable
+    from rfclassify.engine.dc_pass import FitRoute
 
     for dc_pass in (True, False):
         with Classifier.load(backend="onnxruntime", refiner_workers=1, dc_pass=dc_pass) as clf:
-            names = fittable(clf.refiner)[1]
+            names = FitRoute.of_refiner(clf.refiner).names
             bank = clf._refiner_pool.submit(alphabet_bank, names).result()     # the worker's own, pickled back
             assert ("turn_series" in bank.__dict__) is dc_pass

@@ -15,7 +15,7 @@ from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, refiner_info
 from rfclassify.labels import LABELS
-from rfclassify.model.meta import ModelMeta
+from rfclassify.model.meta import ModelMeta, default_model_dir
 
 N_FEATURES = len(LABELS) + 1 + N_INVARIANTS
 
@@ -242,18 +242,55 @@ def test_fit_workers_make_the_same_examples_in_the_same_order_as_one_process(tin
     np.testing.assert_allclose(pooled["features"], alone["features"], rtol=1e-4, atol=1e-4)
 
 
-def test_fit_refiner_command_sets_the_perceptron_width(tiny_model_dir, tmp_path, capsys):
+def test_a_refiner_fit_measures_its_bursts_after_the_dc_pass_as_they_are_served():
+    """The shipped network: a 64QAM burst with a -15 dB receiver offset is measured, routed
+    and scored by the fit as the served DC pass leaves it (the burst less its fitted offset,
+    the network run again on that) with --dc-pass, and as it came without it."""
+    from rfclassify.dsp.symbol_clock import STRONGEST_LINE
+    from rfclassify.dsp.synth import ChannelConfig, synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.dc_pass import offsets_to_remove
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, _chunk_examples, dc_route
+
+    iq = synthesize(["64QAM", "64QAM"], 1024, np.random.default_rng(29), snr_db=np.full(2, 25.0),
+                    channel=ChannelConfig(p_dc_offset=0.0, p_multipath=0.0)).iq.astype(np.complex128)
+    x = iq[0] + np.sqrt(np.mean(np.abs(iq[0]) ** 2) * 10 ** -1.5) * np.exp(1j)   # -15 dB offset
+    bursts = [x.astype(np.complex64), iq[1].astype(np.complex64)]
+    route = dc_route(default_model_dir(), RefinerFitConfig(dc_pass=True), HIGH_ORDER_LABELS)
+    assert route is not None and route.names == HIGH_ORDER_LABELS and route.min_samples == 0
+    assert dc_route(default_model_dir(), RefinerFitConfig(), HIGH_ORDER_LABELS) is None      # off by default
+    with Classifier.load(backend="onnxruntime", refiner=False) as clf:
+        index = np.array([clf.labels.index(c) for c in HIGH_ORDER_LABELS])
+        first = clf.classify(bursts)
+        found = offsets_to_remove([r.probabilities.astype(np.float64) for r in first], [r.snr_db for r in first],
+                                  bursts, route)
+        assert list(found) == [0]           # the burst with the offset; the other has none to find
+        clean = [bursts[0] - found[0], bursts[1]]
+        keep, rows, top = _chunk_examples(clf, bursts, index, N_INVARIANTS, None, (), STRONGEST_LINE, route)
+        keep_c, rows_c, top_c = _chunk_examples(clf, clean, index, N_INVARIANTS, None, (), STRONGEST_LINE)
+        keep_raw, rows_raw, _ = _chunk_examples(clf, bursts, index, N_INVARIANTS, None, (), STRONGEST_LINE)
+    np.testing.assert_array_equal(keep, keep_c)
+    np.testing.assert_array_equal(top, top_c)
+    assert 0 in keep and 0 in keep_raw
+    np.testing.assert_allclose(rows, rows_c, rtol=1e-4, atol=1e-4)
+    here = list(keep).index(0)
+    assert not np.allclose(rows[here], rows_raw[list(keep_raw).index(0)], rtol=1e-3, atol=1e-3)
+
+
+def test_fit_refiner_command_sets_the_perceptron_width_and_the_dc_pass(tiny_model_dir, tmp_path, capsys):
     pytest.importorskip("torch")
     from rfclassify.cli import main
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
     assert main(["fit-refiner", "--model-dir", str(model_dir), "--per-class", "40", "--workers", "0",
-                 "--hidden", "8"]) == 0
+                 "--hidden", "8", "--dc-pass"]) == 0
     assert "refiner.npz" in capsys.readouterr().out
     with np.load(model_dir / REFINER_FILE) as z:
         assert z["w1"].shape[1] == 8 and z["w2"].shape[0] == 8
-    assert ModelMeta.load(model_dir).refiner["fit"]["config"]["hidden"] == 8
+    config = ModelMeta.load(model_dir).refiner["fit"]["config"]
+    assert config["hidden"] == 8 and config["dc_pass"] is True
 
 
 def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):
@@ -283,6 +320,8 @@ def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_ma
 
     with pytest.raises(ConfigError, match="rate_rule: 'strongest_line' there, 'alphabet_fit' here"):
         fit_refiner(model_dir, RefinerFitConfig(rate_rule="alphabet_fit"), examples=saved)
+    with pytest.raises(ConfigError, match="dc_pass: False there, True here"):
+        fit_refiner(model_dir, RefinerFitConfig(dc_pass=True), examples=saved)
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(ConfigError, match="not an examples file"):
         fit_refiner(model_dir, RefinerFitConfig(), examples=tmp_path / "junk.npz")

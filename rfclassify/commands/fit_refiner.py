@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how the bursts' blind clock picks the symbol rate (rfclassify.dsp.symbol_clock; "
                              "default: the sequence network's, else strongest_line; alphabet_fit finds it at low "
                              "roll-off for about 2.9x the refiner's CPU per burst)")
+    parser.add_argument("--dc-pass", action="store_true",
+                        help="measure the bursts after the served DC pass has cleaned them (engine.dc_pass), as "
+                             "the refiner then sees them; the shipped refiner was fitted without it, and a refit "
+                             "with it served level with it (docs/model.md, twenty-second session)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
                            backend=args.backend,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
-                           rate_rule=args.rate_rule, group=args.group)
+                           rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)

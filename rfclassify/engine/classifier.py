@@ -43,6 +43,7 @@ from rfclassify.model.meta import ModelMeta, default_model_dir
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
+    from rfclassify.engine.dc_pass import FitRoute
     from rfclassify.engine.refiner import Refiner
 
 __all__ = ["ClassificationResult", "Classifier", "as_burst"]
@@ -131,8 +132,8 @@ class Classifier:
                 low_order = Refiner.load(model_dir, meta.low_order_refiner, meta.labels)
             disjoint_refiners(refine, low_order)
             if refiner_workers > 0 and refine is not None:
-                from rfclassify.engine.dc_pass import worker_setup
-                pool = refine.start_pool(refiner_workers, worker_setup(refine) if dc_pass else None)
+                from rfclassify.engine.dc_pass import FitRoute, worker_setup
+                pool = refine.start_pool(refiner_workers, worker_setup(FitRoute.of_refiner(refine)) if dc_pass else None)
             elif refiner_workers > 0:
                 pool = start_pool(refiner_workers)
         sel = select_backend(meta, model_dir, backend, precision, device)
@@ -150,8 +151,8 @@ class Classifier:
         """Build what the DC pass's fits need now rather than on the first bursts (part of
         warm-up; nothing without the DC pass or a constellation refiner)."""
         if self.dc_pass and self.refiner is not None:
-            from rfclassify.engine.dc_pass import prepare
-            prepare(self.refiner)
+            from rfclassify.engine.dc_pass import FitRoute, prepare
+            prepare(FitRoute.of_refiner(self.refiner))
 
     # -- what is running ----------------------------------------------------------------
     @property
@@ -338,16 +339,20 @@ class Classifier:
         cleans), then the refiners' answers."""
         from rfclassify.engine.refiner import refine_routed
         if self.dc_pass:
-            self._take_out_dc(probs, snrs, n_windows, bursts)
+            from rfclassify.engine.dc_pass import FitRoute
+            route = FitRoute.of_refiner(self.refiner) if self.refiner is not None else None
+            self.take_out_dc(probs, snrs, n_windows, bursts, route)
         return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
 
-    def _take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
-                     bursts: list[np.ndarray | None]) -> None:
-        """engine.dc_pass: each burst whose DC offset matters, without it, and the network's
-        answer for it so (in place)."""
+    def take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
+                    bursts: list[np.ndarray | None], route: FitRoute | None) -> None:
+        """The DC pass (engine.dc_pass; its fits for the bursts `route` takes, none for
+        None): each burst whose DC offset matters, without it, and the network's answer for it
+        so, in place of what is given. Served, it runs before the refiners; a refiner's fit
+        runs it on its bursts so that its perceptron learns from them as they are served."""
         from rfclassify.engine.dc_pass import offsets_to_remove
         cleaned: dict[int, tuple[np.ndarray, BurstWindows]] = {}
-        for i, offset in offsets_to_remove(probs, snrs, bursts, self.refiner, self._refiner_pool).items():
+        for i, offset in offsets_to_remove(probs, snrs, bursts, route, self._refiner_pool).items():
             x = np.asarray(bursts[i]) - offset
             try:
                 cleaned[i] = (x, burst_to_windows(x, self.policy))

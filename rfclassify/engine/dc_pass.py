@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,22 +65,44 @@ MIN_SNR_DB = 0.0
 LEAK_SNR_GAP_DB = (-10.0, 0.0)
 
 
-def fittable(refiner: Refiner) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(their indices in the model's labels, names) of the refiner's classes whose offset can
-    be fitted: those with alphabets (class_equalizer.scorable)."""
-    keep = [j for j, c in enumerate(refiner.labels) if scorable(c)]
-    return refiner.index[keep], tuple(refiner.labels[j] for j in keep)
+@dataclass(frozen=True)
+class FitRoute:
+    """Which bursts get their offset fitted rather than the leak line: those whose network top
+    class is one of `names` (at `index` in the model's labels, each with alphabets:
+    class_equalizer.scorable) and that are at least min_samples long. Served, it is the
+    constellation refiner's (of_refiner); a refiner's fit, whose refiner does not exist yet,
+    routes by the classes it fits (of_classes)."""
+
+    index: np.ndarray
+    names: tuple[str, ...]
+    min_samples: int = 0
+
+    @classmethod
+    def of_refiner(cls, refiner: Refiner) -> FitRoute:
+        """The bursts `refiner` takes (Refiner.wants) whose top class has alphabets."""
+        keep = [j for j, c in enumerate(refiner.labels) if scorable(c)]
+        return cls(refiner.index[keep], tuple(refiner.labels[j] for j in keep), int(refiner.min_samples))
+
+    @classmethod
+    def of_classes(cls, classes: Sequence[str], model_labels: Sequence[str]) -> FitRoute:
+        """Bursts of any length whose top class is one of `classes` that has alphabets."""
+        names = tuple(c for c in classes if scorable(c))
+        return cls(np.array([list(model_labels).index(c) for c in names], dtype=np.int64), names)
+
+    def takes(self, probs: np.ndarray, iq: np.ndarray | None) -> bool:
+        return (iq is not None and np.shape(iq)[0] >= self.min_samples
+                and bool(np.isin(int(np.argmax(probs)), self.index)))
 
 
-def prepare(refiner: Refiner) -> None:
+def prepare(route: FitRoute) -> None:
     """Build the alphabet bank the fits use (about two seconds on a 2-core x86), so the first
     bursts do not pay for it, in this process (worker_setup does it in pool workers)."""
-    build_bank(fittable(refiner)[1])
+    build_bank(route.names)
 
 
-def worker_setup(refiner: Refiner) -> tuple[Callable[..., None], tuple[Any, ...]]:
+def worker_setup(route: FitRoute) -> tuple[Callable[..., None], tuple[Any, ...]]:
     """start_pool's `setup` that builds the fits' alphabet bank in each worker as it starts."""
-    return build_bank, (fittable(refiner)[1],)
+    return build_bank, (route.names,)
 
 
 def build_bank(names: tuple[str, ...]) -> None:
@@ -105,25 +128,23 @@ def offset_db(offset: complex, iq: np.ndarray) -> float:
 
 
 def offsets_to_remove(probs: Sequence[np.ndarray], snr_db: Sequence[float], bursts: Sequence[np.ndarray | None],
-                      refiner: Refiner | None = None, pool: Executor | None = None) -> dict[int, complex]:
+                      route: FitRoute | None = None, pool: Executor | None = None) -> dict[int, complex]:
     """{burst index: its DC offset} for the bursts of at least MIN_SAMPLES whose offset is at
     least MIN_OFFSET_DB (a fitted one also MIN_STANDARD_ERRORS): fitted from the symbols for
-    those `refiner` (the constellation refiner, if any) wants (Refiner.wants) whose network
-    top class is fittable and whose network SNR estimate (snr_db) is at least MIN_SNR_DB; the
-    leak line for the others whose estimate is outside LEAK_SNR_GAP_DB. The fits run in
+    those `route` takes (FitRoute.of_refiner of the constellation refiner, if any) whose
+    network SNR estimate (snr_db) is at least MIN_SNR_DB; the leak line for the others whose
+    estimate is outside LEAK_SNR_GAP_DB. The fits run in
     `pool` (any process pool, such as the refiner's) when given and there is more than one."""
-    index, names = fittable(refiner) if refiner is not None else (np.zeros(0, int), ())
     long = [i for i, x in enumerate(bursts) if x is not None and np.shape(x)[0] >= MIN_SAMPLES]
-    constellation = {i for i in long if refiner is not None and refiner.wants(probs[i], bursts[i])
-                     and int(np.argmax(probs[i])) in index}
+    constellation = {i for i in long if route is not None and route.takes(probs[i], bursts[i])}
     fit = [i for i in long if i in constellation and snr_db[i] >= MIN_SNR_DB]
     gap_lo, gap_hi = LEAK_SNR_GAP_DB
     found = {i: OffsetEstimate(leak_line_offset(bursts[i]), 0.0) for i in long
              if i not in constellation and not gap_lo <= snr_db[i] < gap_hi}
     if fit:
         xs = [bursts[i] for i in fit]
-        likely = [likely_classes(index, names, probs[i]) for i in fit]
-        classes = [names] * len(fit)
+        likely = [likely_classes(route.index, route.names, probs[i]) for i in fit]
+        classes = [route.names] * len(fit)
         if pool is not None and len(fit) > 1:
             fitted = pool.map(estimate_offset, xs, classes, likely, chunksize=max(1, len(fit) // 16))
         else:

@@ -39,6 +39,7 @@ from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
                                       file_sha256, start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
+from rfclassify.engine.dc_pass import FitRoute
 from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
 
@@ -85,6 +86,11 @@ class RefinerFitConfig:
     #: which classes it re-decides (GROUPS): the high-order ones, or the low-order
     #: ones from the invariants alone
     group: str = HIGH_ORDER
+    #: run the served DC pass (engine.dc_pass) on the fit's bursts before they are measured, so
+    #: the perceptron learns from bursts as they reach it when served. Off by default: the
+    #: shipped refiner was fitted without it, and a refit with it is level with it on big1024,
+    #: burst for burst, with the DC pass served (docs/model.md, twenty-second session)
+    dc_pass: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -126,7 +132,11 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     on one thread), while this one synthesizes the next: at most 2 chunks per worker are in
     flight, and the examples are kept in chunk order. Before, only the statistics ran in the
     workers, and they waited while this process synthesized and classified every chunk:
-    15 workers on a 16-core host gave about 360 bursts/s."""
+    15 workers on a 16-core host gave about 360 bursts/s.
+
+    With cfg.dc_pass, each chunk goes through the served DC pass after the network
+    (Classifier.take_out_dc, routed by dc_route): the bursts it cleans are measured, and
+    classified again, without their offset."""
     equalizer = tuple(classes) if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence_net)
     pool = None
@@ -134,13 +144,33 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
         pool = start_pool(cfg.workers, sequence_net, equalizer, rule,
                           setup=(_load_worker_network, (str(model_dir), cfg.backend)))
     try:
-        return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule)
+        return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule,
+                                dc_route(model_dir, cfg, classes))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
 
 
 _worker_network: Any = None     # a fit worker's Classifier (the network alone), set by _load_worker_network
+
+
+def dc_route(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...]) -> FitRoute | None:
+    """The bursts the fit's DC pass fits rather than leak-lines, as served with this refiner:
+    for the constellation refiner, those whose network top class is one of its classes (of any
+    length: its min_samples is chosen only after the fit, and the DC pass's own MIN_SAMPLES
+    is above the shipped refiner's); for the low-order refiner, those the model's
+    constellation refiner takes, if it has one. None without cfg.dc_pass."""
+    if not cfg.dc_pass:
+        return None
+    from rfclassify.model.meta import ModelMeta
+
+    meta = ModelMeta.load(model_dir)
+    if cfg.group == HIGH_ORDER:
+        return FitRoute.of_classes(classes, meta.labels)
+    if not meta.refiner:
+        return FitRoute(np.zeros(0, np.int64), ())
+    from rfclassify.engine.refiner import refiner_info
+    return FitRoute.of_refiner(Refiner.load(model_dir, refiner_info(meta.refiner), meta.labels))
 
 
 def _load_worker_network(model_dir: str, backend: str) -> None:
@@ -150,36 +180,42 @@ def _load_worker_network(model_dir: str, backend: str) -> None:
     _worker_network = Classifier.load(model_dir, backend=backend, refiner=False, threads=1)
 
 
-def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int
+def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int, route: FitRoute | None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """_chunk_examples in a fit worker, with its network and statistics settings."""
     sequence_net, equalizer, rate_rule = worker_statistics_settings()
-    return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
+    return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route)
 
 
 def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
-                   sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str,
+                   route: FitRoute | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's examples: which bursts the network `clf` (a Classifier without a refiner)
     routes to the classes of model label indices `index` (positions into the chunk), their
-    feature rows (Refiner.features) and the network's top class (model label index). A burst
-    whose statistics fail (none should: burst_statistics does not raise) gets the invalid
-    vector, as a burst without a clock does."""
+    feature rows (Refiner.features) and the network's top class (model label index). With a
+    DC pass `route`, the bursts it cleans are routed and measured as cleaned. A burst whose
+    statistics fail (none should: burst_statistics does not raise) gets the invalid vector,
+    as a burst without a clock does."""
     results = clf.classify(bursts)
-    probs = np.stack([r.probabilities for r in results])
-    keep = np.flatnonzero(np.isin(probs.argmax(1), index))
+    probs = [np.asarray(r.probabilities, np.float64) for r in results]
+    snrs = [float(r.snr_db) for r in results]
+    bursts = list(bursts)
+    if route is not None:
+        clf.take_out_dc(probs, snrs, [r.windows for r in results], bursts, route)
+    top = np.array([int(np.argmax(p)) for p in probs])
+    keep = np.flatnonzero(np.isin(top, index))
     if not keep.size:
-        return keep, np.zeros((0, probs.shape[1] + 1 + n_stats), np.float32), keep
+        return keep, np.zeros((0, len(probs[0]) + 1 + n_stats), np.float32), keep
     stats = statistics_many([bursts[i] for i in keep], sequence_net, None, equalizer, rate_rule)
     inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32) for v in stats])
-    features = Refiner.features(probs[keep], [results[i].snr_db for i in keep], inv)
-    return keep, features, probs[keep].argmax(1)
+    features = Refiner.features(np.stack([probs[i] for i in keep]), [snrs[i] for i in keep], inv)
+    return keep, features, top[keep]
 
 
 def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
                      progress: Callable[[str], None] | None, pool: Executor | None,
                      sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
-                     rate_rule: str) -> dict[str, np.ndarray]:
+                     rate_rule: str, route: FitRoute | None) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.meta import ModelMeta
     from rfclassify.model.training_data import DataRecipe
@@ -221,9 +257,9 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             snr = rng.uniform(snr_lo, snr_hi, lab.size)
             bursts = list(synthesize(list(lab), length, rng, snr, channel).iq)
             if pool is not None:
-                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats)
+                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route)
             else:
-                out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule)
+                out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route)
             in_flight.append((lab, length, snr, out))
             while len(in_flight) > ahead:
                 take_oldest()
@@ -243,13 +279,14 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
-                 equalizer: tuple[str, ...]) -> dict[str, Any]:
+                 equalizer: tuple[str, ...], dc_pass: bool) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
-    statistics came from, and the equalized classes. Examples are reused only where it matches."""
+    statistics came from, the equalized classes, and whether the DC pass cleaned their bursts
+    first. Examples are reused only where it matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
-            "rate_rule": rate_rule, "equalizer": list(equalizer)}
+            "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass)}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -270,6 +307,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         with np.load(Path(path)) as z:
             ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
             stored, made = json.loads(str(z["key"])), json.loads(str(z["made"]))
+        stored.setdefault("dc_pass", False)     # examples saved before the fit had a DC pass
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -384,7 +422,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
-    key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer)
+    key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
