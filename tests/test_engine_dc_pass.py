@@ -56,7 +56,8 @@ def test_the_refiners_fittable_bursts_get_a_fitted_offset_the_others_a_leak_line
     assert offset_db(found[0] - d, x) < -40
     assert found[5] == line.mean()
     gmsk = constant_refiner(("GMSK", "CPFSK"), favoured="GMSK")
-    assert offsets_to_remove([_probs("GMSK"), _probs("FM")], [20.0] * 2, [x + d, line], FitRoute.of_refiner(gmsk)) == {1: line.mean()}
+    gmsk_route = FitRoute.of_refiner(gmsk)
+    assert offsets_to_remove([_probs("GMSK"), _probs("FM")], [20.0] * 2, [x + d, line], gmsk_route) == {1: line.mean()}
     no_refiner = offsets_to_remove([_probs("64QAM"), _probs("FM")], [20.0] * 2, [x + d, line])
     assert no_refiner == {1: line.mean()}
 

@@ -133,7 +133,8 @@ class Classifier:
             disjoint_refiners(refine, low_order)
             if refiner_workers > 0 and refine is not None:
                 from rfclassify.engine.dc_pass import FitRoute, worker_setup
-                pool = refine.start_pool(refiner_workers, worker_setup(FitRoute.of_refiner(refine)) if dc_pass else None)
+                setup = worker_setup(FitRoute.of_refiner(refine)) if dc_pass else None
+                pool = refine.start_pool(refiner_workers, setup)
             elif refiner_workers > 0:
                 pool = start_pool(refiner_workers)
         sel = select_backend(meta, model_dir, backend, precision, device)
