@@ -869,3 +869,45 @@ def test_serving_can_clock_a_refiner_by_another_rate_rule(tiny_model_dir, tmp_pa
             engine.classifier.close()
     with pytest.raises(ConfigError, match="refiner_rate_rule: must be one of"):
         config_from_dict({"model": {"refiner_rate_rule": "loudest_line"}})
+
+
+def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names_one(tiny_model_dir, tmp_path,
+                                                                                      random_sequence_net):
+    """model.json's refiner.serve_rate_rule is the rule the refiner's bursts are clocked by
+    when served (the API, the daemon's "" and evaluate), its weights as fitted; a rule the
+    caller names wins; the card says which clock served; an unknown one fails the load."""
+    from rfclassify.dsp.symbol_clock import ALPHABET_FIT_3, STRONGEST_LINE
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.card import render_markdown
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, sequence_reading_refiner(classes, random_sequence_net(classes, seed=5)))
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": ALPHABET_FIT_3}).save(model_dir)
+    with Classifier.load(model_dir, backend="onnxruntime") as served, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_rate_rule=STRONGEST_LINE) as named:
+        assert served.refiner.rate_rule == ALPHABET_FIT_3 and named.refiner.rate_rule == STRONGEST_LINE
+        np.testing.assert_array_equal(served.refiner.w1, named.refiner.w1)
+    engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
+                                                     "warmup": False, "refiner_rate_rule": ""}}))
+    try:
+        assert engine.classifier.refiner.rate_rule == ALPHABET_FIT_3
+    finally:
+        engine.classifier.close()
+    shipped = ModelMeta.load(default_model_dir()).refiner
+    card = render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
+                            "max_windows": 4, "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1,
+                            "flops_per_bucket": {}, "training": {}, "refiner": shipped,
+                            "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
+                                                          "refiner_rate_rule": ALPHABET_FIT_3}}}})
+    assert ("- Served with its bursts clocked by the `alphabet_fit_3` rate rule (model.json's "
+            "refiner.serve_rate_rule; fitted on `strongest_line`)") in card        # the shipped model's
+    assert "with the DC pass and the constellation refiner (its bursts clocked by `alphabet_fit_3`), " in card
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": "loudest_line"}).save(model_dir)
+    with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):
+        Classifier.load(model_dir, backend="onnxruntime")

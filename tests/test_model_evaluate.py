@@ -154,8 +154,9 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
     assert json.loads((tmp_path / "nodc" / "evaluation.json").read_text())["run"]["dc_pass"] is False
     md = (tmp_path / "card" / "MODEL_CARD.md").read_text()
-    assert md.count("with the DC pass and the constellation refiner, ") == 2
-    assert md.count("on cpu, with the constellation refiner, ") == 1
+    served = "the constellation refiner (its bursts clocked by `alphabet_fit_3`), "   # the shipped serving rule
+    assert md.count(f"with the DC pass and {served}") == 2
+    assert md.count(f"on cpu, with {served}") == 1
     capsys.readouterr()
     assert main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", "-1"]) == 2
     assert "refiner_workers must be >= 0" in capsys.readouterr().err

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
     parser.add_argument("--refiner-rate-rule", choices=RATE_RULES, default=None,
-                        help="clock the refiner's bursts by this rate rule instead of the one it was fitted on "
-                             "(alphabet_fit: about 2.9x the refiner's CPU per burst)")
+                        help="clock the refiner's bursts by this rate rule (default: the model's serving rule, "
+                             "model.json refiner.serve_rate_rule, else the one it was fitted on)")
     parser.add_argument("--no-dc-pass", action="store_true",
                         help="leave out the DC pass before the refiners (engine.dc_pass: each burst's receiver DC "
                              "offset found and taken out, the network run again on it)")

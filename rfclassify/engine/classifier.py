@@ -109,10 +109,10 @@ class Classifier:
         refiner_sequence=False serves the constellation refiner's
         light variant (invariants only, about half its CPU per burst) where the model has one;
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
-        rule instead of the one it was fitted on (alphabet_fit: +0.28 points over SNR and +0.69
-        at >= 10 dB on 1024-sample bursts with the shipped refiner, for about 2.9x its CPU per
-        burst; docs/model.md, fifteenth session); dc_pass=False leaves out the DC pass before
-        the refiners (engine.dc_pass; it runs only where they do).
+        rule; None: the model's serving rule (model.json's refiner.serve_rate_rule; the shipped
+        model's is alphabet_fit_3, docs/model.md, twenty-second session), else the rule the
+        refiner was fitted on; dc_pass=False leaves out the DC pass before the refiners
+        (engine.dc_pass; it runs only where they do).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -126,8 +126,9 @@ class Classifier:
             from rfclassify.engine.refiner import Refiner, disjoint_refiners, refiner_info, start_pool
             if meta.refiner:
                 refine = Refiner.load(model_dir, refiner_info(meta.refiner, refiner_sequence), meta.labels)
-                if refiner_rate_rule is not None:
-                    refine = refine.clocked_by(refiner_rate_rule)
+                rule = refiner_rate_rule if refiner_rate_rule is not None else meta.refiner.get("serve_rate_rule")
+                if rule is not None:
+                    refine = refine.clocked_by(rule)
             if meta.low_order_refiner:
                 low_order = Refiner.load(model_dir, meta.low_order_refiner, meta.labels)
             disjoint_refiners(refine, low_order)

@@ -124,7 +124,17 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
                 f"{n}: {_pct(v['network'])} -> {_pct(v['refined'])}"
                 for n, v in sorted(fit.get("holdout_by_length", {}).items(), key=lambda kv: int(kv[0])))
             + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network.",
+            *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
             *_light_lines(r.get("light"))]
+
+
+def _serving_clock_lines(serve: str | None, fitted: str | None) -> list[str]:
+    """The rate rule the refiner's bursts are clocked by when served, where the model names one."""
+    if not serve:
+        return []
+    return [f"- Served with its bursts clocked by the `{serve}` rate rule (model.json's refiner.serve_rate_rule; "
+            f"fitted on `{fitted or 'strongest_line'}`); `[model] refiner_rate_rule` or `--refiner-rate-rule` "
+            "choose another."]
 
 
 def _low_order_refiner_lines(r: dict[str, Any]) -> list[str]:
@@ -240,7 +250,10 @@ def render_markdown(card: dict[str, Any]) -> str:
 
 def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     d, run, o = ev.get("dataset", {}), ev.get("run", {}), ev.get("overall", {})
-    refiners = [which for which, key in (("the constellation refiner", "refiner"),
+    clock = run.get("refiner_rate_rule")
+    constellation = "the constellation refiner" + (f" (its bursts clocked by `{clock}`)"
+                                                   if clock and clock != "strongest_line" else "")
+    refiners = [which for which, key in ((constellation, "refiner"),
                                          ("the low-order refiner", "low_order_refiner")) if run.get(key)]
     if refiners and run.get("dc_pass"):
         refiners.insert(0, "the DC pass")

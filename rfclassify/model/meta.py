@@ -45,7 +45,9 @@ class ModelMeta:
     #: older model.json files lack it and mean the only one they had, remove_dc
     normalization: str = "remove_dc"
     #: the constellation refiner fitted on this model (rfclassify.engine.refiner): file, sha256,
-    #: classes, fit report; empty (older models too) = the network decides alone
+    #: classes, fit report, and optionally serve_rate_rule, the rate rule its bursts are clocked
+    #: by when served unless the caller names one (absent: the rule it was fitted on; a refit
+    #: drops it); empty (older models too) = the network decides alone
     refiner: dict[str, Any] = field(default_factory=dict)
     #: the low-order refiner (the same kind, over labels.LOW_ORDER_LABELS, from the invariants
     #: alone): file, sha256, classes, fit report; empty (older models too) = none

@@ -80,7 +80,8 @@ class ModelConfig:
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
     refiner_workers: int = field(default=0, metadata=_check(lo=0, hi=256))  # processes for it; 0: inference thread
     refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
-    # "": the refiner's own rate rule; else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
+    # "": the model's serving rule (model.json refiner.serve_rate_rule), else the refiner's own;
+    # else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
     refiner_rate_rule: str = field(default="", metadata=_check(REFINER_RATE_RULES))
     dc_pass: bool = True        # with the refiners: each burst's receiver DC offset found and taken out first
 
