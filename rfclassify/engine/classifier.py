@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import BrokenExecutor
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,9 +153,18 @@ class Classifier:
     def prepare_dc_pass(self) -> None:
         """Build what the DC pass's fits need now rather than on the first bursts (part of
         warm-up; nothing without the DC pass or a constellation refiner)."""
-        if self.dc_pass and self.refiner is not None:
-            from rfclassify.engine.dc_pass import FitRoute, prepare
-            prepare(FitRoute.of_refiner(self.refiner))
+        if self.dc_pass and self.dc_route is not None:
+            from rfclassify.engine.dc_pass import prepare
+            prepare(self.dc_route)
+
+    @cached_property
+    def dc_route(self) -> FitRoute | None:
+        """The bursts the DC pass fits rather than leak-lines: its constellation refiner's
+        (dc_pass.FitRoute.of_refiner, made once; None without one)."""
+        if self.refiner is None:
+            return None
+        from rfclassify.engine.dc_pass import FitRoute
+        return FitRoute.of_refiner(self.refiner)
 
     # -- what is running ----------------------------------------------------------------
     @property
@@ -341,9 +351,7 @@ class Classifier:
         cleans), then the refiners' answers."""
         from rfclassify.engine.refiner import refine_routed
         if self.dc_pass:
-            from rfclassify.engine.dc_pass import FitRoute
-            route = FitRoute.of_refiner(self.refiner) if self.refiner is not None else None
-            self.take_out_dc(probs, snrs, n_windows, bursts, route)
+            self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route)
         return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
 
     def take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
