@@ -290,7 +290,9 @@ def test_fit_refiner_command_sets_the_perceptron_width_and_the_dc_pass(tiny_mode
     with np.load(model_dir / REFINER_FILE) as z:
         assert z["w1"].shape[1] == 8 and z["w2"].shape[0] == 8
     config = ModelMeta.load(model_dir).refiner["fit"]["config"]
-    assert config["hidden"] == 8 and config["dc_pass"] is True
+    assert config["hidden"] == 8 and config["dc_pass"] is True and config["sequence_features"] is False
+    assert main(["fit-refiner", "--model-dir", str(model_dir), "--sequence-features"]) == 2
+    assert "needs a sequence network (--sequence-net)" in capsys.readouterr().err
 
 
 def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):
@@ -611,6 +613,83 @@ def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stor
     _with_refiner(model_dir, replace(ref, sequence=None))
     with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_refiner_with_the_sequence_networks_features_feeds_them_after_its_log_probs_and_stores_them(
+        tiny_model_dir, tmp_path, random_sequence_net):
+    """With with_features the statistics carry the network's pooled features (what its head
+    reads) after its log-probabilities, zeros for a burst without a sequence; the refiner file
+    records it, and the same weights without it do not load."""
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_sequence import burst_sequence
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    net = replace(random_sequence_net(classes, seed=3), with_features=True)
+    assert net.n_features == 2 * 8 + 1 and net.n_outputs == len(classes) + net.n_features
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, net)
+    seq = burst_sequence(burst)
+    lp = stats[N_INVARIANTS:N_INVARIANTS + len(classes)]
+    np.testing.assert_array_equal(lp, net.log_probs(seq))
+    np.testing.assert_array_equal(stats[N_INVARIANTS + len(classes):], net.pooled(seq))
+    np.testing.assert_array_equal(net.head_log_probs(net.pooled(seq)), lp)
+    assert stats[-1] == pytest.approx(np.log(seq.shape[1]) / 6.0)       # the pooled symbol count
+    silent = burst_statistics(np.zeros(600, np.complex64), net)
+    assert np.allclose(np.exp(silent[N_INVARIANTS:N_INVARIANTS + 3]), 1 / 3)
+    assert not np.any(silent[N_INVARIANTS + 3:])
+
+    k, n_in = len(classes), N_FEATURES + net.n_outputs
+    rng = np.random.default_rng(1)
+    ref = Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                  mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                  w1=rng.standard_normal((n_in, 6)).astype(np.float32), b1=np.zeros(6, np.float32),
+                  w2=rng.standard_normal((6, k)).astype(np.float32), b2=np.zeros(k, np.float32), sequence=net)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.sequence is not None and back.sequence.with_features
+    assert back.describe()["sequence_net_features"] == net.n_features
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    _with_refiner(model_dir, replace(ref, sequence=replace(net, with_features=False)))
+    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_refiner_fit_with_the_sequence_networks_features_scores_a_fit_without_them(tiny_model_dir, tmp_path,
+                                                                                     random_sequence_net):
+    """fit-refiner --sequence-features: the features join the perceptron's input, the report
+    scores the same examples without them, the light variant has neither, and examples made
+    the other way are refused."""
+    pytest.importorskip("torch")
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    net = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5)
+    net_path = net.save(tmp_path / "seq.npz")
+    saved = tmp_path / "ex.npz"
+    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, sequence_net=str(net_path),
+                           sequence_features=True)
+    rep = fit_refiner(model_dir, cfg, save_examples_to=saved)
+    assert set(rep["without_sequence_features"]) >= {"holdout_accuracy", "holdout_accuracy_snr_ge_10db"}
+    assert np.load(saved)["features"].shape[1] == (len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS)
+                                                   + net.n_features)
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.refiner is not None and clf.refiner.sequence is not None and clf.refiner.sequence.with_features
+        assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + net.n_features
+        assert clf.classify([np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)])[0].top
+    with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
+        assert light.refiner is not None and light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
+    with pytest.raises(ConfigError, match="sequence_features: True there, False here"):
+        fit_refiner(model_dir, replace(cfg, sequence_features=False), examples=saved)
+    with pytest.raises(ConfigError, match="needs a sequence network"):
+        RefinerFitConfig(sequence_features=True)
 
 
 def test_a_refiner_with_equalizer_scores_feeds_them_after_the_sequence_and_stores_them(tiny_model_dir, tmp_path,

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sequence-net", default=None, metavar="NPZ",
                         help="a network from `rfclassify fit-sequence` whose outputs join the invariants "
                              "(stored inside refiner.npz)")
+    parser.add_argument("--sequence-features", action="store_true",
+                        help="the sequence network's pooled features (what its head reads) join its "
+                             "log-probabilities in the perceptron's input; needs --sequence-net")
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
                            backend=args.backend,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
-                           rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass)
+                           rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
+                           sequence_features=args.sequence_features)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
@@ -66,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     if "without_equalizer" in rep:
         base = rep["without_equalizer"]
         print(f"held-out without the equalizer's scores: {100 * base['holdout_accuracy']['refined']:.1f} %; "
+              f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
+    if "without_sequence_features" in rep:
+        base = rep["without_sequence_features"]
+        print(f"held-out without the sequence network's features: {100 * base['holdout_accuracy']['refined']:.1f} %; "
               f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
     print("re-run `rfclassify evaluate ... --card` for the model card's numbers")
     return 0

@@ -66,8 +66,9 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
                      equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
     blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
-    network, that network's log-probabilities of the burst's clocked symbols in its front
-    (sequence_fronts; uniform where there are none), then, for `equalizer`'s classes, their
+    network, its outputs for the burst's clocked symbols in its front (sequence_fronts;
+    SequenceNet.outputs: its log-probabilities, uniform where there are none, and with
+    with_features its pooled features), then, for `equalizer`'s classes, their
     equalized scores (class_equalizer.class_scores; zeros where there are too few symbols).
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
     second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
@@ -78,7 +79,7 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     y = clocked_symbols(found, carrier=sequence_net.carrier if sequence_net is not None else CARRIER_LINES)
     if sequence_net is not None:
         seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
-        parts.append(sequence_net.uniform() if seq is None else sequence_net.log_probs(seq))
+        parts.append(sequence_net.outputs(seq))
     if equalizer:
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
@@ -235,8 +236,9 @@ class Refiner:
     #: bursts shorter than this are left to the network (the fit's held-out bursts said the
     #: refiner does not help them: too few symbols for the statistics)
     min_samples: int = 0
-    #: the network over the clocked symbols whose log-probabilities follow the invariants in
-    #: the perceptron's input (None: the invariants alone)
+    #: the network over the clocked symbols whose outputs (SequenceNet.outputs: its
+    #: log-probabilities, and its pooled features where with_features) follow the invariants
+    #: in the perceptron's input (None: the invariants alone)
     sequence: SequenceNet | None = None
     #: the classes whose equalized scores (class_equalizer) come last in the perceptron's input
     equalizer: tuple[str, ...] = ()
@@ -251,7 +253,7 @@ class Refiner:
     def features(probs: np.ndarray, snr_db: np.ndarray | float, statistics: np.ndarray) -> np.ndarray:
         """The perceptron's input rows: [log network probabilities, network SNR estimate / 10 dB,
         the burst's statistics (burst_statistics: its invariants, then the sequence network's
-        log-probabilities and the equalized scores when the refiner has them)]."""
+        outputs and the equalized scores when the refiner has them)]."""
         p = np.atleast_2d(np.asarray(probs, np.float64))
         snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
         stats = np.atleast_2d(np.asarray(statistics, np.float64))
@@ -283,6 +285,8 @@ class Refiner:
             out["sequence_net_params"] = self.sequence.n_params
             out["sequence_net_front"] = self.sequence.front
             out["sequence_net_carrier"] = self.sequence.carrier
+            if self.sequence.with_features:
+                out["sequence_net_features"] = self.sequence.n_features
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         return out
@@ -329,6 +333,8 @@ class Refiner:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         extra = self.sequence.arrays() if self.sequence is not None else {}
+        if self.sequence is not None and self.sequence.with_features:
+            extra["sequence_features"] = np.bool_(True)
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
@@ -353,6 +359,8 @@ class Refiner:
                 sequence = SequenceNet.from_arrays(z, str(path)) if f"{SEQUENCE_PREFIX}labels" in z else None
                 equalizer = tuple(str(s) for s in z["equalizer_labels"]) if "equalizer_labels" in z else ()
                 rate_rule = str(z["rate_rule"]) if "rate_rule" in z else STRONGEST_LINE
+                if sequence is not None and "sequence_features" in z and bool(z["sequence_features"]):
+                    sequence = dataclasses.replace(sequence, with_features=True)
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
@@ -364,7 +372,7 @@ class Refiner:
         unscored = [lb for lb in equalizer if not scorable(lb)]
         if unscored:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
-        n_sequence = len(sequence.labels) if sequence is not None else 0
+        n_sequence = sequence.n_outputs if sequence is not None else 0
         expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence + len(equalizer)
         shapes_ok = (arrays["mean"].shape == arrays["scale"].shape == (expected,)
                      and arrays["w1"].shape[0] == expected and arrays["w1"].shape[1] == arrays["b1"].size

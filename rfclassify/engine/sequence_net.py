@@ -15,7 +15,8 @@ multipath, say) as well as on the symbols within a kernel's reach.
 It is trained with torch by rfclassify.model.sequence_fit (``rfclassify fit-sequence``) and
 stored as an .npz of float32 arrays plus a JSON description; serving runs it here, without
 torch or onnxruntime, on the CPU beside the refiner's statistics (one burst at a time, in the
-refiner's worker processes). A sequence is zero-padded at both ends of every convolution,
+refiner's worker processes). A refiner takes its log-probabilities, or with with_features
+(``fit-refiner --sequence-features``) those and the pooled features its head reads (outputs). A sequence is zero-padded at both ends of every convolution,
 exactly as the masked batches it was trained on, so one burst here gives what it gave there.
 """
 
@@ -71,6 +72,9 @@ class SequenceNet:
     front: str = "clocked"                                       # what its input is (sequence_fronts.FRONTS)
     rate_rule: str = STRONGEST_LINE                              # its training bursts' clock (symbol_clock.RATE_RULES)
     carrier: str = CARRIER_LINES                                 # their second carrier pass (symbol_sequence)
+    #: what a refiner takes from it (not stored with the network, by the refiner that uses it):
+    #: its log-probabilities, or those and then the pooled features its head reads (pooled)
+    with_features: bool = False
 
     @property
     def n_channels(self) -> int:
@@ -83,8 +87,34 @@ class SequenceNet:
                   + [a for gate in self.gates for a in gate])
         return int(sum(a.size for a in arrays))
 
+    @property
+    def n_features(self) -> int:
+        """Pooled features its head reads: the mean and maximum of each channel, and the count."""
+        return int(self.head[0][0].shape[1])
+
+    @property
+    def n_outputs(self) -> int:
+        """What outputs() gives a refiner per burst."""
+        return len(self.labels) + (self.n_features if self.with_features else 0)
+
+    def outputs(self, seq: np.ndarray | None) -> np.ndarray:
+        """What a refiner takes from one (n_channels, n) sequence, float32: its log-probabilities,
+        then with with_features its pooled features; for a burst without a sequence (None) the
+        uniform log-probabilities and zero features."""
+        if seq is None:
+            feats = np.zeros(self.n_features if self.with_features else 0, np.float32)
+            return np.concatenate([self.uniform(), feats])
+        z = self.pooled(seq)
+        lp = self.head_log_probs(z)
+        return np.concatenate([lp, z]) if self.with_features else lp
+
     def log_probs(self, seq: np.ndarray) -> np.ndarray:
         """(len(labels),) float32 log-probabilities of one (n_channels, n) sequence."""
+        return self.head_log_probs(self.pooled(seq))
+
+    def pooled(self, seq: np.ndarray) -> np.ndarray:
+        """(n_features,) float32: the mean and maximum over the symbols of the last block's
+        channels and log(symbol count) / LOG_COUNT_SCALE, what the head reads."""
         h = np.asarray(seq, np.float32)
         if h.ndim != 2 or h.shape[0] != self.n_channels or h.shape[1] < 1:
             raise ValueError(f"a sequence is ({self.n_channels}, n >= 1) for the {self.front} front, got {h.shape}")
@@ -96,7 +126,10 @@ class SequenceNet:
             if self.gates:
                 u = u * _gate(u, *self.gates[i])[:, None]
             h = np.maximum(h + u, 0.0)
-        z = np.concatenate([h.mean(1), h.max(1), [math.log(h.shape[1]) / LOG_COUNT_SCALE]]).astype(np.float32)
+        return np.concatenate([h.mean(1), h.max(1), [math.log(h.shape[1]) / LOG_COUNT_SCALE]]).astype(np.float32)
+
+    def head_log_probs(self, z: np.ndarray) -> np.ndarray:
+        """(len(labels),) float32 log-probabilities from pooled features z (pooled)."""
         for i, (w, b) in enumerate(self.head):
             z = w @ z + b
             if i < len(self.head) - 1:

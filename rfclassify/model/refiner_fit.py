@@ -91,6 +91,10 @@ class RefinerFitConfig:
     #: shipped refiner was fitted without it, and a refit with it is level with it on big1024,
     #: burst for burst, with the DC pass served (docs/model.md, twenty-second session)
     dc_pass: bool = False
+    #: the sequence network's pooled features (what its head reads) join its log-probabilities
+    #: in the perceptron's input, so the perceptron can weigh what the network saw in the
+    #: symbols against the CNN's answer and the invariants, not only its answer
+    sequence_features: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -107,6 +111,8 @@ class RefinerFitConfig:
             raise ConfigError("the low-order refiner uses the invariants alone: the sequence network and the "
                               "equalizer are made for the high-order alphabets (leave out --sequence-net and "
                               "--equalizer)")
+        if self.sequence_features and not self.sequence_net:
+            raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
 
     def clock_rule(self, sequence_net: SequenceNet | None) -> str:
         """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
@@ -228,7 +234,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     rng = np.random.default_rng(cfg.seed)
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
-    n_stats = N_INVARIANTS + (len(sequence_net.labels) if sequence_net is not None else 0) + len(equalizer)
+    n_stats = N_INVARIANTS + (sequence_net.n_outputs if sequence_net is not None else 0) + len(equalizer)
     n_chunks = -(-labels.size // cfg.chunk)
     clf = None
     if pool is None:
@@ -279,14 +285,16 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
-                 equalizer: tuple[str, ...], dc_pass: bool) -> dict[str, Any]:
+                 equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
-    statistics came from, the equalized classes, and whether the DC pass cleaned their bursts
-    first. Examples are reused only where it matches."""
+    statistics came from, whether its pooled features are among them, the equalized classes,
+    and whether the DC pass cleaned their bursts first. Examples are reused only where it
+    matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
-            "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass)}
+            "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
+            "sequence_features": bool(sequence_features)}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -308,6 +316,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
             ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
             stored, made = json.loads(str(z["key"])), json.loads(str(z["made"]))
         stored.setdefault("dc_pass", False)     # examples saved before the fit had a DC pass
+        stored.setdefault("sequence_features", False)   # or the sequence network's features
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -420,9 +429,12 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
+    if sequence is not None and cfg.sequence_features:
+        sequence = dataclasses.replace(sequence, with_features=True)
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
-    key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass)
+    key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
+                       cfg.sequence_features)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -445,6 +457,13 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
                                                         index, sequence, rule)
+    if sequence is not None and sequence.with_features:
+        # the same examples without the pooled features (which follow the network's log-probabilities)
+        first = n_invariant + len(sequence.labels)
+        keep = np.r_[0:first, first + sequence.n_features:ex["features"].shape[1]]
+        _, report["without_sequence_features"] = _fit_and_score(
+            ex, ex["features"][:, keep], cfg, classes, index, dataclasses.replace(sequence, with_features=False),
+            rule, equalizer)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
