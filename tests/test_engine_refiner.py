@@ -983,7 +983,7 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
                             "flops_per_bucket": {}, "training": {}, "refiner": shipped,
                             "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
                                                           "refiner_rate_rule": ALPHABET_FIT_3}}}})
-    assert ("- Served with its bursts clocked by the `alphabet_fit_3` rate rule (model.json's "
+    assert ("- Served with its bursts clocked by the `alphabet_fit_3_low_snr` rate rule (model.json's "
             "refiner.serve_rate_rule; fitted on `strongest_line`)") in card        # the shipped model's
     assert "with the DC pass and the constellation refiner (its bursts clocked by `alphabet_fit_3`), " in card
     meta = ModelMeta.load(model_dir)

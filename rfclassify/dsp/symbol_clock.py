@@ -5,7 +5,9 @@ line of |x|^2 at 1/T (``rate_lines``, ``estimate_symbol_rate``): by the rate rul
 STRONGEST_LINE the strongest line, by ALPHABET_FIT the one of the few strongest whose
 symbols a high-order alphabet fits best (``choose_rate``, ``alphabet_fit``: at roll-offs
 below 0.3 the strongest line is often not the rate), by ALPHABET_FIT_3 the same with three
-classes' alphabets judging (about as accurate, cheaper); the carrier from the centroid of the
+classes' alphabets judging (about as accurate, cheaper), by the LOW_SNR_RULES their
+namesakes with the line searched near a band that noise has not widened (``coarse_sps``:
+below about 8 dB the others miss the rate of most slow bursts); the carrier from the centroid of the
 band that rate occupies (``estimate_carrier_and_noise``); the symbols from an RRC matched
 filter with a fixed roll-off at those instants (``symbols_at``). ``clock_invariants`` turns the
 symbols into statistics that neither the carrier phase nor a small residual carrier offset
@@ -36,7 +38,7 @@ import numpy as np
 from rfclassify.dsp import class_equalizer, measure
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.pulses import rrc
-from rfclassify.dsp.rate import estimate_sps
+from rfclassify.dsp.rate import SPS_CLIP, estimate_sps
 from rfclassify.dsp.synth import SPS_RANGE
 from rfclassify.dsp.windows import central
 from rfclassify.labels import HIGH_ORDER_LABELS
@@ -55,7 +57,15 @@ LOCAL_MEAN_SYMBOLS = 8               # local mean window of each power
 HIST_BINS, HIST_MAX = 12, 2.4        # histogram of |y| / rms(y)
 MIN_SYMBOLS = 3                      # fewer symbols than this: no invariants
 STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3 = "strongest_line", "alphabet_fit", "alphabet_fit_3"
-RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3)   # how blind_clock picks the rate among the |x|^2 lines
+#: the same rules with the line searched near a noise-corrected occupied band where noise has
+#: widened the plain estimate (coarse_sps): below about 8 dB the plain one misses the rate of
+#: nearly every burst of 8 or more samples per symbol (twenty-third session, docs/model.md)
+STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR = "strongest_line_low_snr", "alphabet_fit_3_low_snr"
+#: how blind_clock picks the rate among the |x|^2 lines (a name keeps its meaning: it is stored
+#: with refiners and sequence networks)
+RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3, STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR)
+LOW_SNR_RULES = frozenset({STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR})
+OCCUPIED_FRACTION = 0.94             # coarse_sps: the share of the signal's power its band holds
 RATE_CANDIDATES = 4                  # ALPHABET_FIT(_3): the lines weighed, strongest first
 CLEAR_LINE = 3.0                     # ALPHABET_FIT(_3): a strongest line this many times the next is taken as it is
 #: whose alphabets judge a line's symbols, by rule. ALPHABET_FIT_3's three classes (one PSK,
@@ -63,7 +73,8 @@ CLEAR_LINE = 3.0                     # ALPHABET_FIT(_3): a strongest line this m
 #: (-0.02 +- 0.01 points over SNR with the shipped refiner) for 0.65x the refiner's statistics'
 #: time (benchmarks/rate_rule_paired.json)
 RATE_FIT_LABELS: dict[str, tuple[str, ...]] = {ALPHABET_FIT: HIGH_ORDER_LABELS,
-                                               ALPHABET_FIT_3: ("16PSK", "32APSK", "64QAM")}
+                                               ALPHABET_FIT_3: ("16PSK", "32APSK", "64QAM"),
+                                               ALPHABET_FIT_3_LOW_SNR: ("16PSK", "32APSK", "64QAM")}
 RATE_FIT_SYMBOLS = 128               # the central symbols judged
 RATE_FIT_TAPS, RATE_FIT_PASSES = 1, 2
 RATE_FIT_MARGIN = 0.05               # nats a symbol a weaker line's fit must beat the strongest's by
@@ -237,7 +248,13 @@ def estimate_carrier_and_noise(x: np.ndarray, sps: float) -> tuple[float, float]
     """Blind (carrier frequency cycles/sample, noise variance per sample) of a unit-RMS burst:
     the power centroid of the band the estimated rate occupies (twice, recentred), then the
     mean periodogram outside the widest such band ((1 + 0.5) / sps) as the noise floor."""
-    f, p = _periodogram(x)
+    f0, floor, _ = _band_and_floor(*_periodogram(x), sps)
+    return f0, min(max(floor, 1e-6), 0.999)
+
+
+def _band_and_floor(f: np.ndarray, p: np.ndarray, sps: float) -> tuple[float, float, np.ndarray]:
+    """(centroid, noise floor, each bin's distance from the centroid) of periodogram p over
+    frequencies f (_periodogram) for a rate of sps: estimate_carrier_and_noise's, unclipped."""
     half_band = 0.5 * (1 + ROLLOFF_MAX) / sps
     f0 = float(np.sum(f * p) / np.sum(p))
     for _ in range(3):
@@ -245,9 +262,37 @@ def estimate_carrier_and_noise(x: np.ndarray, sps: float) -> tuple[float, float]
         inside = np.abs(d) <= half_band
         f0 += float(np.sum(d[inside] * p[inside]) / np.sum(p[inside]))
     d = np.abs((f - f0 + 0.5) % 1.0 - 0.5)
-    outside = d > half_band + 4.0 / x.size
+    outside = d > half_band + 4.0 / f.size
     floor = float(np.mean(p[outside])) if outside.sum() >= 8 else float(np.percentile(p, 5))
-    return f0, min(max(floor, 1e-6), 0.999)
+    return f0, floor, d
+
+
+def coarse_sps(x: np.ndarray, low_snr: bool = False) -> float:
+    """The samples per symbol the |x|^2 line is searched near: the occupied-bandwidth estimate
+    (rfclassify.dsp.rate.estimate_sps). With low_snr, where noise has widened it: that estimate
+    counts every bin above a low percentile of the spectrum as signal, so at a low SNR the noise
+    across the whole band takes it to half the true rate or less once the signal occupies a small
+    part of the band (at 4 dB and 8-16 samples per symbol, a median 0.36 of it, outside the
+    line search's COARSE_TOLERANCE for every burst). So the band is measured again: the noise floor
+    outside the widest band that estimate allows (estimate_carrier_and_noise's), subtracted from
+    every bin, and the narrowest band around the centroid that holds OCCUPIED_FRACTION of what
+    is left, noise bins counted with their sign, so the noise adds nothing on average; where
+    that is more than COARSE_TOLERANCE times the first estimate's rate, it is taken instead. At
+    a high SNR the two agree and the first stands."""
+    plain = float(estimate_sps(x[None, :])[0])
+    if not low_snr:
+        return plain
+    f, p = _periodogram(x)
+    _, floor, d = _band_and_floor(f, p, plain)
+    order = np.argsort(d, kind="stable")
+    held = np.cumsum((p - floor)[order])
+    if not held[-1] > 0:
+        return plain
+    width = 2.0 * float(d[order][int(np.argmax(held >= OCCUPIED_FRACTION * held[-1]))])
+    if not width > 0:
+        return plain
+    sps = min(max(1.0 / width, SPS_CLIP[0]), SPS_CLIP[1])
+    return sps if sps > plain * COARSE_TOLERANCE else plain
 
 
 def clock_invariants(y: np.ndarray) -> np.ndarray:
@@ -358,7 +403,8 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     rate_rule (RATE_RULES): STRONGEST_LINE the strongest; ALPHABET_FIT the one of the
     RATE_CANDIDATES strongest whose symbols an alphabet fits best (choose_rate), of the
     twelve high-order classes' alphabets; ALPHABET_FIT_3 the same judged by three classes'
-    (RATE_FIT_LABELS). ValueError for an unknown rule."""
+    (RATE_FIT_LABELS); the LOW_SNR_RULES as their namesakes, the line searched near
+    coarse_sps(low_snr=True). ValueError for an unknown rule."""
     if rate_rule not in RATE_RULES:
         raise ValueError(f"unknown rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
     if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
@@ -366,7 +412,7 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
     n = RATE_CANDIDATES if fit_by else 1
     lines = [(sps, timing, strength) for sps, timing, strength in
-             rate_lines(x, float(estimate_sps(x[None, :])[0]), n, nfft=line_search_nfft(x.size))
+             rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES), n, nfft=line_search_nfft(x.size))
              if math.isfinite(sps) and math.isfinite(timing) and SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1]
     if not lines:
         return None
