@@ -154,7 +154,7 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
     assert json.loads((tmp_path / "nodc" / "evaluation.json").read_text())["run"]["dc_pass"] is False
     md = (tmp_path / "card" / "MODEL_CARD.md").read_text()
-    served = "the constellation refiner (its bursts clocked by `alphabet_fit_3`), "   # the shipped serving rule
+    served = "the constellation refiner (its bursts clocked by `alphabet_fit_3_low_snr`), "   # the shipped serving rule
     assert md.count(f"with the DC pass and {served}") == 2
     assert md.count(f"on cpu, with {served}") == 1
     capsys.readouterr()
