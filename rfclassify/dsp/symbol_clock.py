@@ -7,13 +7,14 @@ symbols a high-order alphabet fits best (``choose_rate``, ``alphabet_fit``: at r
 below 0.3 the strongest line is often not the rate), by ALPHABET_FIT_3 the same with three
 classes' alphabets judging (about as accurate, cheaper), by the LOW_SNR_RULES their
 namesakes with the line searched near a band that noise has not widened (``coarse_sps``:
-below about 8 dB the others miss the rate of most slow bursts); the carrier from the centroid of the
-band that rate occupies (``estimate_carrier_and_noise``); the symbols from an RRC matched
-filter with a fixed roll-off at those instants (``symbols_at``). ``clock_invariants`` turns the
-symbols into statistics that neither the carrier phase nor a small residual carrier offset
-changes: amplitude moments and histogram, and per power k the one-symbol lag product and
-the local-mean energy of the unit-magnitude k-th power (the lines that separate 16PSK from
-32PSK and the dense QAMs from each other, which no feature of every sample carries).
+below about 8 dB the others miss the rate of most slow bursts); the carrier from the
+centroid of the band that rate occupies (``estimate_carrier_and_noise``); the symbols from
+an RRC matched filter with a fixed roll-off at those instants (``symbols_at``).
+``clock_invariants`` turns the symbols into statistics that neither the carrier phase nor a
+small residual carrier offset changes: amplitude moments and histogram, and per power k the
+one-symbol lag product and the local-mean energy of the unit-magnitude k-th power (the lines
+that separate 16PSK from 32PSK and the dense QAMs from each other, which no feature of every
+sample carries).
 ``blind_symbols`` is the whole chain for one raw burst and ``burst_invariants`` its
 statistics; neither raises on a bad burst.
 

@@ -16,8 +16,9 @@ It is trained with torch by rfclassify.model.sequence_fit (``rfclassify fit-sequ
 stored as an .npz of float32 arrays plus a JSON description; serving runs it here, without
 torch or onnxruntime, on the CPU beside the refiner's statistics (one burst at a time, in the
 refiner's worker processes). A refiner takes its log-probabilities, or with with_features
-(``fit-refiner --sequence-features``) those and the pooled features its head reads (outputs). A sequence is zero-padded at both ends of every convolution,
-exactly as the masked batches it was trained on, so one burst here gives what it gave there.
+(``fit-refiner --sequence-features``) those and the pooled features its head reads
+(outputs). A sequence is zero-padded at both ends of every convolution, exactly as the
+masked batches it was trained on, so one burst here gives what it gave there.
 """
 
 from __future__ import annotations
