@@ -69,13 +69,14 @@ LOW_SNR_RULES = frozenset({STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR})
 OCCUPIED_FRACTION = 0.94             # coarse_sps: the share of the signal's power its band holds
 RATE_CANDIDATES = 4                  # ALPHABET_FIT(_3): the lines weighed, strongest first
 CLEAR_LINE = 3.0                     # ALPHABET_FIT(_3): a strongest line this many times the next is taken as it is
-#: whose alphabets judge a line's symbols, by rule. ALPHABET_FIT_3's three classes (one PSK,
-#: one APSK, one QAM) choose the rate as well as all twelve on 72,800 bursts of 1024 samples
-#: (-0.02 +- 0.01 points over SNR with the shipped refiner) for 0.65x the refiner's statistics'
-#: time (benchmarks/rate_rule_paired.json)
+#: ALPHABET_FIT_3's judges (one PSK, one APSK, one QAM): they choose the rate as well as all
+#: twelve classes on 72,800 bursts of 1024 samples (-0.02 +- 0.01 points over SNR with the
+#: shipped refiner) for 0.65x the refiner's statistics' time (benchmarks/rate_rule_paired.json)
+THREE_FIT_LABELS = ("16PSK", "32APSK", "64QAM")
+#: whose alphabets judge a line's symbols, by rule (a rule not here takes the strongest line)
 RATE_FIT_LABELS: dict[str, tuple[str, ...]] = {ALPHABET_FIT: HIGH_ORDER_LABELS,
-                                               ALPHABET_FIT_3: ("16PSK", "32APSK", "64QAM"),
-                                               ALPHABET_FIT_3_LOW_SNR: ("16PSK", "32APSK", "64QAM")}
+                                               ALPHABET_FIT_3: THREE_FIT_LABELS,
+                                               ALPHABET_FIT_3_LOW_SNR: THREE_FIT_LABELS}
 RATE_FIT_SYMBOLS = 128               # the central symbols judged
 RATE_FIT_TAPS, RATE_FIT_PASSES = 1, 2
 RATE_FIT_MARGIN = 0.05               # nats a symbol a weaker line's fit must beat the strongest's by
@@ -268,7 +269,8 @@ def _band_and_floor(f: np.ndarray, p: np.ndarray, sps: float) -> tuple[float, fl
     return f0, floor, d
 
 
-def coarse_sps(x: np.ndarray, low_snr: bool = False) -> float:
+def coarse_sps(x: np.ndarray, low_snr: bool = False,
+               spectrum: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """The samples per symbol the |x|^2 line is searched near: the occupied-bandwidth estimate
     (rfclassify.dsp.rate.estimate_sps). With low_snr, where noise has widened it: that estimate
     counts every bin above a low percentile of the spectrum as signal, so at a low SNR the noise
@@ -279,11 +281,12 @@ def coarse_sps(x: np.ndarray, low_snr: bool = False) -> float:
     every bin, and the narrowest band around the centroid that holds OCCUPIED_FRACTION of what
     is left, noise bins counted with their sign, so the noise adds nothing on average; where
     that is more than COARSE_TOLERANCE times the first estimate's rate, it is taken instead. At
-    a high SNR the two agree and the first stands."""
+    a high SNR the two agree and the first stands. spectrum: x's _periodogram where the caller
+    has it (blind_clock, which takes the carrier from it too)."""
     plain = float(estimate_sps(x[None, :])[0])
     if not low_snr:
         return plain
-    f, p = _periodogram(x)
+    f, p = spectrum if spectrum is not None else _periodogram(x)
     _, floor, d = _band_and_floor(f, p, plain)
     order = np.argsort(d, kind="stable")
     held = np.cumsum((p - floor)[order])
@@ -412,13 +415,14 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
         return None
     fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
     n = RATE_CANDIDATES if fit_by else 1
+    spectrum = _periodogram(x)                  # the low-SNR band's and the carrier's
     lines = [(sps, timing, strength) for sps, timing, strength in
-             rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES), n, nfft=line_search_nfft(x.size))
+             rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES, spectrum), n, nfft=line_search_nfft(x.size))
              if math.isfinite(sps) and math.isfinite(timing) and SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1]
     if not lines:
         return None
     sps, timing, _ = lines[choose_rate(x, lines, fit_by) if fit_by and len(lines) > 1 else 0]
-    f0, _ = estimate_carrier_and_noise(x, sps)
+    f0, _, _ = _band_and_floor(*spectrum, sps)     # estimate_carrier_and_noise's carrier
     return sps, timing, f0
 
 

@@ -111,7 +111,7 @@ class Classifier:
         light variant (invariants only, about half its CPU per burst) where the model has one;
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
         rule; None: the model's serving rule (model.json's refiner.serve_rate_rule; the shipped
-        model's is alphabet_fit_3, docs/model.md, twenty-second session), else the rule the
+        model's is alphabet_fit_3_low_snr, docs/model.md, twenty-third session), else the rule the
         refiner was fitted on; dc_pass=False leaves out the DC pass before the refiners
         (engine.dc_pass; it runs only where they do).
         """
