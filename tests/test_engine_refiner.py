@@ -586,6 +586,17 @@ def sequence_reading_refiner(classes: tuple[str, ...], sequence) -> Refiner:
                    sequence=sequence)
 
 
+def random_refiner(classes: tuple[str, ...], sequence) -> Refiner:
+    """A refiner with random perceptron weights over everything `sequence` gives it (its
+    n_outputs), for tests of what a refiner feeds, stores and loads."""
+    k, n_in = len(classes), N_FEATURES + sequence.n_outputs
+    rng = np.random.default_rng(1)
+    return Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                   mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                   w1=rng.standard_normal((n_in, 6)).astype(np.float32), b1=np.zeros(6, np.float32),
+                   w2=rng.standard_normal((6, k)).astype(np.float32), b2=np.zeros(k, np.float32), sequence=sequence)
+
+
 def test_a_refiner_with_a_sequence_network_feeds_it_the_bursts_sequence_and_stores_it(tiny_model_dir, tmp_path,
                                                                                       random_sequence_net):
 
@@ -645,12 +656,7 @@ def test_a_refiner_with_the_sequence_networks_features_feeds_them_after_its_log_
     assert np.allclose(np.exp(silent[N_INVARIANTS:N_INVARIANTS + 3]), 1 / 3)
     assert not np.any(silent[N_INVARIANTS + 3:])
 
-    k, n_in = len(classes), N_FEATURES + net.n_outputs
-    rng = np.random.default_rng(1)
-    ref = Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
-                  mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
-                  w1=rng.standard_normal((n_in, 6)).astype(np.float32), b1=np.zeros(6, np.float32),
-                  w2=rng.standard_normal((6, k)).astype(np.float32), b2=np.zeros(k, np.float32), sequence=net)
+    ref = random_refiner(classes, net)
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
     _with_refiner(model_dir, ref)
@@ -664,11 +670,14 @@ def test_a_refiner_with_the_sequence_networks_features_feeds_them_after_its_log_
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
-def test_a_refiner_fit_with_the_sequence_networks_features_scores_a_fit_without_them(tiny_model_dir, tmp_path,
-                                                                                     random_sequence_net):
-    """fit-refiner --sequence-features: the features join the perceptron's input, the report
-    scores the same examples without them, the light variant has neither, and examples made
-    the other way are refused."""
+@pytest.mark.parametrize("option, attribute", [("sequence_features", "with_features"), ("blind_view", "blind_view")])
+def test_a_refiner_fit_with_more_of_the_sequence_network_scores_a_fit_without_it(tiny_model_dir, tmp_path,
+                                                                                random_sequence_net, option,
+                                                                                attribute):
+    """fit-refiner --sequence-features (its pooled features) and --blind-view (its reading of
+    the blind-equalized symbols and that filter's moments): the extra columns join the
+    perceptron's input, the report scores the same examples without them, the light variant
+    has neither, and examples made the other way are refused."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
@@ -679,22 +688,65 @@ def test_a_refiner_fit_with_the_sequence_networks_features_scores_a_fit_without_
     net = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5)
     net_path = net.save(tmp_path / "seq.npz")
     saved = tmp_path / "ex.npz"
-    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, sequence_net=str(net_path),
-                           sequence_features=True)
+    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, sequence_net=str(net_path), **{option: True})
     rep = fit_refiner(model_dir, cfg, save_examples_to=saved)
-    assert set(rep["without_sequence_features"]) >= {"holdout_accuracy", "holdout_accuracy_snr_ge_10db"}
-    assert np.load(saved)["features"].shape[1] == (len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS)
-                                                   + net.n_features)
+    assert set(rep[f"without_{option}"]) >= {"holdout_accuracy", "holdout_accuracy_snr_ge_10db"}
+    extra = net.n_features if option == "sequence_features" else len(HIGH_ORDER_LABELS) + 2
+    width = len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + extra
+    assert np.load(saved)["features"].shape[1] == width
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
-        assert clf.refiner is not None and clf.refiner.sequence is not None and clf.refiner.sequence.with_features
-        assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + net.n_features
+        assert clf.refiner is not None and clf.refiner.sequence is not None
+        assert getattr(clf.refiner.sequence, attribute) and clf.refiner.n_features == width
         assert clf.classify([np.exp(2j * np.pi * 0.1 * np.arange(1024)).astype(np.complex64)])[0].top
     with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
         assert light.refiner is not None and light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
-    with pytest.raises(ConfigError, match="sequence_features: True there, False here"):
-        fit_refiner(model_dir, replace(cfg, sequence_features=False), examples=saved)
+    with pytest.raises(ConfigError, match=f"{option}: True there, False here"):
+        fit_refiner(model_dir, replace(cfg, **{option: False}), examples=saved)
     with pytest.raises(ConfigError, match="needs a sequence network"):
-        RefinerFitConfig(sequence_features=True)
+        RefinerFitConfig(**{option: True})
+
+
+def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_symbols_and_stores_it(
+        tiny_model_dir, tmp_path, random_sequence_net):
+    """With blind_view the statistics carry, after the network's reading of the raw symbols, its
+    reading of the same symbols through the class-blind equalizer and that filter's fourth
+    moments (uniform and zeros for a burst without symbols); the refiner file records it, and
+    the same weights without it do not load."""
+    from rfclassify.dsp.blind_equalizer import kurtosis_equalize
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import blind_symbols
+    from rfclassify.dsp.symbol_sequence import clocked_symbols, sequence_from_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    net = replace(random_sequence_net(classes, seed=3), blind_view=True)
+    assert net.n_outputs == 2 * len(classes) + 2
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, net)
+    assert stats.size == N_INVARIANTS + net.n_outputs
+    y = clocked_symbols(blind_symbols(burst))
+    z, before, after = kurtosis_equalize(y)
+    own, view = stats[N_INVARIANTS:N_INVARIANTS + 3], stats[N_INVARIANTS + 3:]
+    np.testing.assert_array_equal(own, net.log_probs(sequence_from_symbols(y)))
+    np.testing.assert_allclose(view[:3], net.log_probs(sequence_from_symbols(z)), rtol=1e-6)
+    np.testing.assert_allclose(view[3:], [before, after], rtol=1e-6)
+    assert not np.allclose(view[:3], own)       # the filter changed what the network reads
+    silent = burst_statistics(np.zeros(600, np.complex64), net)
+    assert np.allclose(np.exp(silent[N_INVARIANTS + 3:N_INVARIANTS + 6]), 1 / 3) and not np.any(silent[-2:])
+
+    ref = random_refiner(classes, net)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.sequence is not None and back.sequence.blind_view and not back.sequence.with_features
+    assert back.describe()["sequence_net_blind_view"] is True
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    _with_refiner(model_dir, replace(ref, sequence=replace(net, blind_view=False)))
+    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
 def test_a_refiner_with_equalizer_scores_feeds_them_after_the_sequence_and_stores_them(tiny_model_dir, tmp_path,

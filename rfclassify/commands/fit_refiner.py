@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sequence-features", action="store_true",
                         help="the sequence network's pooled features (what its head reads) join its "
                              "log-probabilities in the perceptron's input; needs --sequence-net")
+    parser.add_argument("--blind-view", action="store_true",
+                        help="the sequence network also reads the symbols after a class-blind equalizer "
+                             "(rfclassify.dsp.blind_equalizer), for multipath; needs --sequence-net")
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                            backend=args.backend,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
-                           sequence_features=args.sequence_features)
+                           sequence_features=args.sequence_features, blind_view=args.blind_view)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
@@ -74,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     if "without_sequence_features" in rep:
         base = rep["without_sequence_features"]
         print(f"held-out without the sequence network's features: {100 * base['holdout_accuracy']['refined']:.1f} %; "
+              f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
+    if "without_blind_view" in rep:
+        base = rep["without_blind_view"]
+        print(f"held-out without the blind view: {100 * base['holdout_accuracy']['refined']:.1f} %; "
               f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
     print("re-run `rfclassify evaluate ... --card` for the model card's numbers")
     return 0

@@ -9,8 +9,9 @@ statistics at its blind symbol clock (``rfclassify.dsp.symbol_clock.burst_invari
 the rate picked by the refiner's ``rate_rule``) and, when it carries one, the class
 log-probabilities of a small network over the burst's clocked, carrier-recovered symbols
 (``rfclassify.engine.sequence_net``, on
-``rfclassify.dsp.symbol_sequence``) and, when it has them, how well each of its classes'
-alphabets explains those symbols after an equalizer fitted to it
+``rfclassify.dsp.symbol_sequence``; with its blind view, also over those symbols after a
+class-blind equalizer, ``rfclassify.dsp.blind_equalizer``) and, when it has them, how well
+each of its classes' alphabets explains those symbols after an equalizer fitted to it
 (``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
 runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
 and shares the probability the network gave those classes out again by the perceptron's
@@ -45,11 +46,13 @@ import numpy as np
 
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify.dsp.blind_equalizer import kurtosis_equalize
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
 from rfclassify.dsp.sequence_fronts import front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols
+from rfclassify.engine.sequence_net import BLIND_VIEW_MOMENTS
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -68,8 +71,9 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
     network, its outputs for the burst's clocked symbols in its front (sequence_fronts;
     SequenceNet.outputs: its log-probabilities, uniform where there are none, and with
-    with_features its pooled features), then, for `equalizer`'s classes, their
-    equalized scores (class_equalizer.class_scores; zeros where there are too few symbols).
+    with_features its pooled features; with blind_view then blind_view_outputs), then, for
+    `equalizer`'s classes, their equalized scores (class_equalizer.class_scores; zeros where
+    there are too few symbols).
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
     second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
     if sequence_net is None and not equalizer:
@@ -80,10 +84,26 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     if sequence_net is not None:
         seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
         parts.append(sequence_net.outputs(seq))
+        if sequence_net.blind_view:
+            parts.append(blind_view_outputs(y, sequence_net))
     if equalizer:
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
     return np.concatenate(parts).astype(np.float32)
+
+
+def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet) -> np.ndarray:
+    """The sequence network's log-probabilities for clocked symbols y after the class-blind
+    equalizer (blind_equalizer.kurtosis_equalize), then that filter's fourth moments before
+    and after, float32; the uniform log-probabilities and zero moments where there are no
+    symbols or no sequence of them."""
+    if y is not None:
+        with np.errstate(all="ignore"):
+            z, before, after = kurtosis_equalize(y)
+        seq = front_sequence(z, sequence_net.front, sequence_net.labels) if np.all(np.isfinite(z)) else None
+        if seq is not None and np.isfinite(before) and np.isfinite(after):
+            return np.concatenate([sequence_net.log_probs(seq), [before, after]]).astype(np.float32)
+    return np.concatenate([sequence_net.uniform(), np.zeros(BLIND_VIEW_MOMENTS)]).astype(np.float32)
 
 
 def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | None:
@@ -287,6 +307,8 @@ class Refiner:
             out["sequence_net_carrier"] = self.sequence.carrier
             if self.sequence.with_features:
                 out["sequence_net_features"] = self.sequence.n_features
+            if self.sequence.blind_view:
+                out["sequence_net_blind_view"] = True
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         return out
@@ -335,6 +357,8 @@ class Refiner:
         extra = self.sequence.arrays() if self.sequence is not None else {}
         if self.sequence is not None and self.sequence.with_features:
             extra["sequence_features"] = np.bool_(True)
+        if self.sequence is not None and self.sequence.blind_view:
+            extra["sequence_blind_view"] = np.bool_(True)
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
@@ -361,6 +385,8 @@ class Refiner:
                 rate_rule = str(z["rate_rule"]) if "rate_rule" in z else STRONGEST_LINE
                 if sequence is not None and "sequence_features" in z and bool(z["sequence_features"]):
                     sequence = dataclasses.replace(sequence, with_features=True)
+                if sequence is not None and "sequence_blind_view" in z and bool(z["sequence_blind_view"]):
+                    sequence = dataclasses.replace(sequence, blind_view=True)
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]

@@ -37,6 +37,7 @@ from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES
 
 LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
+BLIND_VIEW_MOMENTS = 2     # the blind view's fourth moments, before and after its filter
 PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
 
 
@@ -76,6 +77,10 @@ class SequenceNet:
     #: what a refiner takes from it (not stored with the network, by the refiner that uses it):
     #: its log-probabilities, or those and then the pooled features its head reads (pooled)
     with_features: bool = False
+    #: and with blind_view, after those its log-probabilities for the same symbols through the
+    #: class-blind equalizer (rfclassify.dsp.blind_equalizer) and that filter's fourth moments
+    #: before and after (not stored with the network either)
+    blind_view: bool = False
 
     @property
     def n_channels(self) -> int:
@@ -96,7 +101,8 @@ class SequenceNet:
     @property
     def n_outputs(self) -> int:
         """What outputs() gives a refiner per burst."""
-        return len(self.labels) + (self.n_features if self.with_features else 0)
+        own = len(self.labels) + (self.n_features if self.with_features else 0)
+        return own + (len(self.labels) + BLIND_VIEW_MOMENTS if self.blind_view else 0)
 
     def outputs(self, seq: np.ndarray | None) -> np.ndarray:
         """What a refiner takes from one (n_channels, n) sequence, float32: its log-probabilities,

@@ -40,7 +40,7 @@ from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FIL
                                       file_sha256, start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
-from rfclassify.engine.sequence_net import SequenceNet
+from rfclassify.engine.sequence_net import BLIND_VIEW_MOMENTS, SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,10 @@ class RefinerFitConfig:
     #: in the perceptron's input, so the perceptron can weigh what the network saw in the
     #: symbols against the CNN's answer and the invariants, not only its answer
     sequence_features: bool = False
+    #: the sequence network's reading of the symbols after the class-blind equalizer, and that
+    #: filter's fourth moments, join its reading of the raw symbols (SequenceNet.blind_view,
+    #: rfclassify.dsp.blind_equalizer): a view of multipath bursts with the channel partly undone
+    blind_view: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -113,6 +117,8 @@ class RefinerFitConfig:
                               "--equalizer)")
         if self.sequence_features and not self.sequence_net:
             raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
+        if self.blind_view and not self.sequence_net:
+            raise ConfigError("blind_view needs a sequence network (--sequence-net)")
 
     def clock_rule(self, sequence_net: SequenceNet | None) -> str:
         """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
@@ -285,16 +291,17 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
-                 equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False) -> dict[str, Any]:
+                 equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
+                 blind_view: bool = False) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
-    statistics came from, whether its pooled features are among them, the equalized classes,
-    and whether the DC pass cleaned their bursts first. Examples are reused only where it
-    matches."""
+    statistics came from, whether its pooled features and its blind view are among them, the
+    equalized classes, and whether the DC pass cleaned their bursts first. Examples are reused
+    only where it matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
-            "sequence_features": bool(sequence_features)}
+            "sequence_features": bool(sequence_features), "blind_view": bool(blind_view)}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -317,6 +324,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
             stored, made = json.loads(str(z["key"])), json.loads(str(z["made"]))
         stored.setdefault("dc_pass", False)     # examples saved before the fit had a DC pass
         stored.setdefault("sequence_features", False)   # or the sequence network's features
+        stored.setdefault("blind_view", False)          # or its blind view
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -429,12 +437,12 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
-    if sequence is not None and cfg.sequence_features:
-        sequence = dataclasses.replace(sequence, with_features=True)
+    if sequence is not None and (cfg.sequence_features or cfg.blind_view):
+        sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view)
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
-                       cfg.sequence_features)
+                       cfg.sequence_features, cfg.blind_view)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -463,6 +471,13 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         keep = np.r_[0:first, first + sequence.n_features:ex["features"].shape[1]]
         _, report["without_sequence_features"] = _fit_and_score(
             ex, ex["features"][:, keep], cfg, classes, index, dataclasses.replace(sequence, with_features=False),
+            rule, equalizer)
+    if sequence is not None and sequence.blind_view:
+        # the same examples without the blind view's columns (which follow the network's own outputs)
+        first = n_invariant + sequence.n_outputs - len(sequence.labels) - BLIND_VIEW_MOMENTS
+        keep = np.r_[0:first, first + len(sequence.labels) + BLIND_VIEW_MOMENTS:ex["features"].shape[1]]
+        _, report["without_blind_view"] = _fit_and_score(
+            ex, ex["features"][:, keep], cfg, classes, index, dataclasses.replace(sequence, blind_view=False),
             rule, equalizer)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
