@@ -1034,15 +1034,19 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
         assert engine.classifier.refiner.rate_rule == ALPHABET_FIT_3
     finally:
         engine.classifier.close()
-    shipped = ModelMeta.load(default_model_dir()).refiner
-    card = render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
-                            "max_windows": 4, "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1,
-                            "flops_per_bucket": {}, "training": {}, "refiner": shipped,
-                            "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
-                                                          "refiner_rate_rule": ALPHABET_FIT_3}}}})
-    assert ("- Served with its bursts clocked by the `alphabet_fit_3_low_snr` rate rule (model.json's "
-            "refiner.serve_rate_rule; fitted on `strongest_line`)") in card        # the shipped model's
-    assert "with the DC pass and the constellation refiner (its bursts clocked by `alphabet_fit_3`), " in card
+    shipped = ModelMeta.load(default_model_dir()).refiner      # fitted on the rule it serves: names none
+
+    def card(refiner: dict) -> str:
+        return render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
+                                "max_windows": 4, "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1,
+                                "flops_per_bucket": {}, "training": {}, "refiner": refiner,
+                                "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
+                                                              "refiner_rate_rule": ALPHABET_FIT_3}}}})
+    assert "- Served with its bursts clocked by" not in card(shipped)
+    named_card = card({**shipped, "serve_rate_rule": ALPHABET_FIT_3})
+    assert ("- Served with its bursts clocked by the `alphabet_fit_3` rate rule (model.json's "
+            "refiner.serve_rate_rule; fitted on `alphabet_fit_3_low_snr`)") in named_card
+    assert "with the DC pass and the constellation refiner (its bursts clocked by `alphabet_fit_3`), " in named_card
     meta = ModelMeta.load(model_dir)
     meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": "loudest_line"}).save(model_dir)
     with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):

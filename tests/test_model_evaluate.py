@@ -154,9 +154,21 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
     assert json.loads((tmp_path / "nodc" / "evaluation.json").read_text())["run"]["dc_pass"] is False
     md = (tmp_path / "card" / "MODEL_CARD.md").read_text()
-    served = "the constellation refiner (its bursts clocked by `alphabet_fit_3_low_snr`), "   # the shipped serving rule
+    served = "the constellation refiner (its bursts clocked by `alphabet_fit_3_low_snr`), "   # the shipped refiner's rule
     assert md.count(f"with the DC pass and {served}") == 2
     assert md.count(f"on cpu, with {served}") == 1
     capsys.readouterr()
     assert main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", "-1"]) == 2
     assert "refiner_workers must be >= 0" in capsys.readouterr().err
+
+
+def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
+    """The refiner section's fit command carries the options that shaped the refiner (the
+    shipped one: its rate rule and the blind view), and says what the blind view reads."""
+    from rfclassify.model.card import _fit_flags, _refiner_lines
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+
+    lines = "\n".join(_refiner_lines(ModelMeta.load(default_model_dir()).refiner))
+    assert "--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view`" in lines
+    assert "after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py)" in lines
+    assert _fit_flags({"rate_rule": None, "blind_view": False, "dc_pass": True, "hidden": 64}) == " --dc-pass"

@@ -110,10 +110,10 @@ class Classifier:
         refiner_sequence=False serves the constellation refiner's
         light variant (invariants only, about half its CPU per burst) where the model has one;
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
-        rule; None: the model's serving rule (model.json's refiner.serve_rate_rule; the shipped
-        model's is alphabet_fit_3_low_snr, docs/model.md, twenty-third session), else the rule the
-        refiner was fitted on; dc_pass=False leaves out the DC pass before the refiners
-        (engine.dc_pass; it runs only where they do).
+        rule; None: the model's serving rule (model.json's refiner.serve_rate_rule) where it names
+        one, else the rule the refiner was fitted on (the shipped refiner's own is
+        alphabet_fit_3_low_snr since the twenty-fifth session, docs/model.md); dc_pass=False
+        leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)

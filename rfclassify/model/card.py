@@ -99,6 +99,9 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
     seq_input = (", and the class log-probabilities of a sequence network over the burst's carrier-recovered clocked "
                  "symbols (rfclassify/dsp/symbol_sequence.py, rfclassify/engine/sequence_net.py; stored in the same "
                  "file)" if seq else "")
+    if seq and cfg.get("blind_view"):
+        seq_input += (" and over the same symbols after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py), "
+                      "with that filter's fourth moments before and after")
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
@@ -114,7 +117,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             f"(sha256 {r['sha256'][:12]}...).", "",
             *seq_lines,
             f"- Fitted by `rfclassify fit-refiner --per-class {cfg['per_class']} --seed {cfg['seed']}"
-            f"{' --sequence-net ' + Path(seq['file']).name if seq else ''}`: "
+            f"{' --sequence-net ' + Path(seq['file']).name if seq else ''}{_fit_flags(cfg)}`: "
             f"{fit['bursts_synthesized']:,} bursts of those classes from the training recipe at "
             f"{', '.join(map(str, fit['lengths']))} samples, {fit['bursts_routed']:,} of them called one of the "
             f"classes by the network; {fit['total_s']:.0f} s on the CPU.",
@@ -126,6 +129,14 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network.",
             *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
             *_light_lines(r.get("light"))]
+
+
+def _fit_flags(cfg: dict[str, Any]) -> str:
+    """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
+    flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
+    flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "sequence_features", "equalizer", "dc_pass")
+              if cfg.get(name)]
+    return "".join(flags)
 
 
 def _serving_clock_lines(serve: str | None, fitted: str | None) -> list[str]:
