@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp.blind_equalizer import kurtosis_equalize  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
+from rfclassify.dsp.class_equalizer import filter_inputs  # noqa: E402
 from rfclassify.dsp.symbol_clock import blind_symbols  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols, finite_sequence  # noqa: E402
 
@@ -47,10 +48,9 @@ def constant_modulus(y: np.ndarray, taps: int = CMA_TAPS, passes: int = CMA_PASS
     y = y / np.sqrt(np.mean(np.abs(y) ** 2))
     if y.size < 4 * taps:
         return y
-    half = taps // 2
-    x = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.zeros(half), y, np.zeros(half)]), taps)[:, ::-1]
+    x = filter_inputs(y, taps)
     w = np.zeros(taps, complex)
-    w[half] = 1.0
+    w[taps // 2] = 1.0
     pinv = np.linalg.pinv(x)
     for _ in range(passes):
         z = x @ w

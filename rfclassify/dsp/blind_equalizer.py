@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rfclassify.dsp.class_equalizer import filter_inputs
+
 TAPS = 5                  # the filter's longest length (symbol-spaced)
 SYMBOLS_PER_TAP = 40      # symbols a tap needs
 STEPS = 50                # gradient steps
@@ -47,15 +49,14 @@ def kurtosis_equalize(y: np.ndarray, taps: int = TAPS) -> tuple[np.ndarray, floa
     n = y.size
     power = float(np.mean(np.abs(y) ** 2)) if n else 0.0
     if power <= 0 or not np.isfinite(power):
-        return y.astype(np.complex128), float("nan"), float("nan")
+        return y, float("nan"), float("nan")
     y = y / np.sqrt(power)
     before = fourth_moment(y)
     length = min(taps, max(1, (n // SYMBOLS_PER_TAP) | 1))
     if length < 3:
         return y, before, before
     half = length // 2
-    x = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.zeros(half), y, np.zeros(half)]), length)
-    x = np.ascontiguousarray(x[:, ::-1])           # row i: y[i + half], ..., y[i - half]
+    x = filter_inputs(y, length)                   # row i: y[i + half], ..., y[i - half]
     xh = np.ascontiguousarray(x.conj().T)
     r = xh @ x / n
     precondition = np.linalg.inv(r + RIDGE * np.eye(length))
