@@ -40,7 +40,7 @@ from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FIL
                                       file_sha256, start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
-from rfclassify.engine.sequence_net import BLIND_VIEW_MOMENTS, SequenceNet
+from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
 
 log = logging.getLogger(__name__)
@@ -415,6 +415,17 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     }
 
 
+def _fit_without(ex: dict[str, np.ndarray], cfg: RefinerFitConfig, classes: tuple[str, ...], index: np.ndarray,
+                 sequence: SequenceNet, option: str, start: int, rate_rule: str,
+                 equalizer: tuple[str, ...]) -> dict[str, Any]:
+    """The scores of a perceptron fitted on the same examples without what the sequence
+    network's `option` (a SequenceNet flag) adds to them: the columns from `start` on, as many
+    as the option adds to its outputs."""
+    lighter = dataclasses.replace(sequence, **{option: False})
+    keep = np.r_[0:start, start + sequence.n_outputs - lighter.n_outputs:ex["features"].shape[1]]
+    return _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index, lighter, rate_rule, equalizer)[1]
+
+
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
                 progress: Callable[[str], None] | None = None, examples: str | Path | None = None,
                 save_examples_to: str | Path | None = None) -> dict[str, Any]:
@@ -465,20 +476,13 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
                                                         index, sequence, rule)
-    if sequence is not None and sequence.with_features:
-        # the same examples without the pooled features (which follow the network's log-probabilities)
-        first = n_invariant + len(sequence.labels)
-        keep = np.r_[0:first, first + sequence.n_features:ex["features"].shape[1]]
-        _, report["without_sequence_features"] = _fit_and_score(
-            ex, ex["features"][:, keep], cfg, classes, index, dataclasses.replace(sequence, with_features=False),
-            rule, equalizer)
-    if sequence is not None and sequence.blind_view:
-        # the same examples without the blind view's columns (which follow the network's own outputs)
-        first = n_invariant + sequence.n_outputs - len(sequence.labels) - BLIND_VIEW_MOMENTS
-        keep = np.r_[0:first, first + len(sequence.labels) + BLIND_VIEW_MOMENTS:ex["features"].shape[1]]
-        _, report["without_blind_view"] = _fit_and_score(
-            ex, ex["features"][:, keep], cfg, classes, index, dataclasses.replace(sequence, blind_view=False),
-            rule, equalizer)
+    if sequence is not None and sequence.with_features:     # its pooled features follow its log-probabilities
+        report["without_sequence_features"] = _fit_without(ex, cfg, classes, index, sequence, "with_features",
+                                                           n_invariant + len(sequence.labels), rule, equalizer)
+    if sequence is not None and sequence.blind_view:        # the blind view follows the rest of its outputs
+        lighter = dataclasses.replace(sequence, blind_view=False)
+        report["without_blind_view"] = _fit_without(ex, cfg, classes, index, sequence, "blind_view",
+                                                    n_invariant + lighter.n_outputs, rule, equalizer)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
