@@ -1,5 +1,6 @@
-"""The sequence network's input fronts: the clocked channels unchanged, and the equalized
-front's view of the symbols with a multipath echo undone."""
+"""The sequence network's input fronts: the clocked channels unchanged, the equalized
+front's view of the symbols with a multipath echo undone, and the blind front's view of the
+same symbols through the class-blind filter."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import numpy as np
 import pytest
 
 from rfclassify.dsp.class_equalizer import MIN_SYMBOLS, class_alphabets
-from rfclassify.dsp.sequence_fronts import EQUALIZED_CHANNELS, FRONTS, front_channels, front_sequence
+from rfclassify.dsp.blind_equalizer import kurtosis_equalize
+from rfclassify.dsp.sequence_fronts import (BLIND_CHANNELS, BLIND_MOMENTS, EQUALIZED_CHANNELS, FRONTS, blind_filtered,
+                                            front_channels, front_sequence)
 from rfclassify.dsp.symbol_sequence import N_CHANNELS, finite_sequence
 from rfclassify.labels import HIGH_ORDER_LABELS
 
@@ -25,9 +28,10 @@ def _off_grid(z: np.ndarray, grid: np.ndarray) -> float:
 
 
 def test_each_front_has_its_channel_count_and_an_unknown_one_is_refused() -> None:
-    assert FRONTS == ("clocked", "equalized")
+    assert FRONTS == ("clocked", "equalized", "blind")
     assert front_channels("clocked") == N_CHANNELS
     assert front_channels("equalized") == N_CHANNELS + EQUALIZED_CHANNELS
+    assert front_channels("blind") == 2 * N_CHANNELS + BLIND_MOMENTS == N_CHANNELS + BLIND_CHANNELS
     with pytest.raises(ValueError, match="unknown sequence front"):
         front_channels("fractional")
 
@@ -54,3 +58,31 @@ def test_too_few_symbols_give_zeros_for_the_view_and_degenerate_ones_no_sequence
     assert eq.shape == (N_CHANNELS + 3, y.size) and not eq[N_CHANNELS:].any()
     np.testing.assert_array_equal(eq[:N_CHANNELS], finite_sequence(y))
     assert front_sequence(np.full(64, np.nan + 0j), "equalized", HIGH_ORDER_LABELS) is None
+
+
+def test_the_blind_front_adds_the_filtered_symbols_channels_and_the_filters_moments() -> None:
+    """After the clocked channels: the same channels of the symbols the class-blind filter
+    leaves, then its fourth moments before and after, constant over the symbols; the echo
+    made the symbols more Gaussian and the filter made them less so again."""
+    y, grid = _echoed_16qam(400, 0.35)
+    seq = front_sequence(y, "blind", HIGH_ORDER_LABELS)
+    assert seq.shape == (2 * N_CHANNELS + BLIND_MOMENTS, y.size) and seq.dtype == np.float32
+    np.testing.assert_array_equal(seq[:N_CHANNELS], finite_sequence(y))
+    z, before, after = kurtosis_equalize(y)
+    np.testing.assert_allclose(seq[N_CHANNELS:2 * N_CHANNELS], finite_sequence(z), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(seq[2 * N_CHANNELS], np.float32(before))
+    np.testing.assert_allclose(seq[2 * N_CHANNELS + 1], np.float32(after))
+    assert after < before - 0.1                    # 16QAM's own is 1.32; the echo raised it
+    assert blind_filtered(y)[1:] == (before, after)
+
+
+def test_the_blind_front_passes_too_few_symbols_unfiltered_and_zeros_a_view_it_cannot_make() -> None:
+    """Fewer symbols than a 3-tap filter needs: the view repeats the clocked channels (the
+    filter leaves them as they are, moments equal). Symbols the filter gives nothing finite
+    for: zeros, the clocked channels kept; degenerate symbols: no sequence."""
+    y, _ = _echoed_16qam(50, 0.35)
+    seq = front_sequence(y, "blind", HIGH_ORDER_LABELS)
+    np.testing.assert_allclose(seq[N_CHANNELS:2 * N_CHANNELS], seq[:N_CHANNELS], rtol=1e-5, atol=1e-6)
+    assert seq[2 * N_CHANNELS, 0] == seq[2 * N_CHANNELS + 1, 0] > 1.0
+    assert blind_filtered(np.zeros(64, complex)) is None
+    assert front_sequence(np.full(64, np.nan + 0j), "blind", HIGH_ORDER_LABELS) is None

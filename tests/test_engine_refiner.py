@@ -749,6 +749,33 @@ def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_s
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
+def test_a_refiner_feeds_a_blind_front_network_its_front_and_refuses_a_blind_view_of_it(tiny_model_dir, tmp_path,
+                                                                                       random_sequence_net):
+    """A blind-front sequence network gets the clocked symbols' blind front (raw and filtered
+    channels, the filter's moments) from the refiner's statistics; fit-refiner --blind-view
+    with it is a configuration error, said before any burst is made."""
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.sequence_fronts import front_sequence
+    from rfclassify.dsp.symbol_clock import blind_symbols
+    from rfclassify.dsp.symbol_sequence import clocked_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    net = random_sequence_net(("16PSK", "32PSK", "16QAM"), seed=4, front="blind")
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(9), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, net)
+    expected = net.log_probs(front_sequence(clocked_symbols(blind_symbols(burst)), "blind", net.labels))
+    np.testing.assert_array_equal(stats[N_INVARIANTS:], expected)
+    assert not np.allclose(expected, net.uniform())
+
+    net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), front="blind").save(tmp_path / "seq.npz")
+    cfg = RefinerFitConfig(per_class=30, workers=0, sequence_net=str(net_path), blind_view=True)
+    with pytest.raises(ConfigError, match="takes no blind view"):
+        fit_refiner(tiny_model_dir, cfg)
+
+
 def test_a_refiner_with_equalizer_scores_feeds_them_after_the_sequence_and_stores_them(tiny_model_dir, tmp_path,
                                                                                        random_sequence_net):
 

@@ -174,6 +174,23 @@ def test_a_network_of_the_equalized_front_keeps_its_front_and_reads_only_its_cha
         SequenceNet.load(tmp_path / "mislabelled.npz")
 
 
+def test_a_network_of_the_blind_front_reads_its_channels_and_takes_no_blind_view(tmp_path, random_sequence_net):
+    """A blind-front network loads back as one and reads the clocked, filtered and moment
+    channels; it already sees the filtered symbols, so a blind view of it is refused, and a
+    refiner file that claims one does not load."""
+    from dataclasses import replace
+
+    net = random_sequence_net(("8PSK", "16QAM", "64QAM"), front="blind")
+    back = SequenceNet.load(net.save(tmp_path / "blind.npz"))
+    assert back.front == "blind" and back.n_channels == 2 * N_CHANNELS + 2
+    seq = np.random.default_rng(5).standard_normal((back.n_channels, 30)).astype(np.float32)
+    np.testing.assert_array_equal(back.log_probs(seq), net.log_probs(seq))
+    with pytest.raises(ValueError, match="blind front"):
+        back.log_probs(seq[:N_CHANNELS])
+    with pytest.raises(ValueError, match="takes no blind view"):
+        replace(back, blind_view=True)
+
+
 def test_a_short_fit_of_the_equalized_front_stores_that_front_and_pass_and_the_refiner_feeds_it(tmp_path):
     """fit-sequence --front equalized --carrier fit: the network reads 24 channels and says so
     in its file, with its carrier pass; the refiner's statistics give it the equalized front

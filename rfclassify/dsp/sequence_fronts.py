@@ -7,6 +7,12 @@
   them (rfclassify.dsp.class_equalizer.best_equalized; zeros for fewer than its
   MIN_SYMBOLS). A view with the multipath undone where the equalizer converges, which the
   network could not learn to make itself (benchmarks/fractional_sequence_probe.py).
+- ``blind``: the clocked channels, then BLIND_CHANNELS more: the same N_CHANNELS channels of
+  the symbols after the class-blind equalizer (rfclassify.dsp.blind_equalizer), then that
+  filter's fourth moments before and after, constant over the symbols (zeros where the filter
+  gives nothing finite). The network learns the raw and the filtered reading side by side, and
+  when to trust which, where the refiner's blind view (SequenceNet.blind_view) shows a network
+  trained on raw symbols the filtered ones.
 
 The front is part of a trained network (rfclassify.engine.sequence_net stores it) and the
 same function makes its training data (rfclassify.model.sequence_fit) and its served input
@@ -18,18 +24,22 @@ from __future__ import annotations
 import numpy as np
 
 from rfclassify.dsp import symbol_clock as sc
+from rfclassify.dsp.blind_equalizer import kurtosis_equalize
 from rfclassify.dsp.class_equalizer import best_equalized
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, MAX_SYMBOLS, N_CHANNELS, clocked_symbols, finite_sequence
 
-FRONTS = ("clocked", "equalized")
+FRONTS = ("clocked", "equalized", "blind")
 EQUALIZED_CHANNELS = 3
+BLIND_MOMENTS = 2                            # the blind filter's fourth moments, before and after
+BLIND_CHANNELS = N_CHANNELS + BLIND_MOMENTS
+_EXTRA_CHANNELS = {"clocked": 0, "equalized": EQUALIZED_CHANNELS, "blind": BLIND_CHANNELS}
 
 
 def front_channels(front: str) -> int:
     """How many channels per symbol a front gives; ValueError for an unknown front."""
     if front not in FRONTS:
         raise ValueError(f"unknown sequence front {front!r} (one of {', '.join(FRONTS)})")
-    return N_CHANNELS + (EQUALIZED_CHANNELS if front == "equalized" else 0)
+    return N_CHANNELS + _EXTRA_CHANNELS[front]
 
 
 def front_sequence(y: np.ndarray, front: str, labels: tuple[str, ...]) -> np.ndarray | None:
@@ -40,13 +50,38 @@ def front_sequence(y: np.ndarray, front: str, labels: tuple[str, ...]) -> np.nda
     seq = finite_sequence(y)
     if seq is None or not extra:
         return seq
+    view = _blind_view(y) if front == "blind" else _equalized_view(y, labels)
+    if view is None or not np.all(np.isfinite(view)):
+        view = np.zeros((extra, seq.shape[1]), np.float32)
+    return np.concatenate([seq, view])
+
+
+def blind_filtered(y: np.ndarray) -> tuple[np.ndarray, float, float] | None:
+    """blind_equalizer.kurtosis_equalize of clocked symbols y (filtered symbols, fourth moment
+    before, after), or None where any of them is not finite."""
+    with np.errstate(all="ignore"):
+        z, before, after = kurtosis_equalize(y)
+    if not (np.isfinite(before) and np.isfinite(after) and np.all(np.isfinite(z))):
+        return None
+    return z, before, after
+
+
+def _blind_view(y: np.ndarray) -> np.ndarray | None:
+    filtered = blind_filtered(y)
+    if filtered is None:
+        return None
+    z, before, after = filtered
+    seq = finite_sequence(z)
+    if seq is None:
+        return None
+    moments = np.repeat(np.array([[before], [after]], np.float32), seq.shape[1], axis=1)
+    return np.concatenate([seq, moments]).astype(np.float32)
+
+
+def _equalized_view(y: np.ndarray, labels: tuple[str, ...]) -> np.ndarray | None:
     with np.errstate(all="ignore"):
         z = best_equalized(y, labels)
-        view = (np.zeros((extra, seq.shape[1]), np.float32) if z is None
-                else np.stack([z.real, z.imag, np.abs(z) ** 2]).astype(np.float32))
-    if not np.all(np.isfinite(view)):
-        view = np.zeros_like(view)
-    return np.concatenate([seq, view])
+    return None if z is None else np.stack([z.real, z.imag, np.abs(z) ** 2]).astype(np.float32)
 
 
 def burst_front_sequence(iq: np.ndarray, front: str, labels: tuple[str, ...], max_symbols: int | None = MAX_SYMBOLS,

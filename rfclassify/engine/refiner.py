@@ -46,13 +46,11 @@ import numpy as np
 
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
-from rfclassify.dsp.blind_equalizer import kurtosis_equalize
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
-from rfclassify.dsp.sequence_fronts import front_sequence
+from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols
-from rfclassify.engine.sequence_net import BLIND_VIEW_MOMENTS
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -97,13 +95,13 @@ def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet) -> np.nd
     equalizer (blind_equalizer.kurtosis_equalize), then that filter's fourth moments before
     and after, float32; the uniform log-probabilities and zero moments where there are no
     symbols or no sequence of them."""
-    if y is not None:
-        with np.errstate(all="ignore"):
-            z, before, after = kurtosis_equalize(y)
-        seq = front_sequence(z, sequence_net.front, sequence_net.labels) if np.all(np.isfinite(z)) else None
-        if seq is not None and np.isfinite(before) and np.isfinite(after):
+    filtered = None if y is None else blind_filtered(y)
+    if filtered is not None:
+        z, before, after = filtered
+        seq = front_sequence(z, sequence_net.front, sequence_net.labels)
+        if seq is not None:
             return np.concatenate([sequence_net.log_probs(seq), [before, after]]).astype(np.float32)
-    return np.concatenate([sequence_net.uniform(), np.zeros(BLIND_VIEW_MOMENTS)]).astype(np.float32)
+    return np.concatenate([sequence_net.uniform(), np.zeros(BLIND_MOMENTS)]).astype(np.float32)
 
 
 def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | None:

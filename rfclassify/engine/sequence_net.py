@@ -2,7 +2,7 @@
 
 A small residual network over the per-symbol channels of its front
 (rfclassify.dsp.sequence_fronts: the clocked symbols' channels, or those and an equalized
-view; stored with it, the clocked front where it says none) of bursts clocked by its rate
+or a blindly filtered view; stored with it, the clocked front where it says none) of bursts clocked by its rate
 rule (rfclassify.dsp.symbol_clock.RATE_RULES; stored with it, the strongest line where it
 says none), their residual carrier taken out by its second carrier pass
 (rfclassify.dsp.symbol_sequence.CARRIER_PASSES; stored with it, the lines where it says
@@ -32,12 +32,11 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ModelNotFoundError
-from rfclassify.dsp.sequence_fronts import FRONTS, front_channels
+from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, FRONTS, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES
 
 LOG_COUNT_SCALE = 6.0       # the pooled log(symbol count) is divided by this
-BLIND_VIEW_MOMENTS = 2     # the blind view's fourth moments, before and after its filter
 PREFIX = "seq_"             # array names when stored inside another .npz (the refiner's)
 
 
@@ -82,6 +81,11 @@ class SequenceNet:
     #: before and after (not stored with the network either)
     blind_view: bool = False
 
+    def __post_init__(self) -> None:
+        if self.blind_view and self.front == "blind":
+            raise ValueError("a network of the blind front reads the filtered symbols already; "
+                             "it takes no blind view")
+
     @property
     def n_channels(self) -> int:
         """Channels per symbol its input has (its front's)."""
@@ -102,7 +106,7 @@ class SequenceNet:
     def n_outputs(self) -> int:
         """What outputs() gives a refiner per burst."""
         own = len(self.labels) + (self.n_features if self.with_features else 0)
-        return own + (len(self.labels) + BLIND_VIEW_MOMENTS if self.blind_view else 0)
+        return own + (len(self.labels) + BLIND_MOMENTS if self.blind_view else 0)
 
     def outputs(self, seq: np.ndarray | None) -> np.ndarray:
         """What a refiner takes from one (n_channels, n) sequence, float32: its log-probabilities,

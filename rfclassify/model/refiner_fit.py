@@ -449,7 +449,10 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
     if sequence is not None and (cfg.sequence_features or cfg.blind_view):
-        sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view)
+        try:
+            sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view)
+        except ValueError as exc:
+            raise ConfigError(f"{cfg.sequence_net}: {exc} (leave out --blind-view)") from None
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
