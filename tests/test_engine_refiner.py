@@ -278,21 +278,53 @@ def test_a_refiner_fit_measures_its_bursts_after_the_dc_pass_as_they_are_served(
     assert not np.allclose(rows[here], rows_raw[list(keep_raw).index(0)], rtol=1e-3, atol=1e-3)
 
 
-def test_fit_refiner_command_sets_the_perceptron_width_and_the_dc_pass(tiny_model_dir, tmp_path, capsys):
+def test_fit_refiner_command_sets_the_perceptron_width_its_smoothing_and_the_dc_pass(tiny_model_dir, tmp_path, capsys):
     pytest.importorskip("torch")
     from rfclassify.cli import main
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
     assert main(["fit-refiner", "--model-dir", str(model_dir), "--per-class", "40", "--workers", "0",
-                 "--hidden", "8", "--dc-pass"]) == 0
+                 "--hidden", "8", "--dc-pass", "--label-smoothing", "0.1"]) == 0
     assert "refiner.npz" in capsys.readouterr().out
     with np.load(model_dir / REFINER_FILE) as z:
         assert z["w1"].shape[1] == 8 and z["w2"].shape[0] == 8
     config = ModelMeta.load(model_dir).refiner["fit"]["config"]
     assert config["hidden"] == 8 and config["dc_pass"] is True and config["sequence_features"] is False
+    assert config["label_smoothing"] == 0.1
     assert main(["fit-refiner", "--model-dir", str(model_dir), "--sequence-features"]) == 2
     assert "needs a sequence network (--sequence-net)" in capsys.readouterr().err
+
+
+def test_a_perceptron_fitted_on_smoothed_targets_is_sharpened_back_without_changing_its_decisions(monkeypatch):
+    """Label smoothing caps what the perceptron says (at most 1 - eps + eps / K for the class
+    it is sure of); the temperature fitted on the held-out share lifts its confidence back to
+    its accuracy, and its decisions are those of the same fit without the temperature."""
+    pytest.importorskip("torch")
+    from rfclassify.model import calibration
+    from rfclassify.model.refiner_fit import RefinerFitConfig, train_perceptron
+
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 1500)
+    x = (np.eye(3)[y] * 6.0 + rng.standard_normal((1500, 3))).astype(np.float32)
+
+    def confidence_and_decisions(w: dict[str, np.ndarray], rows: np.ndarray) -> tuple[float, np.ndarray]:
+        h = np.maximum((x[rows] - w["mean"]) / w["scale"] @ w["w1"] + w["b1"], 0.0)
+        z = h @ w["w2"] + w["b2"]
+        p = np.exp(z - z.max(1, keepdims=True))
+        return float((p / p.sum(1, keepdims=True)).max(1).mean()), z.argmax(1)
+
+    cfg = RefinerFitConfig(hidden=16, epochs=30, patience=30, label_smoothing=0.3)
+    sharp, hold = train_perceptron(x, y, 3, cfg)
+    conf, pred = confidence_and_decisions(sharp, hold)
+    assert np.mean(pred == y[hold]) > 0.99 and conf > 0.95
+    monkeypatch.setattr(calibration, "fit_temperature", lambda logits, labels: 1.0)
+    flat, same_hold = train_perceptron(x, y, 3, cfg)          # the same fit, no temperature
+    flat_conf, flat_pred = confidence_and_decisions(flat, same_hold)
+    assert np.array_equal(same_hold, hold) and np.array_equal(flat_pred, pred)
+    assert flat_conf < 1 - 0.3 + 0.3 / 3 + 0.02              # the smoothing's cap, 0.8
+    with pytest.raises(ConfigError, match="label_smoothing"):
+        RefinerFitConfig(label_smoothing=1.0)
 
 
 def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):

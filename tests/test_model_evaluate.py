@@ -172,3 +172,5 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     assert "--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view`" in lines
     assert "after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py)" in lines
     assert _fit_flags({"rate_rule": None, "blind_view": False, "dc_pass": True, "hidden": 64}) == " --dc-pass"
+    assert _fit_flags({"dc_pass": False, "label_smoothing": 0.1}) == " --label-smoothing 0.1"
+    assert _fit_flags({"label_smoothing": 0.0}) == ""

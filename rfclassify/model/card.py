@@ -136,6 +136,7 @@ def _fit_flags(cfg: dict[str, Any]) -> str:
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
     flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "sequence_features", "equalizer", "dc_pass")
               if cfg.get(name)]
+    flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     return "".join(flags)
 
 

@@ -74,6 +74,10 @@ class RefinerFitConfig:
     weight_decay: float = 1e-3
     dropout: float = 0.2
     holdout: float = 0.15          # share of the routed bursts kept out for early stopping
+    #: the perceptron learns from targets smoothed by this much (its one regularizer that
+    #: changes nothing when served); its outputs, flattened by it, are then sharpened back by
+    #: a temperature fitted on the held-out share, so the refined probabilities stay calibrated
+    label_smoothing: float = 0.0
     workers: int = 2               # processes computing the invariants (0 or 1: in this one)
     backend: str = "onnxruntime"   # what runs the network while fitting
     chunk: int = 256               # bursts synthesized and classified at a time
@@ -107,6 +111,8 @@ class RefinerFitConfig:
             raise ConfigError(f"holdout must be in 0.05..0.5, got {self.holdout}")
         if self.hidden < 1 or self.epochs < 1 or self.patience < 1:
             raise ConfigError("hidden, epochs and patience must be >= 1")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"label_smoothing must be in 0..1 (1 excluded), got {self.label_smoothing}")
         if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
             raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
         if self.group not in GROUPS:
@@ -338,7 +344,9 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
 def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
                      ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Weights of the refiner's perceptron trained on (x, y) with early stopping on a held-out
-    share; returns (weights as Refiner arrays, the held-out row indices)."""
+    share; returns (weights as Refiner arrays, the held-out row indices). With
+    cfg.label_smoothing the output layer is divided by the temperature that fits the held-out
+    share best (calibration.fit_temperature), which leaves its decisions as they are."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -358,7 +366,7 @@ def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerF
         net.train()
         for b in np.array_split(rng.permutation(fit), max(1, fit.size // 256)):
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(xs[b]), yt[b]).backward()
+            torch.nn.functional.cross_entropy(net(xs[b]), yt[b], label_smoothing=cfg.label_smoothing).backward()
             opt.step()
         net.eval()
         with torch.no_grad():
@@ -370,10 +378,18 @@ def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerF
             if stale >= cfg.patience:
                 break
     net.load_state_dict(best_state)
+    temperature = 1.0
+    if cfg.label_smoothing > 0:
+        from rfclassify.model.calibration import fit_temperature
+
+        net.eval()
+        with torch.no_grad():
+            temperature = fit_temperature(net(xs[hold]).numpy().astype(np.float64), y[hold])
     first, last = net[0], net[3]
     weights = {"mean": mean.astype(np.float32), "scale": scale.astype(np.float32),
                "w1": first.weight.detach().numpy().T.copy(), "b1": first.bias.detach().numpy().copy(),
-               "w2": last.weight.detach().numpy().T.copy(), "b2": last.bias.detach().numpy().copy()}
+               "w2": (last.weight.detach().numpy().T / temperature).astype(np.float32),
+               "b2": (last.bias.detach().numpy() / temperature).astype(np.float32)}
     return weights, hold
 
 
