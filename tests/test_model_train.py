@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
+import sys
 
 import numpy as np
 import pytest
@@ -188,6 +190,33 @@ def test_the_dla_pre_check_of_a_warm_start_holds_the_parents_network_to_the_new_
     TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "seven"), buckets_samples=(128,))
     # an unreadable parent is train()'s to report (exit 2, "no model in"), not the pre-check's
     TrainConfig(out_dir="x", steps=1, init_from=str(tmp_path / "none"), buckets_samples=(96,))
+
+
+def test_a_resumed_run_records_every_command_of_its_chain(tmp_path, monkeypatch):
+    """A run continued by --resume (twice here) records its own command and, in order, the
+    commands of the runs it continued, also from a checkpoint written before the chain was
+    kept (its config names the run that wrote it); the card names them. A single run has no
+    chain."""
+    from rfclassify.model.card import _resumed
+
+    out = tmp_path / "run"
+    ck = str(out / "checkpoint.pt")
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+    runs = [["train", "--out", str(out), "--steps", str(n), *tiny, *(["--resume", ck] if n > 1 else [])]
+            for n in (1, 2, 3)]
+    commands = ["rfclassify " + shlex.join(argv) for argv in runs]
+    for n, argv in enumerate(runs):
+        monkeypatch.setattr(sys, "argv", ["rfclassify", *argv])
+        assert main(argv) == 0
+        if n == 0:
+            assert "commands" not in ModelMeta.load(out).extra["training"]
+            old = torch.load(ck, weights_only=False)
+            del old["commands"]                 # as a checkpoint of an earlier version
+            torch.save(old, ck)
+    training = ModelMeta.load(out).extra["training"]
+    assert training["command"] == commands[2] and training["commands"] == commands
+    assert _resumed(training["commands"]) == f"; it resumed `{commands[0]}`, then `{commands[1]}`"
+    assert _resumed([commands[0]]) == _resumed(None) == ""
 
 
 def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):

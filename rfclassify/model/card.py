@@ -65,13 +65,20 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
-            "started_utc", "init_from", "lineage") if k in training},
+            "started_utc", "init_from", "lineage", "commands") if k in training},
         "export": _read_json(mdir / "export_report.json") or meta.extra.get("export", {}),
         "evaluations": evals,
     })
     write_json(cdir / CARD_JSON, card)
     (cdir / CARD_MD).write_text(render_markdown(card))
     return card
+
+
+def _resumed(commands: list[str] | None) -> str:
+    """What the card adds to a resumed run's command: the invocations it continued, in order."""
+    if not commands or len(commands) < 2:
+        return ""
+    return "; it resumed " + ", then ".join(f"`{c}`" for c in commands[:-1])
 
 
 def _overrides(overrides: dict[str, Any]) -> str:
@@ -224,7 +231,7 @@ def render_markdown(card: dict[str, Any]) -> str:
     if t:
         recipe = t.get("recipe", {})
         lines += [
-            f"- Command: `{t.get('command', '')}` (seed {t.get('seed')})",
+            f"- Command: `{t.get('command', '')}` (seed {t.get('seed')})" + _resumed(t.get("commands")),
             f"- Device: {t.get('device_name')}, torch {t.get('torch', '?')}; {t.get('steps')} steps in "
             f"{t.get('train_s')} s of training schedule (the last invocation took {t.get('total_s', '?')} s "
             "in all, start-up, validation and saving included)",

@@ -296,6 +296,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                             fused=device.startswith("cuda"), capturable=graphs)
     step, prior_s, history = 0, 0.0, []
     examples = {"fresh": 0, "reused": 0}
+    earlier: list[str] = []       # the commands of the runs a --resume continues, oldest first
     if cfg.resume:
         try:
             model.load_state_dict(ck["model"])
@@ -308,6 +309,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
         examples = dict(ck.get("examples", examples))
         parent = ck.get("parent")
+        # a checkpoint from before the chain was kept names only the run that wrote it
+        earlier = list(ck.get("commands") or [ck.get("config", {}).get("command", "")])
     gen = torch.Generator(device=device)
     gen.manual_seed(cfg.seed + step)
     noise_idx = LABELS.index(NOISE_LABEL)
@@ -366,7 +369,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
-                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent)
+                _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent,
+                            earlier)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
         val = src.pool.validation(timeout=120.0) if src.pool else None
@@ -374,7 +378,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         src.close()
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
-    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent)
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
     return _finish(model, cfg, recipe, val, history, {
         "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
         "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
@@ -383,6 +387,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "parameters": count_parameters(model), "torch": torch.__version__,
         "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
+        **({"commands": [*earlier, cfg.command]} if earlier else {}),
     }, t_start)
 
 
@@ -527,10 +532,13 @@ def _checkpoint_normalization(ck: dict[str, Any]) -> str:
 
 
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],
-                examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None = None) -> None:
+                examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None = None,
+                earlier: list[str] | None = None) -> None:
+    """Write the checkpoint a --resume continues; `earlier`: the commands of the runs this one
+    continues, kept with its own so the finished model records the whole chain."""
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
     torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
-                "config": asdict(cfg), "parent": parent}, tmp)
+                "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command]}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
