@@ -217,6 +217,7 @@ def test_a_resumed_run_records_every_command_of_its_chain(tmp_path, monkeypatch)
     assert training["command"] == commands[2] and training["commands"] == commands
     assert _resumed(training["commands"]) == f"; it resumed `{commands[0]}`, then `{commands[1]}`"
     assert _resumed([commands[0]]) == _resumed(None) == ""
+    assert _resumed(["", commands[1]]) == "; it resumed a run that recorded no command"
 
 
 def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):

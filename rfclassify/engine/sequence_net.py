@@ -2,13 +2,13 @@
 
 A small residual network over the per-symbol channels of its front
 (rfclassify.dsp.sequence_fronts: the clocked symbols' channels, or those and an equalized
-or a blindly filtered view; stored with it, the clocked front where it says none) of bursts clocked by its rate
-rule (rfclassify.dsp.symbol_clock.RATE_RULES; stored with it, the strongest line where it
-says none), their residual carrier taken out by its second carrier pass
-(rfclassify.dsp.symbol_sequence.CARRIER_PASSES; stored with it, the lines where it says
-none): two
-1x1 convolutions, residual blocks of two k-wide convolutions (batch norm folded into them),
-the mean and the maximum over the symbols and log(symbol count) / 6, then a two-layer head.
+or a blindly filtered view; stored with it, the clocked front where it says none) of
+bursts clocked by its rate rule (rfclassify.dsp.symbol_clock.RATE_RULES; stored with it,
+the strongest line where it says none), their residual carrier taken out by its second
+carrier pass (rfclassify.dsp.symbol_sequence.CARRIER_PASSES; stored with it, the lines
+where it says none): two 1x1 convolutions, residual blocks of two k-wide convolutions
+(batch norm folded into them), the mean and the maximum over the symbols and log(symbol
+count) / 6, then a two-layer head.
 Optionally each block's output passes a squeeze-and-excitation gate (channel gains from its
 mean over the burst), which lets the blocks act on what the whole burst shows (its
 multipath, say) as well as on the symbols within a kernel's reach.

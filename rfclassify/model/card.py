@@ -78,7 +78,8 @@ def _resumed(commands: list[str] | None) -> str:
     """What the card adds to a resumed run's command: the invocations it continued, in order."""
     if not commands or len(commands) < 2:
         return ""
-    return "; it resumed " + ", then ".join(f"`{c}`" for c in commands[:-1])
+    return "; it resumed " + ", then ".join(f"`{c}`" if c else "a run that recorded no command"
+                                            for c in commands[:-1])
 
 
 def _overrides(overrides: dict[str, Any]) -> str:
