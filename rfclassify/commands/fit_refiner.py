@@ -73,17 +73,12 @@ def run(args: argparse.Namespace) -> int:
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")
     print(f"held-out ({rep['holdout_bursts']} bursts): network {100 * acc['network']:.1f} % -> refined "
           f"{100 * acc['refined']:.1f} %; at >= 10 dB {100 * acc10['network']:.1f} % -> {100 * acc10['refined']:.1f} %")
-    if "without_equalizer" in rep:
-        base = rep["without_equalizer"]
-        print(f"held-out without the equalizer's scores: {100 * base['holdout_accuracy']['refined']:.1f} %; "
-              f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
-    if "without_sequence_features" in rep:
-        base = rep["without_sequence_features"]
-        print(f"held-out without the sequence network's features: {100 * base['holdout_accuracy']['refined']:.1f} %; "
-              f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
-    if "without_blind_view" in rep:
-        base = rep["without_blind_view"]
-        print(f"held-out without the blind view: {100 * base['holdout_accuracy']['refined']:.1f} %; "
-              f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
+    for key, what in (("without_equalizer", "the equalizer's scores"),
+                      ("without_sequence_features", "the sequence network's features"),
+                      ("without_blind_view", "the blind view")):
+        if key in rep:      # the same examples fitted without that part of the inputs
+            base = rep[key]
+            print(f"held-out without {what}: {100 * base['holdout_accuracy']['refined']:.1f} %; "
+                  f"at >= 10 dB {100 * base['holdout_accuracy_snr_ge_10db']['refined']:.1f} %")
     print("re-run `rfclassify evaluate ... --card` for the model card's numbers")
     return 0

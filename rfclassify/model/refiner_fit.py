@@ -382,8 +382,7 @@ def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerF
     if cfg.label_smoothing > 0:
         from rfclassify.model.calibration import fit_temperature
 
-        net.eval()
-        with torch.no_grad():
+        with torch.no_grad():           # net is in eval mode: every epoch ends with its held-out score
             temperature = fit_temperature(net(xs[hold]).numpy().astype(np.float64), y[hold])
     first, last = net[0], net[3]
     weights = {"mean": mean.astype(np.float32), "scale": scale.astype(np.float32),
