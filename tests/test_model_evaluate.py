@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -101,6 +102,10 @@ def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, t
     md = (card_dir / "MODEL_CARD.md").read_text()
     assert "## Evaluation: synth:tiny" in md and "| 1024 |" in md and "Open set" in md
     assert "| high-order class |" in md  # the condition table (the tiny set has no high-order class: n/a)
+    # --out lies outside the card's directory: the card links to copies beside it, never to --out
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
+    assert len(links) == 3 and all(not link.startswith("..") and (card_dir / link).is_file() for link in links)
+    assert (card_dir / "eval" / "tiny" / "evaluation.json").is_file()
     assert {r["condition"] for r in ev["conditions_snr_ge_10db"]} >= {"Rayleigh fading", "8-16 samples/symbol"}
     assert "bursts via onnxruntime" in capsys.readouterr().out
     # a second evaluation (e.g. the GNU Radio set) merges into the card

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from pathlib import Path
 
 from rfclassify.engine.options import model_dir_path
@@ -18,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
                         help="inference backend, through the serving Classifier (default auto)")
     parser.add_argument("--out", default=None,
-                        help="where evaluation.json and the PNGs go (default: <model-dir>/eval/<file stem>)")
+                        help="where evaluation.json and the PNGs go (default: <model-dir>/eval/<file stem>); "
+                             "with --card, those written outside the card's directory are copied into its "
+                             "eval/<file stem> too, so the card links only to files beside it")
     parser.add_argument("--name", default=None, help="name of this evaluation in the card (default source:stem)")
     parser.add_argument("--extra-eval", nargs="*", default=[], metavar="FILE.h5",
                         help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
@@ -52,6 +55,19 @@ def _print(res: dict) -> None:
               f"{s['accuracy_snr_ge_10db']:7.3f} {s.get('snr_mae_db_0_20', float('nan')):8.2f}")
 
 
+def _card_figures(out: Path, figures: list[str], card_dir: Path, stem: str) -> list[str]:
+    """The card's links to an evaluation's figures, relative to card_dir. Figures written
+    outside card_dir (an --out elsewhere) are copied, with evaluation.json, into
+    card_dir/eval/<dataset stem>, so that the card never links to files it does not ship."""
+    if figures and not out.resolve().is_relative_to(card_dir.resolve()):
+        kept = card_dir / "eval" / stem
+        kept.mkdir(parents=True, exist_ok=True)
+        for name in [*figures, "evaluation.json"]:
+            shutil.copyfile(out / name, kept / name)
+        out = kept
+    return [os.path.relpath(out / f, card_dir) for f in figures]
+
+
 def run(args: argparse.Namespace) -> int:
     from rfclassify.model.evaluate import evaluate_file
     from rfclassify.model.meta import default_model_dir
@@ -67,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
                             dc_pass=not args.no_dc_pass)
-        res["figures_rel"] = [os.path.relpath(out / f, card_dir) for f in res.get("figures", [])]
+        if args.card:
+            res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         _print(res)
         print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''} and figures")
         results.append(res)
