@@ -1,6 +1,6 @@
 """The sequence network's input fronts: the clocked channels unchanged, the equalized
-front's view of the symbols with a multipath echo undone, and the blind front's view of the
-same symbols through the class-blind filter."""
+front's view of the symbols with a multipath echo undone, the blind front's view of the
+same symbols through the class-blind filter, and the filtered front's view alone."""
 
 from __future__ import annotations
 
@@ -28,10 +28,11 @@ def _off_grid(z: np.ndarray, grid: np.ndarray) -> float:
 
 
 def test_each_front_has_its_channel_count_and_an_unknown_one_is_refused() -> None:
-    assert FRONTS == ("clocked", "equalized", "blind")
+    assert FRONTS == ("clocked", "equalized", "blind", "filtered")
     assert front_channels("clocked") == N_CHANNELS
     assert front_channels("equalized") == N_CHANNELS + EQUALIZED_CHANNELS
     assert front_channels("blind") == 2 * N_CHANNELS + BLIND_MOMENTS == N_CHANNELS + BLIND_CHANNELS
+    assert front_channels("filtered") == N_CHANNELS
     with pytest.raises(ValueError, match="unknown sequence front"):
         front_channels("fractional")
 
@@ -86,3 +87,20 @@ def test_the_blind_front_passes_too_few_symbols_unfiltered_and_zeros_a_view_it_c
     assert seq[2 * N_CHANNELS, 0] == seq[2 * N_CHANNELS + 1, 0] > 1.0
     assert blind_filtered(np.zeros(64, complex)) is None
     assert front_sequence(np.full(64, np.nan + 0j), "blind", HIGH_ORDER_LABELS) is None
+
+
+def test_the_filtered_front_is_the_filtered_symbols_channels_alone_and_falls_back_to_the_clocked_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filtered front: the clocked channels of the symbols the class-blind filter leaves
+    (the blind front's middle block), not of the symbols as clocked; where the filter gives
+    nothing finite, the clocked channels, and degenerate symbols still give no sequence."""
+    y, _ = _echoed_16qam(400, 0.35)
+    seq = front_sequence(y, "filtered", HIGH_ORDER_LABELS)
+    assert seq.shape == (N_CHANNELS, y.size) and seq.dtype == np.float32
+    np.testing.assert_array_equal(seq, finite_sequence(blind_filtered(y)[0]))
+    np.testing.assert_array_equal(seq, front_sequence(y, "blind", HIGH_ORDER_LABELS)[N_CHANNELS:2 * N_CHANNELS])
+    assert not np.allclose(seq, finite_sequence(y), atol=1e-3)
+    assert front_sequence(np.full(64, np.nan + 0j), "filtered", HIGH_ORDER_LABELS) is None
+    import rfclassify.dsp.sequence_fronts as fronts
+    monkeypatch.setattr(fronts, "blind_filtered", lambda _y: None)    # a filter that gives nothing finite
+    np.testing.assert_array_equal(front_sequence(y, "filtered", HIGH_ORDER_LABELS), finite_sequence(y))

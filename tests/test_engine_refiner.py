@@ -781,6 +781,60 @@ def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_s
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
+def test_a_blind_reader_reads_the_blind_view_is_stored_inside_the_refiner_and_keys_its_examples(
+        tiny_model_dir, tmp_path, random_sequence_net):
+    """With a blind reader (a network of the filtered front) the blind view's log-probabilities
+    are the reader's for the filtered symbols, not the sequence network's; the refiner file
+    carries the reader and loads back deciding the same; fit-refiner --blind-reader needs
+    --blind-view and refuses examples made without the reader."""
+    pytest.importorskip("torch")
+    from rfclassify.dsp.blind_equalizer import kurtosis_equalize
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import blind_symbols
+    from rfclassify.dsp.symbol_sequence import clocked_symbols, sequence_from_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import burst_statistics
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    reader = random_sequence_net(classes, seed=7, front="filtered")
+    net = replace(random_sequence_net(classes, seed=3), blind_view=True, blind_reader=reader)
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(8), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, net)
+    z, before, after = kurtosis_equalize(clocked_symbols(blind_symbols(burst)))
+    view = stats[N_INVARIANTS + 3:]
+    np.testing.assert_allclose(view[:3], reader.log_probs(sequence_from_symbols(z)), rtol=1e-6)
+    assert not np.allclose(view[:3], net.log_probs(sequence_from_symbols(z)))
+    np.testing.assert_allclose(view[3:], [before, after], rtol=1e-6)
+
+    ref = random_refiner(classes, net)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.sequence.blind_reader is not None and back.sequence.blind_reader.front == "filtered"
+    assert back.describe()["sequence_net_blind_reader_params"] == reader.n_params
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+
+    fit_dir = tmp_path / "fit"
+    shutil.copytree(tiny_model_dir, fit_dir)
+    net_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5).save(tmp_path / "seq.npz")
+    reader_path = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=6, front="filtered").save(tmp_path / "rd.npz")
+    with pytest.raises(ConfigError, match="add --blind-view"):
+        RefinerFitConfig(sequence_net=str(net_path), blind_reader=str(reader_path))
+    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, sequence_net=str(net_path), blind_view=True)
+    fit_refiner(fit_dir, cfg, save_examples_to=tmp_path / "ex.npz")
+    rep = fit_refiner(fit_dir, replace(cfg, blind_reader=str(reader_path)))
+    assert set(rep["without_blind_view"]) >= {"holdout_accuracy"}
+    with Classifier.load(fit_dir, backend="onnxruntime") as clf:
+        assert clf.refiner.sequence.blind_reader is not None
+    with pytest.raises(ConfigError, match="blind_reader_sha256"):
+        fit_refiner(fit_dir, replace(cfg, blind_reader=str(reader_path)), examples=tmp_path / "ex.npz")
+
+
 def test_a_refiner_feeds_a_blind_front_network_its_front_and_refuses_a_blind_view_of_it(tiny_model_dir, tmp_path,
                                                                                        random_sequence_net):
     """A blind-front sequence network gets the clocked symbols' blind front (raw and filtered

@@ -293,3 +293,28 @@ def test_fit_sequence_refuses_a_negative_step_limit():
     with pytest.raises(ConfigError, match="max_steps must be >= 0"):
         SequenceFitConfig(bursts=600, max_steps=-1)
     assert SequenceFitConfig(bursts=600).max_steps == 0     # the time budget alone, as before
+
+
+def test_a_blind_reader_must_read_the_filtered_front_over_the_same_labels_of_a_network_with_a_blind_view(
+        random_sequence_net):
+    """SequenceNet.blind_reader: refused without the blind view, of another front, or over other
+    labels; stored under its own prefix it loads back as it was."""
+    labels = ("8PSK", "16QAM", "64QAM")
+    net, reader = random_sequence_net(labels), random_sequence_net(labels, seed=1, front="filtered")
+    from dataclasses import replace
+
+    assert replace(net, blind_view=True, blind_reader=reader).blind_reader is reader
+    with pytest.raises(ValueError, match="takes none"):
+        replace(net, blind_reader=reader)
+    with pytest.raises(ValueError, match="filtered front"):
+        replace(net, blind_view=True, blind_reader=random_sequence_net(labels, seed=1))
+    with pytest.raises(ValueError, match="same labels"):
+        replace(net, blind_view=True, blind_reader=random_sequence_net(labels[:2], seed=1, front="filtered"))
+    arrays = reader.arrays("other_")
+    assert arrays and all(k.startswith("other_") for k in arrays)
+    back = SequenceNet.from_arrays(arrays, "test", "other_")
+    seq = np.random.default_rng(2).standard_normal((N_CHANNELS, 30)).astype(np.float32)
+    assert back.front == "filtered"
+    np.testing.assert_array_equal(back.log_probs(seq), reader.log_probs(seq))
+    with pytest.raises(ModelNotFoundError, match="cannot read"):
+        SequenceNet.from_arrays(arrays, "test")          # not under the default prefix

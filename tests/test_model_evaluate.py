@@ -179,3 +179,11 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     assert _fit_flags({"rate_rule": None, "blind_view": False, "dc_pass": True, "hidden": 64}) == " --dc-pass"
     assert _fit_flags({"dc_pass": False, "label_smoothing": 0.1}) == " --label-smoothing 0.1"
     assert _fit_flags({"label_smoothing": 0.0}) == ""
+    assert _fit_flags({"blind_view": True, "blind_reader": "/tmp/x/seq_filtered.npz"}) == \
+        " --blind-view --blind-reader seq_filtered.npz"
+    assert "read by a second network" not in lines      # the shipped refiner's blind view is its own network's
+    info = ModelMeta.load(default_model_dir()).refiner
+    info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
+    lines = "\n".join(_refiner_lines(info))
+    assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz`" in lines
+

@@ -38,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blind-view", action="store_true",
                         help="the sequence network also reads the symbols after a class-blind equalizer "
                              "(rfclassify.dsp.blind_equalizer), for multipath; needs --sequence-net")
+    parser.add_argument("--blind-reader", default=None, metavar="NPZ",
+                        help="a fit-sequence network of the filtered front (--front filtered) that reads the "
+                             "blind view in place of the sequence network (stored inside refiner.npz); "
+                             "needs --blind-view")
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
@@ -64,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                            backend=args.backend, label_smoothing=args.label_smoothing,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
-                           sequence_features=args.sequence_features, blind_view=args.blind_view)
+                           sequence_features=args.sequence_features, blind_view=args.blind_view,
+                           blind_reader=args.blind_reader)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)

@@ -41,8 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a squeeze-and-excitation gate on each residual block (channel gains from the whole burst)")
     parser.add_argument("--front", choices=FRONTS, default=d.front,
                         help="the input: the clocked symbols' channels, or those and the best alphabet's "
-                             "equalized symbols, or those and the class-blind filter's symbols and moments "
-                             "(rfclassify.dsp.sequence_fronts; default %(default)s)")
+                             "equalized symbols, or those and the class-blind filter's symbols and moments, "
+                             "or the filter's symbols alone (a reader for the refiner's blind view, "
+                             "fit-refiner --blind-reader) (rfclassify.dsp.sequence_fronts; default %(default)s)")
     parser.add_argument("--rate-rule", choices=RATE_RULES, default=d.rate_rule,
                         help="how the bursts' blind clock picks the symbol rate: the strongest |x|^2 line, or "
                              "the line whose symbols an alphabet fits best (rfclassify.dsp.symbol_clock; "

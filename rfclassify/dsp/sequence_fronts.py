@@ -13,6 +13,10 @@
   gives nothing finite). The network learns the raw and the filtered reading side by side, and
   when to trust which, where the refiner's blind view (SequenceNet.blind_view) shows a network
   trained on raw symbols the filtered ones.
+- ``filtered``: the N_CHANNELS channels of the symbols after the class-blind filter alone (of
+  the clocked symbols where the filter gives nothing finite): a network trained on them is a
+  reader for the refiner's blind view (SequenceNet.blind_reader), in place of the clocked
+  network reading symbols it was never trained on.
 
 The front is part of a trained network (rfclassify.engine.sequence_net stores it) and the
 same function makes its training data (rfclassify.model.sequence_fit) and its served input
@@ -28,11 +32,11 @@ from rfclassify.dsp.blind_equalizer import kurtosis_equalize
 from rfclassify.dsp.class_equalizer import best_equalized
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, MAX_SYMBOLS, N_CHANNELS, clocked_symbols, finite_sequence
 
-FRONTS = ("clocked", "equalized", "blind")
+FRONTS = ("clocked", "equalized", "blind", "filtered")
 EQUALIZED_CHANNELS = 3
 BLIND_MOMENTS = 2                            # the blind filter's fourth moments, before and after
 BLIND_CHANNELS = N_CHANNELS + BLIND_MOMENTS
-_EXTRA_CHANNELS = {"clocked": 0, "equalized": EQUALIZED_CHANNELS, "blind": BLIND_CHANNELS}
+_EXTRA_CHANNELS = {"clocked": 0, "equalized": EQUALIZED_CHANNELS, "blind": BLIND_CHANNELS, "filtered": 0}
 
 
 def front_channels(front: str) -> int:
@@ -47,6 +51,10 @@ def front_sequence(y: np.ndarray, front: str, labels: tuple[str, ...]) -> np.nda
     equalized front's alphabets those of `labels`; None where the clocked channels are not
     finite. Never raises for degenerate symbols."""
     extra = front_channels(front) - N_CHANNELS
+    if front == "filtered":
+        filtered = blind_filtered(y)
+        seq = None if filtered is None else finite_sequence(filtered[0])
+        return seq if seq is not None else finite_sequence(y)
     seq = finite_sequence(y)
     if seq is None or not extra:
         return seq

@@ -10,7 +10,8 @@ the rate picked by the refiner's ``rate_rule``) and, when it carries one, the cl
 log-probabilities of a small network over the burst's clocked, carrier-recovered symbols
 (``rfclassify.engine.sequence_net``, on
 ``rfclassify.dsp.symbol_sequence``; with its blind view, also over those symbols after a
-class-blind equalizer, ``rfclassify.dsp.blind_equalizer``) and, when it has them, how well
+class-blind equalizer, ``rfclassify.dsp.blind_equalizer``, read by the same network or by a
+blind reader, one trained on such symbols) and, when it has them, how well
 each of its classes' alphabets explains those symbols after an equalizer fitted to it
 (``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
 runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
@@ -50,7 +51,7 @@ from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
-from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols
+from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 REFINER_FILE = "refiner.npz"
 LOW_ORDER_REFINER_FILE = "refiner_low_order.npz"   # the low-order refiner's (model.json's low_order_refiner)
 LIGHT_REFINER_FILE = "refiner_light.npz"   # the invariants-only variant of a refiner with a sequence network
+BLIND_READER_PREFIX = "blind_reader_"   # array names of the blind view's own reader in the refiner's file
 LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
@@ -92,15 +94,19 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
 
 def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet) -> np.ndarray:
     """The sequence network's log-probabilities for clocked symbols y after the class-blind
-    equalizer (blind_equalizer.kurtosis_equalize), then that filter's fourth moments before
-    and after, float32; the uniform log-probabilities and zero moments where there are no
-    symbols or no sequence of them."""
+    equalizer (blind_equalizer.kurtosis_equalize; read by its blind_reader where it has one),
+    then that filter's fourth moments before and after, float32; the uniform log-probabilities
+    and zero moments where there are no symbols or no sequence of them."""
     filtered = None if y is None else blind_filtered(y)
     if filtered is not None:
         z, before, after = filtered
-        seq = front_sequence(z, sequence_net.front, sequence_net.labels)
+        reader = sequence_net.blind_reader
+        # a reader of the filtered front reads the channels of the filtered symbols z themselves
+        seq = (finite_sequence(z) if reader is not None
+               else front_sequence(z, sequence_net.front, sequence_net.labels))
         if seq is not None:
-            return np.concatenate([sequence_net.log_probs(seq), [before, after]]).astype(np.float32)
+            lp = (reader or sequence_net).log_probs(seq)
+            return np.concatenate([lp, [before, after]]).astype(np.float32)
     return np.concatenate([sequence_net.uniform(), np.zeros(BLIND_MOMENTS)]).astype(np.float32)
 
 
@@ -307,6 +313,8 @@ class Refiner:
                 out["sequence_net_features"] = self.sequence.n_features
             if self.sequence.blind_view:
                 out["sequence_net_blind_view"] = True
+            if self.sequence.blind_reader is not None:
+                out["sequence_net_blind_reader_params"] = self.sequence.blind_reader.n_params
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         return out
@@ -357,6 +365,8 @@ class Refiner:
             extra["sequence_features"] = np.bool_(True)
         if self.sequence is not None and self.sequence.blind_view:
             extra["sequence_blind_view"] = np.bool_(True)
+        if self.sequence is not None and self.sequence.blind_reader is not None:
+            extra.update(self.sequence.blind_reader.arrays(BLIND_READER_PREFIX))
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
@@ -384,7 +394,9 @@ class Refiner:
                 if sequence is not None and "sequence_features" in z and bool(z["sequence_features"]):
                     sequence = dataclasses.replace(sequence, with_features=True)
                 if sequence is not None and "sequence_blind_view" in z and bool(z["sequence_blind_view"]):
-                    sequence = dataclasses.replace(sequence, blind_view=True)
+                    reader = (SequenceNet.from_arrays(z, str(path), BLIND_READER_PREFIX)
+                              if f"{BLIND_READER_PREFIX}labels" in z else None)
+                    sequence = dataclasses.replace(sequence, blind_view=True, blind_reader=reader)
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]

@@ -80,11 +80,22 @@ class SequenceNet:
     #: class-blind equalizer (rfclassify.dsp.blind_equalizer) and that filter's fourth moments
     #: before and after (not stored with the network either)
     blind_view: bool = False
+    #: what reads the blind view's filtered symbols: a network of the filtered front with the
+    #: same labels (stored by the refiner beside this one), or None for this network itself
+    blind_reader: SequenceNet | None = None
 
     def __post_init__(self) -> None:
         if self.blind_view and self.front == "blind":
             raise ValueError("a network of the blind front reads the filtered symbols already; "
                              "it takes no blind view")
+        reader = self.blind_reader
+        if reader is not None:
+            if not self.blind_view:
+                raise ValueError("a blind reader reads the blind view; this network takes none")
+            if reader.front != "filtered" or reader.labels != self.labels:
+                raise ValueError(f"the blind view's reader must be a network of the filtered front with the "
+                                 f"same labels ({', '.join(self.labels)}); got the {reader.front} front over "
+                                 f"{', '.join(reader.labels)}")
 
     @property
     def n_channels(self) -> int:
@@ -153,24 +164,24 @@ class SequenceNet:
         return np.full(len(self.labels), -math.log(len(self.labels)), np.float32)
 
     # -- storage ------------------------------------------------------------------------
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Everything needed to rebuild it, as named arrays (names start with PREFIX)."""
+    def arrays(self, prefix: str = PREFIX) -> dict[str, np.ndarray]:
+        """Everything needed to rebuild it, as named arrays (names start with prefix)."""
         out: dict[str, np.ndarray] = {}
         for i, (w, b) in enumerate(self.embed):
-            out[f"{PREFIX}embed{i}_w"], out[f"{PREFIX}embed{i}_b"] = w, b
+            out[f"{prefix}embed{i}_w"], out[f"{prefix}embed{i}_b"] = w, b
         for i, blk in enumerate(self.blocks):
             for name, a in zip(("wa", "ba", "wb", "bb"), blk, strict=True):
-                out[f"{PREFIX}block{i}_{name}"] = a
+                out[f"{prefix}block{i}_{name}"] = a
         for i, gate in enumerate(self.gates):
             for name, a in zip(("w1", "b1", "w2", "b2"), gate, strict=True):
-                out[f"{PREFIX}gate{i}_{name}"] = a
+                out[f"{prefix}gate{i}_{name}"] = a
         for i, (w, b) in enumerate(self.head):
-            out[f"{PREFIX}head{i}_w"], out[f"{PREFIX}head{i}_b"] = w, b
-        out[f"{PREFIX}labels"] = np.array(self.labels)
-        out[f"{PREFIX}front"] = np.array(self.front)
-        out[f"{PREFIX}rate_rule"] = np.array(self.rate_rule)
-        out[f"{PREFIX}carrier"] = np.array(self.carrier)
-        out[f"{PREFIX}info"] = np.array(json.dumps(self.info))
+            out[f"{prefix}head{i}_w"], out[f"{prefix}head{i}_b"] = w, b
+        out[f"{prefix}labels"] = np.array(self.labels)
+        out[f"{prefix}front"] = np.array(self.front)
+        out[f"{prefix}rate_rule"] = np.array(self.rate_rule)
+        out[f"{prefix}carrier"] = np.array(self.carrier)
+        out[f"{prefix}info"] = np.array(json.dumps(self.info))
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -179,24 +190,24 @@ class SequenceNet:
         return path
 
     @classmethod
-    def from_arrays(cls, z: Any, source: str) -> SequenceNet:
-        """Rebuild from named arrays (an open .npz or a dict); ModelNotFoundError naming
-        `source` when they are missing or do not fit together."""
+    def from_arrays(cls, z: Any, source: str, prefix: str = PREFIX) -> SequenceNet:
+        """Rebuild from named arrays whose names start with prefix (an open .npz or a dict);
+        ModelNotFoundError naming `source` when they are missing or do not fit together."""
         def layers(stem: str, names: tuple[str, ...]) -> list[tuple[np.ndarray, ...]]:
             out, i = [], 0
-            while f"{PREFIX}{stem}{i}_{names[0]}" in z:
-                out.append(tuple(np.asarray(z[f"{PREFIX}{stem}{i}_{n}"], np.float32) for n in names))
+            while f"{prefix}{stem}{i}_{names[0]}" in z:
+                out.append(tuple(np.asarray(z[f"{prefix}{stem}{i}_{n}"], np.float32) for n in names))
                 i += 1
             return out
         try:
             embed, head = layers("embed", ("w", "b")), layers("head", ("w", "b"))
             blocks = layers("block", ("wa", "ba", "wb", "bb"))
             gates = layers("gate", ("w1", "b1", "w2", "b2"))
-            labels = tuple(str(s) for s in z[f"{PREFIX}labels"])
-            info = json.loads(str(z[f"{PREFIX}info"]))
-            front = str(z[f"{PREFIX}front"]) if f"{PREFIX}front" in z else "clocked"
-            rate_rule = str(z[f"{PREFIX}rate_rule"]) if f"{PREFIX}rate_rule" in z else STRONGEST_LINE
-            carrier = str(z[f"{PREFIX}carrier"]) if f"{PREFIX}carrier" in z else CARRIER_LINES
+            labels = tuple(str(s) for s in z[f"{prefix}labels"])
+            info = json.loads(str(z[f"{prefix}info"]))
+            front = str(z[f"{prefix}front"]) if f"{prefix}front" in z else "clocked"
+            rate_rule = str(z[f"{prefix}rate_rule"]) if f"{prefix}rate_rule" in z else STRONGEST_LINE
+            carrier = str(z[f"{prefix}carrier"]) if f"{prefix}carrier" in z else CARRIER_LINES
         except (KeyError, ValueError, OSError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network in {source}: {exc}") from None
         if front not in FRONTS:

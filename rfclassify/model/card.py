@@ -108,8 +108,10 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
                  "symbols (rfclassify/dsp/symbol_sequence.py, rfclassify/engine/sequence_net.py; stored in the same "
                  "file)" if seq else "")
     if seq and cfg.get("blind_view"):
-        seq_input += (" and over the same symbols after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py), "
-                      "with that filter's fourth moments before and after")
+        seq_input += (" and over the same symbols after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py)"
+                      + (", read by a second network of the same shape trained on such symbols (stored in the same "
+                         "file too)" if cfg.get("blind_reader") else "")
+                      + ", with that filter's fourth moments before and after")
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
@@ -144,6 +146,7 @@ def _fit_flags(cfg: dict[str, Any]) -> str:
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
     flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "sequence_features", "equalizer", "dc_pass")
               if cfg.get(name)]
+    flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     return "".join(flags)
 

@@ -103,6 +103,9 @@ class RefinerFitConfig:
     #: filter's fourth moments, join its reading of the raw symbols (SequenceNet.blind_view,
     #: rfclassify.dsp.blind_equalizer): a view of multipath bursts with the channel partly undone
     blind_view: bool = False
+    #: a fit-sequence network of the filtered front that reads the blind view in place of the
+    #: sequence network (SequenceNet.blind_reader); stored inside refiner.npz
+    blind_reader: str | None = None
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -125,6 +128,8 @@ class RefinerFitConfig:
             raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
         if self.blind_view and not self.sequence_net:
             raise ConfigError("blind_view needs a sequence network (--sequence-net)")
+        if self.blind_reader and not self.blind_view:
+            raise ConfigError("blind_reader reads the blind view (add --blind-view)")
 
     def clock_rule(self, sequence_net: SequenceNet | None) -> str:
         """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
@@ -298,16 +303,17 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
-                 blind_view: bool = False) -> dict[str, Any]:
+                 blind_view: bool = False, blind_reader: str | None = None) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
-    statistics came from, whether its pooled features and its blind view are among them, the
-    equalized classes, and whether the DC pass cleaned their bursts first. Examples are reused
-    only where it matches."""
+    statistics came from, whether its pooled features and its blind view (and which blind
+    reader, by sha256) are among them, the equalized classes, and whether the DC pass cleaned
+    their bursts first. Examples are reused only where it matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
-            "sequence_features": bool(sequence_features), "blind_view": bool(blind_view)}
+            "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
+            "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -331,6 +337,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         stored.setdefault("dc_pass", False)     # examples saved before the fit had a DC pass
         stored.setdefault("sequence_features", False)   # or the sequence network's features
         stored.setdefault("blind_view", False)          # or its blind view
+        stored.setdefault("blind_reader_sha256", None)  # or a blind reader
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -430,13 +437,18 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     }
 
 
+def _without(sequence: SequenceNet, option: str) -> SequenceNet:
+    """sequence with the SequenceNet flag `option` off (the blind view's reader goes with it)."""
+    return dataclasses.replace(sequence, **{option: False}, **({"blind_reader": None} if option == "blind_view" else {}))
+
+
 def _fit_without(ex: dict[str, np.ndarray], cfg: RefinerFitConfig, classes: tuple[str, ...], index: np.ndarray,
                  sequence: SequenceNet, option: str, start: int, rate_rule: str,
                  equalizer: tuple[str, ...]) -> dict[str, Any]:
     """The scores of a perceptron fitted on the same examples without what the sequence
     network's `option` (a SequenceNet flag) adds to them: the columns from `start` on, as many
     as the option adds to its outputs."""
-    lighter = dataclasses.replace(sequence, **{option: False})
+    lighter = _without(sequence, option)
     keep = np.r_[0:start, start + sequence.n_outputs - lighter.n_outputs:ex["features"].shape[1]]
     return _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index, lighter, rate_rule, equalizer)[1]
 
@@ -464,14 +476,16 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
     if sequence is not None and (cfg.sequence_features or cfg.blind_view):
+        reader = SequenceNet.load(cfg.blind_reader) if cfg.blind_reader else None
         try:
-            sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view)
+            sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view,
+                                           blind_reader=reader)
         except ValueError as exc:
-            raise ConfigError(f"{cfg.sequence_net}: {exc} (leave out --blind-view)") from None
+            raise ConfigError(f"{cfg.sequence_net}: {exc}") from None
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
-                       cfg.sequence_features, cfg.blind_view)
+                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -498,7 +512,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         report["without_sequence_features"] = _fit_without(ex, cfg, classes, index, sequence, "with_features",
                                                            n_invariant + len(sequence.labels), rule, equalizer)
     if sequence is not None and sequence.blind_view:        # the blind view follows the rest of its outputs
-        lighter = dataclasses.replace(sequence, blind_view=False)
+        lighter = _without(sequence, "blind_view")
         report["without_blind_view"] = _fit_without(ex, cfg, classes, index, sequence, "blind_view",
                                                     n_invariant + lighter.n_outputs, rule, equalizer)
     if sequence is not None:
