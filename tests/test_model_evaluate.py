@@ -187,3 +187,15 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     lines = "\n".join(_refiner_lines(info))
     assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz`" in lines
 
+
+def test_the_shipped_card_links_only_to_figures_it_ships():
+    """Every figure MODEL_CARD.md shows is a file inside the model directory (the twenty-fifth
+    session's card linked to a scratch directory on the machine that evaluated it)."""
+    from rfclassify.model.meta import default_model_dir
+
+    model_dir = default_model_dir()
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", (model_dir / "MODEL_CARD.md").read_text())
+    assert links
+    for link in links:
+        path = (model_dir / link).resolve()
+        assert path.is_relative_to(model_dir.resolve()) and path.is_file(), link
