@@ -310,6 +310,9 @@ def test_a_blind_reader_must_read_the_filtered_front_over_the_same_labels_of_a_n
         replace(net, blind_view=True, blind_reader=random_sequence_net(labels, seed=1))
     with pytest.raises(ValueError, match="same labels"):
         replace(net, blind_view=True, blind_reader=random_sequence_net(labels[:2], seed=1, front="filtered"))
+    with pytest.raises(ValueError, match="carrier pass"):
+        replace(net, blind_view=True, blind_reader=random_sequence_net(labels, seed=1, front="filtered",
+                                                                       carrier="fit"))
     arrays = reader.arrays("other_")
     assert arrays and all(k.startswith("other_") for k in arrays)
     back = SequenceNet.from_arrays(arrays, "test", "other_")

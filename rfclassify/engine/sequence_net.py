@@ -92,10 +92,10 @@ class SequenceNet:
         if reader is not None:
             if not self.blind_view:
                 raise ValueError("a blind reader reads the blind view; this network takes none")
-            if reader.front != "filtered" or reader.labels != self.labels:
+            if reader.front != "filtered" or reader.labels != self.labels or reader.carrier != self.carrier:
                 raise ValueError(f"the blind view's reader must be a network of the filtered front with the "
-                                 f"same labels ({', '.join(self.labels)}); got the {reader.front} front over "
-                                 f"{', '.join(reader.labels)}")
+                                 f"same labels ({', '.join(self.labels)}) and carrier pass ({self.carrier}); got "
+                                 f"the {reader.front} front over {', '.join(reader.labels)}, {reader.carrier}")
 
     @property
     def n_channels(self) -> int:
