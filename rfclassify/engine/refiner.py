@@ -342,19 +342,29 @@ class Refiner:
         if not todo:
             return probs
         stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule)
-        done = [(i, st) for i, st in zip(todo, stats, strict=True) if st is not None]
-        if not done:
+        out = list(probs)
+        for i, p in zip(todo, self.refine_measured([probs[i] for i in todo], [snr_db[i] for i in todo], stats),
+                        strict=True):
+            out[i] = p
+        return out
+
+    def refine_measured(self, probs: list[np.ndarray], snr_db: list[float],
+                        stats: list[np.ndarray | None]) -> list[np.ndarray]:
+        """The perceptron's half of refine_many, for bursts it wants whose statistics are
+        measured already (None: they failed, and that burst keeps the network's answer)."""
+        probs = [np.asarray(p, np.float64) for p in probs]
+        rows = [r for r, st in enumerate(stats) if st is not None]
+        if not rows:
             return probs
-        rows = [i for i, _ in done]
-        z = self.logits(self.features(np.stack([probs[i] for i in rows]), np.array([snr_db[i] for i in rows]),
-                                      np.stack([st for _, st in done]))).astype(np.float64)
+        z = self.logits(self.features(np.stack([probs[r] for r in rows]), np.array([snr_db[r] for r in rows]),
+                                      np.stack([stats[r] for r in rows]))).astype(np.float64)
         q = np.exp(z - z.max(axis=1, keepdims=True))
         q /= q.sum(axis=1, keepdims=True)
         out = list(probs)
-        for r, i in enumerate(rows):
-            new = probs[i].copy()
-            new[self.index] = probs[i][self.index].sum() * q[r]
-            out[i] = new
+        for k, r in enumerate(rows):
+            new = probs[r].copy()
+            new[self.index] = probs[r][self.index].sum() * q[k]
+            out[r] = new
         return out
 
     # -- storage ------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""benchmarks/refiner_replay.py: what it records of a served run replays to the served answers,
+a refiner fitted on other statistics is refused, and another perceptron is scored burst for
+burst."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from benchmark_modules import load_benchmark
+
+rr = load_benchmark("refiner_replay")
+
+
+@pytest.fixture(scope="module")
+def mixed_set(tmp_path_factory):
+    """Two lengths, so that the Classifier's grouping by bucket reorders a chunk's bursts."""
+    from rfclassify.data.generate import GenerateSpec, generate_dataset
+    from rfclassify.labels import HIGH_ORDER_LABELS
+
+    spec = GenerateSpec(classes=("QPSK", *HIGH_ORDER_LABELS[:6]), snr_grid_db=(20.0, 30.0), per_cell=2,
+                        lengths_samples=(1024, 256), seed=3)
+    return generate_dataset(spec, tmp_path_factory.mktemp("rr") / "m.h5", command_line="test").path
+
+
+def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(mixed_set, tmp_path, capsys):
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import REFINER_FILE, file_sha256
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+
+    shipped = str(default_model_dir())
+    cache = tmp_path / "c.npz"
+    assert rr.main(["record", str(mixed_set), "--model-dir", shipped, "--out", str(cache)]) == 0
+    assert "differs from the served predictions on 0" in capsys.readouterr().out
+    with np.load(cache) as z:
+        assert len(z["truth"]) == 28 and z["wants"].sum() > 10 and set(z["length"]) == {256, 1024}
+        stats = z["stats"][z["wants"]]
+        assert not np.isnan(stats).all(axis=1).any()
+    # another perceptron on the same statistics: the shipped one with its output layer's biases moved
+    variant = tmp_path / "v"
+    shutil.copytree(shipped, variant, ignore=shutil.ignore_patterns("eval", "static", "*.pt"))
+    with Classifier.load(shipped, backend="onnxruntime") as clf:
+        moved = dataclasses.replace(clf.refiner, b2=clf.refiner.b2 + np.linspace(-3, 3, clf.refiner.b2.size))
+    moved.save(variant / REFINER_FILE)
+    meta = ModelMeta.load(variant)
+    meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
+    out = tmp_path / "score.json"
+    assert rr.main(["score", str(cache), shipped, str(variant), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report[shipped]["overall"]["b_only_right"] == report[shipped]["overall"]["a_only_right"] == 0
+    moved_overall = report[str(variant)]["overall"]
+    assert moved_overall["b_only_right"] + moved_overall["a_only_right"] > 0
+    # a refiner that measures other statistics (another rate rule) has to be served instead
+    other = dataclasses.replace(moved, rate_rule="strongest_line")
+    other.save(variant / REFINER_FILE)
+    info = {k: v for k, v in meta.refiner.items() if k != "serve_rate_rule"}    # served on its own rule
+    meta.with_updates(refiner={**info, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
+    assert rr.main(["score", str(cache), str(variant)]) == 2
+    assert "measures other statistics" in capsys.readouterr().err
