@@ -327,6 +327,68 @@ def test_a_perceptron_fitted_on_smoothed_targets_is_sharpened_back_without_chang
         RefinerFitConfig(label_smoothing=1.0)
 
 
+def test_an_ensemble_refiner_serves_the_mean_of_its_members_probabilities_and_stores_them(tiny_model_dir,
+                                                                                        tmp_path):
+    """A refiner whose arrays carry a leading member axis: its re-shared probabilities are the
+    mean of what each member alone would give; it saves and loads back as an ensemble, and a
+    file whose members disagree in shape is refused."""
+    classes = ("16PSK", "32PSK", "16QAM")
+    rng = np.random.default_rng(4)
+
+    def a(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+    members = [Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]), mean=a(N_FEATURES),
+                       scale=np.ones(N_FEATURES, np.float32), w1=a(N_FEATURES, 6), b1=a(6), w2=a(6, 3), b2=a(3))
+               for _ in range(3)]
+    stacked = replace(members[0], **{k: np.stack([getattr(m, k) for m in members])
+                                     for k in ("mean", "scale", "w1", "b1", "w2", "b2")})
+    assert stacked.members == 3 and members[0].members == 1 and stacked.n_features == members[0].n_features
+    probs = [_probs("16PSK", 0.6), _probs("16QAM", 0.5)]
+    stats = [np.random.default_rng(k).standard_normal(N_INVARIANTS).astype(np.float32) for k in range(2)]
+    each = [m.refine_measured(probs, [20.0, 5.0], stats) for m in members]
+    both = stacked.refine_measured(probs, [20.0, 5.0], stats)
+    for i in range(2):
+        np.testing.assert_allclose(both[i], np.mean([e[i] for e in each], axis=0), rtol=1e-5, atol=1e-9)
+        assert not np.allclose(each[0][i], each[1][i])          # the members do disagree
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, stacked)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.members == 3 and back.describe()["perceptrons"] == 3
+    np.testing.assert_array_equal(back.refine_measured(probs, [20.0, 5.0], stats)[1], both[1])
+    _with_refiner(model_dir, replace(stacked, b2=stacked.b2[:2]))
+    with pytest.raises(ModelNotFoundError, match="weights do not fit"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_an_ensemble_fit_holds_out_what_a_single_fit_holds_out_and_no_member_sees_it():
+    """fit-refiner --members: the held-out share is the single fit's; member k is the single fit
+    of seed + k on the other rows (its own early-stopping share and initial weights), so the
+    members differ and none has trained or early-stopped on the held-out rows."""
+    pytest.importorskip("torch")
+    from rfclassify.model.refiner_fit import RefinerFitConfig, holdout_split, train_ensemble, train_perceptron
+
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 900)
+    x = (np.eye(3)[y] * 2.0 + rng.standard_normal((900, 3))).astype(np.float32)
+    cfg = RefinerFitConfig(hidden=8, epochs=20, patience=20)
+    _, hold = train_perceptron(x, y, 3, cfg)
+    stacked, same_hold = train_ensemble(x, y, 3, replace(cfg, members=3))
+    assert np.array_equal(hold, same_hold) and stacked["w1"].shape == (3, 3, 8) and stacked["b2"].shape == (3, 3)
+    rest = holdout_split(900, cfg)[1]
+    assert np.array_equal(np.sort(np.concatenate([hold, rest])), np.arange(900))
+    poisoned = y.copy()
+    poisoned[hold] = (y[hold] + 1) % 3          # what the held-out rows say cannot reach any member
+    member1, _ = train_perceptron(x[rest], poisoned[rest], 3, replace(cfg, seed=cfg.seed + 1))
+    again, _ = train_ensemble(x, poisoned, 3, replace(cfg, members=3))
+    for k in member1:
+        np.testing.assert_array_equal(again[k][1], member1[k])
+        np.testing.assert_array_equal(again[k], stacked[k])
+    assert not np.allclose(stacked["w1"][1], stacked["w1"][0]) and not np.allclose(stacked["w1"][2], stacked["w1"][1])
+    with pytest.raises(ConfigError, match="members"):
+        RefinerFitConfig(members=0)
+
+
 def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):
     """fit-refiner --save-examples keeps what the fit made; --examples fits on it again, to
     the same weights with the same settings, and refuses examples of another rate rule."""

@@ -186,6 +186,11 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
     lines = "\n".join(_refiner_lines(info))
     assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz`" in lines
+    assert "by a two-layer perceptron (128 hidden units" in lines
+    info["fit"]["config"]["members"] = 5
+    lines = "\n".join(_refiner_lines(info))
+    assert "mean class probabilities of 5 two-layer perceptrons" in lines and "--members 5`" in lines
+    assert _fit_flags({"members": 1}) == ""
 
 
 def test_the_shipped_card_links_only_to_figures_it_ships():

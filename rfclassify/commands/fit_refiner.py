@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-smoothing", type=float, default=d.label_smoothing, metavar="EPS",
                         help="smooth the perceptron's targets by EPS, then sharpen its outputs back with a "
                              "temperature fitted on the held-out share (default %(default)s)")
+    parser.add_argument("--members", type=int, default=d.members, metavar="M",
+                        help="fit M perceptrons (the same examples and held-out share, each its own initial "
+                             "weights and batch order) and serve the mean of their probabilities "
+                             "(default %(default)s)")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")
     parser.add_argument("--sequence-net", default=None, metavar="NPZ",
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.refiner_fit import GROUPS, RefinerFitConfig, fit_refiner
 
     cfg = RefinerFitConfig(per_class=args.per_class, seed=args.seed, hidden=args.hidden, workers=args.workers,
-                           backend=args.backend, label_smoothing=args.label_smoothing,
+                           backend=args.backend, label_smoothing=args.label_smoothing, members=args.members,
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,

@@ -247,11 +247,13 @@ def file_sha256(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Refiner:
-    """A fitted refiner: the classes it re-decides and its perceptron's weights (float32)."""
+    """A fitted refiner: the classes it re-decides and its perceptron's weights (float32), or
+    an ensemble's: the same arrays with a leading axis of M members, whose class probabilities
+    are averaged (fit-refiner --members)."""
 
     labels: tuple[str, ...]     # the classes it re-decides, in its output order
     index: np.ndarray           # their indices in the model's labels
-    mean: np.ndarray            # (F,) feature standardization
+    mean: np.ndarray            # (F,) feature standardization; (M, F) for an ensemble, and so on
     scale: np.ndarray           # (F,)
     w1: np.ndarray              # (F, H)
     b1: np.ndarray              # (H,)
@@ -271,7 +273,12 @@ class Refiner:
 
     @property
     def n_features(self) -> int:
-        return int(self.mean.size)
+        return int(self.mean.shape[-1])
+
+    @property
+    def members(self) -> int:
+        """How many perceptrons it averages (1: a single one)."""
+        return 1 if self.w1.ndim == 2 else int(self.w1.shape[0])
 
     @staticmethod
     def features(probs: np.ndarray, snr_db: np.ndarray | float, statistics: np.ndarray) -> np.ndarray:
@@ -296,10 +303,17 @@ class Refiner:
         return start_pool(workers, self.sequence, self.equalizer, self.rate_rule, setup)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
-        """(n, K) perceptron outputs of (n, F) feature rows."""
-        x = (np.asarray(features, np.float32) - self.mean) / self.scale
-        h = np.maximum(x @ self.w1 + self.b1, 0.0)
-        return h @ self.w2 + self.b2
+        """(n, K) perceptron outputs of (n, F) feature rows; an ensemble's are the logarithms
+        of its members' mean class probabilities (so their softmax is that mean)."""
+        x = np.asarray(features, np.float32)
+        if self.members == 1:
+            return np.maximum((x - self.mean) / self.scale @ self.w1 + self.b1, 0.0) @ self.w2 + self.b2
+        h = np.maximum(((x[None] - self.mean[:, None]) / self.scale[:, None]) @ self.w1 + self.b1[:, None], 0.0)
+        z = (h @ self.w2 + self.b2[:, None]).astype(np.float64)        # (M, n, K)
+        z -= z.max(axis=2, keepdims=True)
+        log_p = z - np.log(np.exp(z).sum(axis=2, keepdims=True))
+        top = log_p.max(axis=0)
+        return top + np.log(np.exp(log_p - top).mean(axis=0))
 
     def describe(self) -> dict[str, Any]:
         """What it re-decides, for logs and `status`: its classes and the shortest burst it takes."""
@@ -317,6 +331,8 @@ class Refiner:
                 out["sequence_net_blind_reader_params"] = self.sequence.blind_reader.n_params
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
+        if self.members > 1:
+            out["perceptrons"] = self.members
         return out
 
     def applies(self, probs: np.ndarray) -> bool:
@@ -420,9 +436,7 @@ class Refiner:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
         n_sequence = sequence.n_outputs if sequence is not None else 0
         expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence + len(equalizer)
-        shapes_ok = (arrays["mean"].shape == arrays["scale"].shape == (expected,)
-                     and arrays["w1"].shape[0] == expected and arrays["w1"].shape[1] == arrays["b1"].size
-                     and arrays["w2"].shape == (arrays["b1"].size, len(labels)) and arrays["b2"].size == len(labels))
+        shapes_ok = _perceptron_shapes_ok(arrays, expected, len(labels))
         if not shapes_ok:
             raise ModelNotFoundError(
                 f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
@@ -431,6 +445,18 @@ class Refiner:
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
                    rate_rule=rate_rule, **arrays)
+
+
+def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:
+    """Whether a refiner file's arrays are one perceptron from n_features inputs to n_classes
+    outputs, or an ensemble of them (every array with the same leading member axis)."""
+    lead = arrays["w1"].shape[:-2]
+    if len(lead) > 1 or any(arrays[k].shape[:len(lead)] != lead for k in _ARRAYS):
+        return False
+    hidden = arrays["w1"].shape[-1]
+    shapes = {"mean": (n_features,), "scale": (n_features,), "w1": (n_features, hidden), "b1": (hidden,),
+              "w2": (hidden, n_classes), "b2": (n_classes,)}
+    return all(arrays[k].shape[len(lead):] == shape for k, shape in shapes.items())
 
 
 def refine_routed(refiners: Sequence[Refiner], probs: list[np.ndarray], snr_db: list[float],

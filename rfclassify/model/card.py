@@ -119,8 +119,8 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
         + ", ".join(f"{n}: {_pct(v)}" for n, v in sorted(seq["eval_accuracy_by_length"].items(),
                                                           key=lambda kv: int(kv[0]))) + "."]
     return ["", "## Constellation refiner", "",
-            f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by a "
-            f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU) from the network's "
+            f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by "
+            f"{_perceptron_words(cfg)} from the network's "
             "log-probabilities, its SNR estimate and the burst's carrier-invariant statistics at its blind symbol clock "
             f"(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py){seq_input}; the probability the network "
             f"gave those classes is shared out again, every other class keeps its own. File `{r['file']}` "
@@ -141,6 +141,15 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             *_light_lines(r.get("light"))]
 
 
+def _perceptron_words(cfg: dict[str, Any]) -> str:
+    """What decides: one two-layer perceptron, or an ensemble of them."""
+    one = f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU)"
+    members = cfg.get("members", 1)
+    return (f"a {one}" if members == 1 else
+            f"the mean class probabilities of {members} two-layer perceptrons ({cfg['hidden']} hidden units each, "
+            "numpy on the CPU, fitted from their own initial weights)")
+
+
 def _fit_flags(cfg: dict[str, Any]) -> str:
     """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
@@ -148,6 +157,7 @@ def _fit_flags(cfg: dict[str, Any]) -> str:
               if cfg.get(name)]
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
+    flags += [f" --members {cfg['members']}"] if cfg.get("members", 1) > 1 else []
     return "".join(flags)
 
 

@@ -78,6 +78,9 @@ class RefinerFitConfig:
     #: changes nothing when served); its outputs, flattened by it, are then sharpened back by
     #: a temperature fitted on the held-out share, so the refined probabilities stay calibrated
     label_smoothing: float = 0.0
+    #: perceptrons whose class probabilities the served refiner averages, each trained on the
+    #: examples outside the held-out share with its own early-stopping share and initial weights
+    members: int = 1
     workers: int = 2               # processes computing the invariants (0 or 1: in this one)
     backend: str = "onnxruntime"   # what runs the network while fitting
     chunk: int = 256               # bursts synthesized and classified at a time
@@ -112,8 +115,8 @@ class RefinerFitConfig:
             raise ConfigError(f"per_class must be >= 10, got {self.per_class}")
         if not 0.05 <= self.holdout <= 0.5:
             raise ConfigError(f"holdout must be in 0.05..0.5, got {self.holdout}")
-        if self.hidden < 1 or self.epochs < 1 or self.patience < 1:
-            raise ConfigError("hidden, epochs and patience must be >= 1")
+        if self.hidden < 1 or self.epochs < 1 or self.patience < 1 or self.members < 1:
+            raise ConfigError("hidden, epochs, patience and members must be >= 1")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in 0..1 (1 excluded), got {self.label_smoothing}")
         if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
@@ -348,6 +351,15 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
     return ex, made
 
 
+def holdout_split(n: int, cfg: RefinerFitConfig) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """(held-out rows, the others) of n examples, cfg.holdout of them drawn by cfg.seed, and
+    the generator that drew them (train_perceptron goes on to shuffle its batches with it)."""
+    rng = np.random.default_rng(cfg.seed)
+    perm = rng.permutation(n)
+    n_hold = max(1, int(round(n * cfg.holdout)))
+    return perm[:n_hold], perm[n_hold:], rng
+
+
 def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
                      ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Weights of the refiner's perceptron trained on (x, y) with early stopping on a held-out
@@ -357,10 +369,7 @@ def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerF
     import torch
 
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    perm = rng.permutation(len(x))
-    n_hold = max(1, int(round(len(x) * cfg.holdout)))
-    hold, fit = perm[:n_hold], perm[n_hold:]
+    hold, fit, rng = holdout_split(len(x), cfg)
     mean = x[fit].mean(0)
     scale = x[fit].std(0) + 1e-6
     xs = torch.tensor((x - mean) / scale, dtype=torch.float32)
@@ -411,13 +420,27 @@ def shortest_helped(by_length: dict[int, dict[str, float]]) -> int:
     return int(shortest)
 
 
+def train_ensemble(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFitConfig
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """train_perceptron's weights and held-out rows; with cfg.members = M > 1, M perceptrons'
+    weights stacked on a leading axis (Refiner's ensemble form) and the held-out rows none of
+    them saw: the same share a single fit holds out, while member k trains on the other rows,
+    early-stopping on its own share of them (seed cfg.seed + k), from its own initial weights."""
+    if cfg.members == 1:
+        return train_perceptron(x, y, n_classes, cfg)
+    hold, rest, _ = holdout_split(len(x), cfg)
+    fitted = [train_perceptron(x[rest], y[rest], n_classes, dataclasses.replace(cfg, seed=cfg.seed + k))[0]
+              for k in range(cfg.members)]
+    return {k: np.stack([w[k] for w in fitted]) for k in fitted[0]}, hold
+
+
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
                    classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
                    equalizer: tuple[str, ...] = ()) -> tuple[Refiner, dict[str, Any]]:
     """A refiner trained on `features` (rows of ex, clocked by rate_rule), its min_samples
     chosen and its held-out scores against the network's, as served (shorter bursts keep the
     network's answer)."""
-    weights, hold = train_perceptron(features, ex["truth"], len(classes), cfg)
+    weights, hold = train_ensemble(features, ex["truth"], len(classes), cfg)
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
                       **weights)
