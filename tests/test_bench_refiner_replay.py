@@ -44,7 +44,7 @@ def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(
     variant = tmp_path / "v"
     shutil.copytree(shipped, variant, ignore=shutil.ignore_patterns("eval", "static", "*.pt"))
     with Classifier.load(shipped, backend="onnxruntime") as clf:
-        moved = dataclasses.replace(clf.refiner, b2=clf.refiner.b2 + np.linspace(-3, 3, clf.refiner.b2.size))
+        moved = dataclasses.replace(clf.refiner, b2=clf.refiner.b2 + np.linspace(-3, 3, clf.refiner.b2.shape[-1]))
     moved.save(variant / REFINER_FILE)
     meta = ModelMeta.load(variant)
     meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)

@@ -169,12 +169,14 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
 
 def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     """The refiner section's fit command carries the options that shaped the refiner (the
-    shipped one: its rate rule and the blind view), and says what the blind view reads."""
+    shipped one: its rate rule, the blind view and its ten perceptrons), and says what the
+    blind view reads and what decides."""
     from rfclassify.model.card import _fit_flags, _refiner_lines
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     lines = "\n".join(_refiner_lines(ModelMeta.load(default_model_dir()).refiner))
-    assert "--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view`" in lines
+    assert "--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view --members 10`" in lines
+    assert "mean class probabilities of 10 two-layer perceptrons" in lines
     assert "after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py)" in lines
     assert _fit_flags({"rate_rule": None, "blind_view": False, "dc_pass": True, "hidden": 64}) == " --dc-pass"
     assert _fit_flags({"dc_pass": False, "label_smoothing": 0.1}) == " --label-smoothing 0.1"
@@ -185,11 +187,10 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     info = ModelMeta.load(default_model_dir()).refiner
     info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
     lines = "\n".join(_refiner_lines(info))
-    assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz`" in lines
-    assert "by a two-layer perceptron (128 hidden units" in lines
-    info["fit"]["config"]["members"] = 5
+    assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz --members 10`" in lines
+    info["fit"]["config"]["members"] = 1
     lines = "\n".join(_refiner_lines(info))
-    assert "mean class probabilities of 5 two-layer perceptrons" in lines and "--members 5`" in lines
+    assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz`" in lines
     assert _fit_flags({"members": 1}) == ""
 
 
