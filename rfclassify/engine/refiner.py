@@ -451,7 +451,7 @@ def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_clas
     """Whether a refiner file's arrays are one perceptron from n_features inputs to n_classes
     outputs, or an ensemble of them (every array with the same leading member axis)."""
     lead = arrays["w1"].shape[:-2]
-    if len(lead) > 1 or any(arrays[k].shape[:len(lead)] != lead for k in _ARRAYS):
+    if arrays["w1"].ndim < 2 or len(lead) > 1 or any(arrays[k].shape[:len(lead)] != lead for k in _ARRAYS):
         return False
     hidden = arrays["w1"].shape[-1]
     shapes = {"mean": (n_features,), "scale": (n_features,), "w1": (n_features, hidden), "b1": (hidden,),
