@@ -38,15 +38,16 @@ from rfclassify.model.paired import format_difference, load_predictions, paired_
 
 
 def statistics_key(ref: Refiner) -> str:
-    """What a refiner's statistics depend on: its classes, shortest burst, rate rule, equalizer
-    and its sequence networks (their weights' sha256, the blind view and its reader)."""
+    """What a refiner's statistics depend on: its classes, rate rule, equalizer and its sequence
+    networks (their weights' sha256, the blind view and its reader). Which bursts it measures
+    also depends on its min_samples, kept beside the key in a cache."""
     digest = hashlib.sha256()
     nets = [] if ref.sequence is None else [ref.sequence, ref.sequence.blind_reader]
     for net in nets:
         if net is not None:
             for name, a in sorted(net.arrays().items()):
                 digest.update(name.encode() + np.ascontiguousarray(a).tobytes())
-    what = {"classes": list(ref.labels), "min_samples": int(ref.min_samples), "rate_rule": ref.rate_rule,
+    what = {"classes": list(ref.labels), "rate_rule": ref.rate_rule,
             "equalizer": list(ref.equalizer), "sequence": digest.hexdigest() if nets else None,
             "blind_view": bool(ref.sequence is not None and ref.sequence.blind_view),
             "with_features": bool(ref.sequence is not None and ref.sequence.with_features)}
@@ -124,7 +125,8 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
              "wants": np.array([r[2] for r in rows]), "length": np.array([r[4] for r in rows]), "stats": stats,
              "served_pred": served["pred"],
              "truth": served["truth"], "snr_db": served["snr_db"], "bucket": served["bucket"],
-             "dataset": np.array(served["dataset"]), "key": np.array(statistics_key(refiner[0]))}
+             "dataset": np.array(served["dataset"]), "key": np.array(statistics_key(refiner[0])),
+             "min_samples": np.int64(refiner[0].min_samples)}
     mismatch = int(np.sum(replay(cache, refiner[0]) != served["pred"]))
     np.savez(out, **cache)
     print(f"wrote {out}: {n} bursts, {int(cache['wants'].sum())} taken by the refiner; its replay differs from "
@@ -144,10 +146,6 @@ def replay(cache: dict[str, Any], ref: Refiner) -> np.ndarray:
     return pred
 
 
-def _without_min_samples(key: str) -> dict[str, Any]:
-    return {k: v for k, v in json.loads(key).items() if k != "min_samples"}
-
-
 def score(cache_path: Path, model_dirs: list[Path], json_out: Path | None) -> int:
     from rfclassify.engine.classifier import Classifier
 
@@ -159,14 +157,14 @@ def score(cache_path: Path, model_dirs: list[Path], json_out: Path | None) -> in
     for model_dir in model_dirs:
         with Classifier.load(model_dir, backend="onnxruntime", warmup=False) as clf:
             ref = clf.refiner
-        recorded = json.loads(str(cache["key"]))
-        if ref is not None and ref.min_samples < recorded["min_samples"]:
-            print(f"refiner_replay: {model_dir}'s refiner takes bursts from {ref.min_samples} samples, the recorded "
-                  f"one from {recorded['min_samples']}: their statistics were not measured; serve it", file=sys.stderr)
-            return 2
-        if ref is None or _without_min_samples(statistics_key(ref)) != _without_min_samples(str(cache["key"])):
+        if ref is None or statistics_key(ref) != str(cache["key"]):
             print(f"refiner_replay: {model_dir}'s refiner measures other statistics than the recorded one; "
                   "serve it (rfclassify evaluate --predictions)", file=sys.stderr)
+            return 2
+        if ref.min_samples < int(cache["min_samples"]):
+            print(f"refiner_replay: {model_dir}'s refiner takes bursts from {ref.min_samples} samples, the recorded "
+                  f"one from {int(cache['min_samples'])}: their statistics were not measured; serve it",
+                  file=sys.stderr)
             return 2
         diff = paired_difference(base, {**base, "pred": replay(cache, ref)})
         print(format_difference(diff, "recorded", str(model_dir)))

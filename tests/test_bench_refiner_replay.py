@@ -61,3 +61,8 @@ def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(
     meta.with_updates(refiner={**info, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
     assert rr.main(["score", str(cache), str(variant)]) == 2
     assert "measures other statistics" in capsys.readouterr().err
+    # nor one that takes shorter bursts than the recorded one measured
+    dataclasses.replace(moved, min_samples=64).save(variant / REFINER_FILE)
+    meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
+    assert rr.main(["score", str(cache), str(variant)]) == 2
+    assert "takes bursts from 64 samples" in capsys.readouterr().err
