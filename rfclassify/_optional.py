@@ -10,6 +10,7 @@ from rfclassify._exceptions import MissingDependencyError
 # module name -> the extra that installs it
 _EXTRA_FOR = {
     "torch": "train",
+    "lightgbm": "train",
     "onnx": "cpu",
     "onnxruntime": "cpu",
     "matplotlib": "plot",

@@ -14,6 +14,7 @@ import pytest
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, refiner_info
+from rfclassify.engine.tree_ensemble import TreeEnsemble
 from rfclassify.labels import LABELS
 from rfclassify.model.meta import ModelMeta, default_model_dir
 
@@ -389,6 +390,81 @@ def test_an_ensemble_fit_holds_out_what_a_single_fit_holds_out_and_no_member_see
         RefinerFitConfig(members=0)
 
 
+def _tree_of_one_split(classes: int, feature: int, n_features: int) -> TreeEnsemble:
+    """Trees that give class 0 a raw score of 2.0 when `feature` is <= 0, else -2.0 (every other
+    class's tree is a single leaf of 0)."""
+    n = 3 + classes - 1
+    value = np.zeros(n)
+    value[1], value[2] = 2.0, -2.0
+    left = np.r_[1, np.arange(1, n)].astype(np.int32)
+    right = np.r_[2, np.arange(1, n)].astype(np.int32)
+    return TreeEnsemble(feature=np.r_[feature, np.zeros(n - 1)].astype(np.int32), threshold=np.zeros(n),
+                        left=left, right=right, default_left=np.zeros(n, bool), missing=np.zeros(n, np.int8),
+                        value=value, root=np.r_[0, np.arange(3, n)].astype(np.int32),
+                        tree_class=np.r_[0, np.arange(1, classes)].astype(np.int32), n_classes=classes,
+                        n_features=n_features, share=0.25)
+
+
+def test_a_refiner_with_trees_serves_the_mix_of_both_fusers_and_stores_them(tiny_model_dir, tmp_path):
+    """Refiner.trees: the re-shared probabilities are (1 - share) x the perceptrons' plus share x
+    the trees'; the trees save and load with the refiner, and trees that read another number of
+    features than its perceptrons are refused."""
+    classes = ("16PSK", "32PSK", "16QAM")
+    plain = constant_refiner(classes, favoured="32PSK")
+    trees = _tree_of_one_split(3, feature=len(LABELS) + 1, n_features=N_FEATURES)   # the first statistic
+    mixed = replace(plain, trees=trees)
+    probs = [_probs("16PSK", 0.6), _probs("16QAM", 0.5)]
+    stats = [np.full(N_INVARIANTS, v, np.float32) for v in (-1.0, 1.0)]     # left, then right of the split
+    out = mixed.refine_measured(probs, [20.0, 5.0], stats)
+    alone = plain.refine_measured(probs, [20.0, 5.0], stats)
+    tops = []
+    for i, p in enumerate(probs):
+        z = trees.raw_scores(Refiner.features(p, [0.0], stats[i]))[0]
+        q = np.exp(z) / np.exp(z).sum()
+        tops.append(q[0])
+        mass = p[plain.index].sum()
+        np.testing.assert_allclose(out[i][plain.index], 0.75 * alone[i][plain.index] + 0.25 * mass * q, rtol=1e-6)
+    assert tops[0] > 0.75 > 0.1 > tops[1]         # the trees do read the statistic
+    assert mixed.describe()["trees"] == 3 and mixed.describe()["trees_share"] == 0.25
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, mixed)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.trees is not None and back.trees.share == 0.25
+    np.testing.assert_array_equal(back.refine_measured(probs, [20.0, 5.0], stats)[1], out[1])
+    _with_refiner(model_dir, replace(mixed, trees=_tree_of_one_split(3, 0, N_FEATURES - 1)))
+    with pytest.raises(ModelNotFoundError, match="its trees read"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_fit_with_trees_trains_them_on_the_perceptrons_rows_and_reports_each_fuser():
+    """fit-refiner --trees: the trees never see the held-out rows (labels poisoned there change
+    nothing), the refiner serves the mix, and the report scores perceptrons and trees alone."""
+    pytest.importorskip("torch")
+    pytest.importorskip("lightgbm")
+    from rfclassify.model.refiner_fit import RefinerFitConfig, _fit_and_score
+
+    rng = np.random.default_rng(3)
+    classes = ("16PSK", "32PSK", "16QAM")
+    y = rng.integers(0, 3, 1200)
+    x = rng.standard_normal((1200, N_FEATURES)).astype(np.float32)
+    x[:, len(LABELS) + 1] += 3.0 * y          # the first statistic tells the class
+    ex = {"truth": y, "network_top": np.zeros(1200, int), "length": np.full(1200, 1024),
+          "snr_db": rng.uniform(-5, 25, 1200)}
+    cfg = RefinerFitConfig(hidden=8, lr=1e-2, epochs=60, patience=10, trees=True, tree_leaves=4, tree_lr=0.2)
+    index = np.array([LABELS.index(c) for c in classes])
+    ref, scores = _fit_and_score(ex, x, cfg, classes, index, None, "strongest_line")
+    assert ref.trees is not None and ref.trees.share == 0.5 and scores["trees"]["rounds"] >= 1
+    acc = scores["holdout_accuracy"]
+    assert acc["trees"] > 0.8 and acc["perceptrons"] > 0.8 and acc["refined"] > 0.8
+    hold = np.flatnonzero(np.isin(np.arange(1200), np.random.default_rng(cfg.seed).permutation(1200)[:180]))
+    poisoned = dict(ex, truth=np.where(np.isin(np.arange(1200), hold), (y + 1) % 3, y))
+    again, _ = _fit_and_score(poisoned, x, cfg, classes, index, None, "strongest_line")
+    np.testing.assert_array_equal(again.trees.value, ref.trees.value)
+    with pytest.raises(ConfigError, match="tree_leaves"):
+        RefinerFitConfig(tree_share=0.0)
+
+
 def test_saved_examples_refit_the_same_refiner_and_only_for_the_fit_they_were_made_for(tiny_model_dir, tmp_path):
     """fit-refiner --save-examples keeps what the fit made; --examples fits on it again, to
     the same weights with the same settings, and refuses examples of another rate rule."""
@@ -430,7 +506,8 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
                                                                       equalizer):
     """With --equalizer the classes' equalized scores follow the sequence network's outputs;
     the light variant has neither, and the report scores a fit without the scores too. Both
-    variants clock by the rate rule the network was trained on."""
+    variants clock by the rate rule the network was trained on. The second case also fits
+    trees (--trees): the refiner serves them, the light variant has none."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
@@ -441,8 +518,10 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
     shutil.copytree(tiny_model_dir, model_dir)
     net = random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5, rate_rule="alphabet_fit")
     net_path = net.save(tmp_path / "seq.npz")
+    if equalizer:
+        pytest.importorskip("lightgbm")
     rep = fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96,
-                                                  sequence_net=str(net_path), equalizer=equalizer))
+                                                  sequence_net=str(net_path), equalizer=equalizer, trees=equalizer))
     info = ModelMeta.load(model_dir).refiner
     n_equalizer = len(HIGH_ORDER_LABELS) if equalizer else 0
     assert ("without_equalizer" in rep) == equalizer
@@ -457,9 +536,11 @@ def test_fit_refiner_with_a_sequence_network_stores_it_in_the_refiner(tiny_model
         assert clf.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + n_equalizer
         assert clf.refiner.equalizer == (tuple(HIGH_ORDER_LABELS) if equalizer else ())
         assert clf.refiner.rate_rule == "alphabet_fit"
+        assert (clf.refiner.trees is not None) == equalizer and ("trees" in rep) == equalizer
         assert clf.classify([burst])[0].top
     with Classifier.load(model_dir, backend="onnxruntime", refiner_sequence=False) as light:
         assert light.refiner is not None and light.refiner.sequence is None and not light.refiner.equalizer
+        assert light.refiner.trees is None
         assert light.refiner.n_features == len(LABELS) + 1 + N_INVARIANTS
         assert light.refiner.rate_rule == "alphabet_fit"
         assert light.classify([burst])[0].top

@@ -28,9 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smooth the perceptron's targets by EPS, then sharpen its outputs back with a "
                              "temperature fitted on the held-out share (default %(default)s)")
     parser.add_argument("--members", type=int, default=d.members, metavar="M",
-                        help="fit M perceptrons (the same examples and held-out share, each its own initial "
-                             "weights and batch order) and serve the mean of their probabilities "
-                             "(default %(default)s)")
+                        help="fit M perceptrons (on the examples outside the held-out share, each with its own "
+                             "early-stopping share, initial weights and batch order) and serve the mean of their "
+                             "probabilities (default %(default)s)")
+    parser.add_argument("--trees", action="store_true",
+                        help="also fit gradient-boosted trees on the perceptrons' examples (LightGBM, the train "
+                             "extra; served in numpy) and serve the mix of their probabilities and the "
+                             "perceptrons' (docs/model.md, twenty-eighth session)")
+    parser.add_argument("--tree-leaves", type=int, default=d.tree_leaves, metavar="N",
+                        help="leaves per tree (default %(default)s)")
+    parser.add_argument("--tree-lr", type=float, default=d.tree_lr, metavar="LR",
+                        help="the trees' learning rate (default %(default)s)")
+    parser.add_argument("--tree-share", type=float, default=d.tree_share, metavar="S",
+                        help="the trees' share of the served probabilities (default %(default)s)")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")
     parser.add_argument("--sequence-net", default=None, metavar="NPZ",
@@ -73,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
-                           blind_reader=args.blind_reader)
+                           blind_reader=args.blind_reader, trees=args.trees, tree_leaves=args.tree_leaves,
+                           tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
@@ -82,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
           f"{rep['bursts_synthesized']} bursts routed to it, {rep['total_s']:.0f} s")
     print(f"held-out ({rep['holdout_bursts']} bursts): network {100 * acc['network']:.1f} % -> refined "
           f"{100 * acc['refined']:.1f} %; at >= 10 dB {100 * acc10['network']:.1f} % -> {100 * acc10['refined']:.1f} %")
+    if "trees" in rep:
+        print(f"held-out, perceptrons alone {100 * acc['perceptrons']:.1f} % "
+              f"(>= 10 dB {100 * acc10['perceptrons']:.1f} %), trees alone {100 * acc['trees']:.1f} % "
+              f"({100 * acc10['trees']:.1f} %); {rep['trees']['trees']} trees, {rep['trees']['rounds']} rounds")
     for key, what in (("without_equalizer", "the equalizer's scores"),
                       ("without_sequence_features", "the sequence network's features"),
                       ("without_blind_view", "the blind view")):

@@ -14,10 +14,12 @@ class-blind equalizer, ``rfclassify.dsp.blind_equalizer``, read by the same netw
 blind reader, one trained on such symbols) and, when it has them, how well
 each of its classes' alphabets explains those symbols after an equalizer fitted to it
 (``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
-runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network),
-and shares the probability the network gave those classes out again by the perceptron's
-softmax. Every other class keeps the network's probability, so the label can only move
-inside the refiner's classes and the open-set threshold reads the result as before.
+runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network; an
+ensemble of them, and gradient-boosted trees beside them when the fit made some,
+``rfclassify.engine.tree_ensemble``), and shares the probability the network gave those
+classes out again by their class probabilities. Every other class keeps the network's
+probability, so the label can only move inside the refiner's classes and the open-set
+threshold reads the result as before.
 
 Fitted by ``rfclassify.model.refiner_fit`` (``rfclassify fit-refiner``) on a trained model and
 stored beside it (``refiner.npz``, described in model.json's ``refiner``; the sequence
@@ -54,6 +56,8 @@ from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
+from rfclassify.engine.tree_ensemble import PREFIX as TREES_PREFIX
+from rfclassify.engine.tree_ensemble import TreeEnsemble
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +274,9 @@ class Refiner:
     equalizer: tuple[str, ...] = ()
     #: how the blind clock its statistics were fitted on picks the rate (symbol_clock.RATE_RULES)
     rate_rule: str = STRONGEST_LINE
+    #: gradient-boosted trees over the same inputs, fitted on the same rows, whose class
+    #: probabilities are mixed with the perceptrons' by their share (None: the perceptrons alone)
+    trees: TreeEnsemble | None = None
 
     @property
     def n_features(self) -> int:
@@ -303,8 +310,22 @@ class Refiner:
         return start_pool(workers, self.sequence, self.equalizer, self.rate_rule, setup)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
-        """(n, K) perceptron outputs of (n, F) feature rows; an ensemble's are the logarithms
-        of its members' mean class probabilities (so their softmax is that mean)."""
+        """(n, K) outputs of (n, F) feature rows, whose softmax is the refiner's class
+        probabilities: one perceptron's logits; an ensemble's, the logarithms of its members'
+        mean class probabilities; with trees, the logarithms of the mix of those and the
+        trees' probabilities by the trees' share."""
+        z = self.perceptron_logits(features)
+        if self.trees is None:
+            return z
+        z = np.asarray(z, np.float64)
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        share = self.trees.share
+        mix = (1.0 - share) * p + share * self.trees.probabilities(features)
+        return np.log(np.maximum(mix, np.finfo(np.float64).tiny))
+
+    def perceptron_logits(self, features: np.ndarray) -> np.ndarray:
+        """logits of the perceptrons alone (the trees left out)."""
         x = np.asarray(features, np.float32)
         if self.members == 1:
             return np.maximum((x - self.mean) / self.scale @ self.w1 + self.b1, 0.0) @ self.w2 + self.b2
@@ -333,6 +354,9 @@ class Refiner:
             out["equalizer_classes"] = len(self.equalizer)
         if self.members > 1:
             out["perceptrons"] = self.members
+        if self.trees is not None:
+            out["trees"] = self.trees.n_trees
+            out["trees_share"] = self.trees.share
         return out
 
     def applies(self, probs: np.ndarray) -> bool:
@@ -395,6 +419,8 @@ class Refiner:
             extra.update(self.sequence.blind_reader.arrays(BLIND_READER_PREFIX))
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
+        if self.trees is not None:
+            extra.update(self.trees.arrays(TREES_PREFIX))
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
                  rate_rule=np.array(self.rate_rule),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
@@ -423,6 +449,7 @@ class Refiner:
                     reader = (SequenceNet.from_arrays(z, str(path), BLIND_READER_PREFIX)
                               if f"{BLIND_READER_PREFIX}labels" in z else None)
                     sequence = dataclasses.replace(sequence, blind_view=True, blind_reader=reader)
+                trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
@@ -442,9 +469,12 @@ class Refiner:
                 f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
                 f"+ {n_sequence} sequence-network outputs + {len(equalizer)} equalizer scores "
                 f"(fitted by another version? run `rfclassify fit-refiner` again)")
+        if trees is not None and (trees.n_features, trees.n_classes) != (expected, len(labels)):
+            raise ModelNotFoundError(f"{path}: its trees read {trees.n_features} features into {trees.n_classes} "
+                                     f"classes, its perceptrons {expected} into {len(labels)}")
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   rate_rule=rate_rule, **arrays)
+                   rate_rule=rate_rule, trees=trees, **arrays)
 
 
 def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:

@@ -120,7 +120,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
                                                           key=lambda kv: int(kv[0]))) + "."]
     return ["", "## Constellation refiner", "",
             f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by "
-            f"{_perceptron_words(cfg)} from the network's "
+            f"{_perceptron_words(cfg, fit.get('trees'))} from the network's "
             "log-probabilities, its SNR estimate and the burst's carrier-invariant statistics at its blind symbol clock "
             f"(rfclassify/dsp/symbol_clock.py, rfclassify/engine/refiner.py){seq_input}; the probability the network "
             f"gave those classes is shared out again, every other class keeps its own. File `{r['file']}` "
@@ -136,18 +136,32 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             "By burst length (network -> refiner): " + ", ".join(
                 f"{n}: {_pct(v['network'])} -> {_pct(v['refined'])}"
                 for n, v in sorted(fit.get("holdout_by_length", {}).items(), key=lambda kv: int(kv[0])))
-            + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network.",
+            + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."
+            + _fuser_parts(acc, acc10),
             *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
             *_light_lines(r.get("light"))]
 
 
-def _perceptron_words(cfg: dict[str, Any]) -> str:
-    """What decides: one two-layer perceptron, or an ensemble of them."""
+def _perceptron_words(cfg: dict[str, Any], trees: dict[str, Any] | None = None) -> str:
+    """What decides: one two-layer perceptron, or an ensemble of them, and the trees beside them."""
     one = f"two-layer perceptron ({cfg['hidden']} hidden units, numpy on the CPU)"
     members = cfg.get("members", 1)
-    return (f"a {one}" if members == 1 else
-            f"the mean class probabilities of {members} two-layer perceptrons ({cfg['hidden']} hidden units each, "
-            "numpy on the CPU, fitted from their own initial weights)")
+    words = (f"a {one}" if members == 1 else
+             f"the mean class probabilities of {members} two-layer perceptrons ({cfg['hidden']} hidden units each, "
+             "numpy on the CPU, fitted from their own initial weights)")
+    if not trees:
+        return words
+    return (f"{words}, mixed {1 - trees['share']:g} : {trees['share']:g} with the class probabilities of "
+            f"{trees['trees']:,} gradient-boosted trees ({trees['leaves']} leaves each, {trees['rounds']} rounds "
+            "fitted by LightGBM on the same examples, evaluated in numpy)")
+
+
+def _fuser_parts(acc: dict[str, float], acc10: dict[str, float]) -> str:
+    """The held-out scores of the perceptrons and the trees alone, when the refiner has both."""
+    if "trees" not in acc:
+        return ""
+    return (f" Each alone on the same share: perceptrons {_pct(acc['perceptrons'])} ({_pct(acc10['perceptrons'])} at "
+            f">= 10 dB), trees {_pct(acc['trees'])} ({_pct(acc10['trees'])}).")
 
 
 def _fit_flags(cfg: dict[str, Any]) -> str:
@@ -158,6 +172,13 @@ def _fit_flags(cfg: dict[str, Any]) -> str:
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     flags += [f" --members {cfg['members']}"] if cfg.get("members", 1) > 1 else []
+    if cfg.get("trees"):
+        from rfclassify.model.refiner_fit import RefinerFitConfig
+
+        d = RefinerFitConfig()
+        flags += [" --trees"] + [f" --{name.replace('_', '-')} {cfg[name]:g}"
+                                 for name in ("tree_leaves", "tree_lr", "tree_share")
+                                 if name in cfg and cfg[name] != getattr(d, name)]
     return "".join(flags)
 
 

@@ -10,8 +10,10 @@ from ``rfclassify fit-sequence``, its outputs join the invariants and its weight
 inside refiner.npz; with ``equalizer``, the per-class equalized scores of
 ``rfclassify.dsp.class_equalizer`` come last), saved beside the model as
 refiner.npz and recorded in model.json with what it was fitted on and how it did on the
-held-out share against the network alone. Refitting replaces it; retraining the network
-drops it (a refiner belongs to one network).
+held-out share against the network alone (``members`` trains several perceptrons and serves
+their mean; ``trees`` fits gradient-boosted trees on the same rows beside them,
+rfclassify.model.tree_fit, and serves a mix of both). Refitting replaces it; retraining the
+network drops it (a refiner belongs to one network).
 
 ``group="low-order"`` fits the low-order refiner the same way over labels.LOW_ORDER_LABELS,
 from the invariants alone (no sequence network, no equalizer: both are made for the
@@ -41,12 +43,14 @@ from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FIL
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
 from rfclassify.engine.sequence_net import SequenceNet
+from rfclassify.engine.tree_ensemble import TreeEnsemble
 from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
 
 log = logging.getLogger(__name__)
 
 FIT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)   # burst lengths drawn, uniformly
 HIGH_ORDER, LOW_ORDER = "high-order", "low-order"
+TREES_SEED = 1000      # the trees' early-stopping share is drawn by the fit's seed plus this
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,12 @@ class RefinerFitConfig:
     #: perceptrons whose class probabilities the served refiner averages, each trained on the
     #: examples outside the held-out share with its own early-stopping share and initial weights
     members: int = 1
+    #: gradient-boosted trees (LightGBM; served in numpy) fitted on the perceptrons' rows
+    #: beside them, their class probabilities mixed with the perceptrons' by tree_share
+    trees: bool = False
+    tree_leaves: int = 15
+    tree_lr: float = 0.1
+    tree_share: float = 0.5
     workers: int = 2               # processes computing the invariants (0 or 1: in this one)
     backend: str = "onnxruntime"   # what runs the network while fitting
     chunk: int = 256               # bursts synthesized and classified at a time
@@ -117,6 +127,9 @@ class RefinerFitConfig:
             raise ConfigError(f"holdout must be in 0.05..0.5, got {self.holdout}")
         if self.hidden < 1 or self.epochs < 1 or self.patience < 1 or self.members < 1:
             raise ConfigError("hidden, epochs, patience and members must be >= 1")
+        if self.tree_leaves < 2 or not 0.0 < self.tree_lr <= 1.0 or not 0.0 < self.tree_share <= 1.0:
+            raise ConfigError(f"tree_leaves must be >= 2 and tree_lr, tree_share in 0..1 (0 excluded), got "
+                              f"{self.tree_leaves}, {self.tree_lr}, {self.tree_share}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in 0..1 (1 excluded), got {self.label_smoothing}")
         if self.rate_rule is not None and self.rate_rule not in RATE_RULES:
@@ -434,6 +447,19 @@ def train_ensemble(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerFit
     return {k: np.stack([w[k] for w in fitted]) for k in fitted[0]}, hold
 
 
+def train_trees(x: np.ndarray, y: np.ndarray, n_classes: int, hold: np.ndarray, cfg: RefinerFitConfig
+                ) -> tuple[TreeEnsemble, dict[str, Any]]:
+    """The refiner's trees (tree_fit.fit_trees) fitted on the rows outside `hold`, the
+    perceptrons' rows, stopped early on their own share of them (seed cfg.seed + TREES_SEED)."""
+    from rfclassify.model.tree_fit import TreeFitConfig, fit_trees
+
+    rest = np.setdiff1d(np.arange(len(x)), hold)
+    early, fit, _ = holdout_split(rest.size, dataclasses.replace(cfg, seed=cfg.seed + TREES_SEED))
+    return fit_trees(x, y, n_classes, rest[early], rest[fit],
+                     TreeFitConfig(leaves=cfg.tree_leaves, learning_rate=cfg.tree_lr, share=cfg.tree_share,
+                                   seed=cfg.seed))
+
+
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
                    classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
                    equalizer: tuple[str, ...] = ()) -> tuple[Refiner, dict[str, Any]]:
@@ -441,9 +467,11 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     chosen and its held-out scores against the network's, as served (shorter bursts keep the
     network's answer)."""
     weights, hold = train_ensemble(features, ex["truth"], len(classes), cfg)
+    trees, tree_facts = (train_trees(features, ex["truth"], len(classes), hold, cfg) if cfg.trees
+                         else (None, None))
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
-                      **weights)
+                      trees=trees, **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -452,12 +480,20 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     refiner = dataclasses.replace(refiner, min_samples=shortest_helped(by_length))
     pred = np.where(length >= refiner.min_samples, pred, network)
     high = ex["snr_db"][hold] >= 10.0
-    return refiner, {
+    scores = {
         "holdout_bursts": int(hold.size), "holdout_by_length": by_length, "min_samples": refiner.min_samples,
         "holdout_accuracy": {"network": float(np.mean(network == y)), "refined": float(np.mean(pred == y))},
         "holdout_accuracy_snr_ge_10db": {"network": float(np.mean(network[high] == y[high])),
                                          "refined": float(np.mean(pred[high] == y[high]))},
     }
+    if trees is not None:   # each fuser alone on the same held-out bursts, as served (min_samples)
+        parts = {"perceptrons": refiner.perceptron_logits(features[hold]).argmax(1),
+                 "trees": trees.raw_scores(features[hold]).argmax(1)}
+        parts = {k: np.where(length >= refiner.min_samples, v, network) for k, v in parts.items()}
+        for key, rows in (("holdout_accuracy", slice(None)), ("holdout_accuracy_snr_ge_10db", high)):
+            scores[key].update({k: float(np.mean(v[rows] == y[rows])) for k, v in parts.items()})
+        scores["trees"] = tree_facts
+    return refiner, scores
 
 
 def _without(sequence: SequenceNet, option: str) -> SequenceNet:
@@ -487,7 +523,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     With a sequence network, a second perceptron is fitted on the same examples without its
     outputs and saved as refiner_light.npz (model.json's refiner.light): the cheaper variant
     a box short of CPU can serve instead (Classifier.load refiner_sequence=False). The light
-    variant has neither the sequence network nor the equalized scores; with the equalizer,
+    variant has neither the sequence network, nor the equalized scores, nor trees; with the equalizer,
     the report's `without_equalizer` scores one more perceptron fitted without its scores
     (not saved), to tell what they add."""
     from rfclassify.model.meta import ModelMeta
@@ -543,8 +579,10 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
                                   "params": sequence.n_params,
                                   **{k: sequence.info.get(k) for k in ("training_bursts", "examples", "train_s",
                                                                        "eval_accuracy_by_length", "config")}}
-        # the same examples without the sequence network's columns: the cheaper variant
-        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant], cfg, classes, index, None, rule)
+        # the same examples without the sequence network's columns: the cheaper variant, and
+        # without trees (held out, they lowered it: docs/model.md, twenty-eighth session)
+        light, light_scores = _fit_and_score(ex, ex["features"][:, :n_invariant], dataclasses.replace(cfg, trees=False),
+                                             classes, index, None, rule)
         light_path = light.save(Path(model_dir) / LIGHT_REFINER_FILE)
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)
