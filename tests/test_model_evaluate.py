@@ -169,14 +169,21 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
 
 def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     """The refiner section's fit command carries the options that shaped the refiner (the
-    shipped one: its rate rule, the blind view and its ten perceptrons), and says what the
-    blind view reads and what decides."""
+    shipped one: its rate rule, the blind view, its ten perceptrons and its trees), and says
+    what the blind view reads and what decides."""
     from rfclassify.model.card import _fit_flags, _refiner_lines
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     lines = "\n".join(_refiner_lines(ModelMeta.load(default_model_dir()).refiner))
-    assert "--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view --members 10`" in lines
+    assert ("--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view --members 10 --trees`"
+            in lines)
     assert "mean class probabilities of 10 two-layer perceptrons" in lines
+    assert "mixed 0.5 : 0.5 with the class probabilities of" in lines and "gradient-boosted trees (15 leaves" in lines
+    assert "Each alone on the same share: perceptrons" in lines
+    assert _fit_flags({"trees": True, "tree_leaves": 15, "tree_lr": 0.1, "tree_share": 0.5}) == " --trees"
+    assert _fit_flags({"trees": True, "tree_leaves": 7, "tree_lr": 0.1, "tree_share": 0.3}) == \
+        " --trees --tree-leaves 7 --tree-share 0.3"
+    assert _fit_flags({"trees": False, "tree_leaves": 7}) == ""
     assert "after a class-blind equalizer (rfclassify/dsp/blind_equalizer.py)" in lines
     assert _fit_flags({"rate_rule": None, "blind_view": False, "dc_pass": True, "hidden": 64}) == " --dc-pass"
     assert _fit_flags({"dc_pass": False, "label_smoothing": 0.1}) == " --label-smoothing 0.1"
@@ -187,10 +194,10 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     info = ModelMeta.load(default_model_dir()).refiner
     info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
     lines = "\n".join(_refiner_lines(info))
-    assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz --members 10`" in lines
+    assert "read by a second network" in lines and "--blind-view --blind-reader rd.npz --members 10 --trees`" in lines
     info["fit"]["config"]["members"] = 1
     lines = "\n".join(_refiner_lines(info))
-    assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz`" in lines
+    assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz --trees`" in lines
     assert _fit_flags({"members": 1}) == ""
 
 
