@@ -40,11 +40,13 @@ def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(
         assert len(z["truth"]) == 28 and z["wants"].sum() > 10 and set(z["length"]) == {256, 1024}
         stats = z["stats"][z["wants"]]
         assert not np.isnan(stats).all(axis=1).any()
-    # another perceptron on the same statistics: the shipped one with its output layer's biases moved
+    # another fuser on the same statistics: the shipped perceptrons with their output layer's biases
+    # moved, without the trees that would otherwise hold half of every decision
     variant = tmp_path / "v"
     shutil.copytree(shipped, variant, ignore=shutil.ignore_patterns("eval", "static", "*.pt"))
     with Classifier.load(shipped, backend="onnxruntime") as clf:
-        moved = dataclasses.replace(clf.refiner, b2=clf.refiner.b2 + np.linspace(-3, 3, clf.refiner.b2.shape[-1]))
+        moved = dataclasses.replace(clf.refiner, trees=None,
+                                    b2=clf.refiner.b2 + np.linspace(-3, 3, clf.refiner.b2.shape[-1]))
     moved.save(variant / REFINER_FILE)
     meta = ModelMeta.load(variant)
     meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
