@@ -54,6 +54,7 @@ from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LIN
                                          found_invariants)
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
+from rfclassify.engine.results import log_softmax
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.engine.tree_ensemble import PREFIX as TREES_PREFIX
@@ -317,11 +318,8 @@ class Refiner:
         z = self.perceptron_logits(features)
         if self.trees is None:
             return z
-        z = np.asarray(z, np.float64)
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
         share = self.trees.share
-        mix = (1.0 - share) * p + share * self.trees.probabilities(features)
+        mix = (1.0 - share) * np.exp(log_softmax(z)) + share * self.trees.probabilities(features)
         return np.log(np.maximum(mix, np.finfo(np.float64).tiny))
 
     def perceptron_logits(self, features: np.ndarray) -> np.ndarray:
@@ -330,9 +328,7 @@ class Refiner:
         if self.members == 1:
             return np.maximum((x - self.mean) / self.scale @ self.w1 + self.b1, 0.0) @ self.w2 + self.b2
         h = np.maximum(((x[None] - self.mean[:, None]) / self.scale[:, None]) @ self.w1 + self.b1[:, None], 0.0)
-        z = (h @ self.w2 + self.b2[:, None]).astype(np.float64)        # (M, n, K)
-        z -= z.max(axis=2, keepdims=True)
-        log_p = z - np.log(np.exp(z).sum(axis=2, keepdims=True))
+        log_p = log_softmax(h @ self.w2 + self.b2[:, None])        # (M, n, K)
         top = log_p.max(axis=0)
         return top + np.log(np.exp(log_p - top).mean(axis=0))
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify.engine.results import log_softmax
+
 PREFIX = "trees_"               # array names of a tree ensemble inside the refiner's file
 MISSING_NONE, MISSING_ZERO, MISSING_NAN = 0, 1, 2
 ZERO_THRESHOLD = 1e-35          # LightGBM's: |x| at or below this is zero for a ZERO missing type
@@ -95,9 +97,7 @@ class TreeEnsemble:
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """(n, n_classes) softmax of raw_scores."""
-        z = self.raw_scores(x)
-        q = np.exp(z - z.max(axis=1, keepdims=True))
-        return q / q.sum(axis=1, keepdims=True)
+        return np.exp(log_softmax(self.raw_scores(x)))
 
     def arrays(self, prefix: str = PREFIX) -> dict[str, np.ndarray]:
         """Its arrays for np.savez, named with `prefix`."""
