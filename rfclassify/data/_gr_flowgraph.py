@@ -67,6 +67,12 @@ GFSK_H_RANGE = (0.5, 1.0)
 CPFSK_H = 0.5
 MESSAGE_BANDWIDTH_RANGE = (0.005, 0.1)
 AM_INDEX_RANGE = (0.3, 1.0)
+# SSB's Hilbert transformer (filter.hilbert_fc, Hamming window). Its gain falls off below about
+# 2 / taps cycles/sample, and what it misses comes out as the other sideband: with 65 taps a
+# noise message of 0.005 cycles/sample kept its unwanted sideband only 3.6 dB down (6.3 at 0.01,
+# 15.9 at 0.05), so those bursts were double-sideband in all but name. With 1025 taps it is
+# 37-48 dB down over MESSAGE_BANDWIDTH_RANGE, as a real SSB transmitter's (30 dB and more).
+HILBERT_TAPS = 1025
 FM_BETA_NARROW, FM_BETA_WIDE = (0.1, 1.0), (1.0, 8.0)
 FM_MAX_CARSON_HALF = 0.4
 CFO_MAX = 0.02                   # cycles/sample, uniform +-
@@ -124,6 +130,15 @@ def rrc_resampler(sps, rolloff):
     return filter.pfb_arb_resampler_ccf(sps, taps)
 
 
+def shaper_settle(sps):
+    """Output samples to skip after an RRC shaper built as generic_mod builds it (rrc_resampler)
+    before its output is steady. Its filter spans 11 * int(sps) symbols, so its output ramps
+    out of silence for half of that (5.5 int(sps) sps samples: 1,400 at 16 samples a symbol,
+    more than MARGIN_SAMPLES from about 10 up, which left the first part of such bursts
+    empty) and carries an empty past for the other half; the whole span is skipped."""
+    return int(math.ceil(11 * int(sps) * sps))
+
+
 def _log_uniform(rng, lo_hi):
     return float(np.exp(rng.uniform(np.log(lo_hi[0]), np.log(lo_hi[1]))))
 
@@ -161,22 +176,26 @@ def modulated(tb, label, rng, p, n_out):
         p["samples_per_symbol"] = _log_uniform(rng, SPS_RANGE)
         p["rolloff"] = float(rng.uniform(*ROLLOFF_RANGE))
         bps = int(round(math.log2(len(c.points()))))
-        n_bytes = int(math.ceil((n_out / p["samples_per_symbol"] + 64) * bps / 8))
+        settle = shaper_settle(p["samples_per_symbol"])
+        n_bytes = int(math.ceil(((n_out + settle) / p["samples_per_symbol"] + 64) * bps / 8))
         src = blocks.vector_source_b(_bytes(rng, n_bytes), False)
         mod = digital.generic_mod(c, differential=False, samples_per_symbol=p["samples_per_symbol"],
                                   pre_diff_code=False, excess_bw=p["rolloff"])
-        tb.connect(src, mod)
-        return mod
+        skip = blocks.skiphead(gr.sizeof_gr_complex, settle)
+        tb.connect(src, mod, skip)
+        return skip
     if label == "OQPSK":  # QPSK with the Q rail delayed by half a symbol (even integer sps)
         sps = max(2, 2 * int(round(_log_uniform(rng, SPS_RANGE) / 2)))
         p["samples_per_symbol"] = float(sps)
         p["rolloff"] = float(rng.uniform(*ROLLOFF_RANGE))
-        src = blocks.vector_source_b(_bytes(rng, int(math.ceil((n_out / sps + 64) * 2 / 8))), False)
+        settle = shaper_settle(sps)
+        src = blocks.vector_source_b(_bytes(rng, int(math.ceil(((n_out + settle) / sps + 64) * 2 / 8))), False)
         mod = digital.generic_mod(constellation("QPSK"), differential=False, samples_per_symbol=sps,
                                   pre_diff_code=False, excess_bw=p["rolloff"])
+        skip = blocks.skiphead(gr.sizeof_gr_complex, settle)
         split, join = blocks.complex_to_float(), blocks.float_to_complex()
         delay = blocks.delay(gr.sizeof_float, sps // 2)
-        tb.connect(src, mod, split)
+        tb.connect(src, mod, skip, split)
         tb.connect((split, 0), (join, 0))
         tb.connect((split, 1), delay, (join, 1))
         return join
@@ -186,16 +205,18 @@ def modulated(tb, label, rng, p, n_out):
         m = int(label[:-4])
         cname, rates = APSK_DTV[label]
         rate = rates[int(rng.integers(0, len(rates)))]
-        n_sym = int(n_out / p["samples_per_symbol"]) + 64
+        settle = shaper_settle(p["samples_per_symbol"])
+        n_sym = int((n_out + settle) / p["samples_per_symbol"]) + 64
         src = blocks.vector_source_b([int(v) for v in rng.integers(0, m, size=n_sym)], False)
         mapper = dtv.dvbs2_modulator_bc(dtv.FECFRAME_NORMAL, getattr(dtv, rate), getattr(dtv, cname),
                                         dtv.INTERPOLATION_OFF)
         shaper = rrc_resampler(p["samples_per_symbol"], p["rolloff"])
+        skip = blocks.skiphead(gr.sizeof_gr_complex, settle)
         symbols = blocks.vector_sink_c()
-        tb.connect(src, mapper, shaper)
+        tb.connect(src, mapper, shaper, skip)
         tb.connect(mapper, symbols)
         p["_apsk_symbols"] = symbols  # ring ratios measured after the run (clean_burst)
-        return shaper
+        return skip
     if label in CPM:
         sps = int(round(_log_uniform(rng, SPS_RANGE)))
         p["samples_per_symbol"] = float(sps)
@@ -242,9 +263,10 @@ def modulated(tb, label, rng, p, n_out):
             tb.connect(msg, f2c)
         return f2c
     p["ssb_upper"] = float(rng.integers(0, 2))
-    hil = filter.hilbert_fc(65)
-    tb.connect(msg, hil)
-    out = hil
+    hil = filter.hilbert_fc(HILBERT_TAPS)
+    settle = blocks.skiphead(gr.sizeof_gr_complex, HILBERT_TAPS)  # until its history is full
+    tb.connect(msg, hil, settle)
+    out = settle
     if not p["ssb_upper"]:
         conj = blocks.conjugate_cc()
         tb.connect(out, conj)
