@@ -210,6 +210,8 @@ def test_a_low_order_refiner_fits_beside_the_constellation_refiner_and_both_serv
         assert clf.describe()["low_order_refiner"]["classes"] == list(LOW_ORDER_LABELS)
     with Classifier.load(model_dir, backend="onnxruntime", refiner=False) as off:
         assert off.refiners == ()
+    with Classifier.load(model_dir, backend="onnxruntime", low_order_refiner=False) as high_only:
+        assert high_only.low_order_refiner is None and high_only.refiners == (high_only.refiner,)
     card = render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
                             "max_windows": 4, "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1,
                             "flops_per_bucket": {}, "training": {}, "low_order_refiner": meta.low_order_refiner,

@@ -26,7 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extra-eval", nargs="*", default=[], metavar="FILE.h5",
                         help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
     parser.add_argument("--no-refiner", action="store_true",
-                        help="leave out the model's constellation refiner (measure the network alone)")
+                        help="leave out the model's refiners, the constellation and the low-order one (measure the "
+                             "network alone)")
+    parser.add_argument("--no-low-order-refiner", action="store_true",
+                        help="leave out the model's low-order refiner alone")
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
     parser.add_argument("--refiner-rate-rule", choices=RATE_RULES, default=None,
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
-                            dc_pass=not args.no_dc_pass)
+                            dc_pass=not args.no_dc_pass, low_order_refiner=not args.no_low_order_refiner)
         if args.card:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         _print(res)

@@ -94,7 +94,7 @@ class Classifier:
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
              threads: int | None = None, refiner: bool = True, refiner_workers: int = 0,
              refiner_sequence: bool = True, refiner_rate_rule: str | None = None,
-             dc_pass: bool = True) -> Classifier:
+             dc_pass: bool = True, low_order_refiner: bool = True) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -113,7 +113,9 @@ class Classifier:
         rule; None: the model's serving rule (model.json's refiner.serve_rate_rule) where it names
         one, else the rule the refiner was fitted on (the shipped refiner's own is
         alphabet_fit_3_low_snr since the twenty-fifth session, docs/model.md); dc_pass=False
-        leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do).
+        leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do);
+        low_order_refiner=False leaves out the model's low-order refiner alone (about a sixth
+        of the shipped model's CPU per burst; docs/engine.md).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -123,15 +125,16 @@ class Classifier:
         if refiner_workers < 0:
             raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
         refine, low_order, pool = None, None, None
-        if refiner and (meta.refiner or meta.low_order_refiner):  # before the backend: a broken file fails fast
+        low_order_info = meta.low_order_refiner if low_order_refiner else {}
+        if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
             from rfclassify.engine.refiner import Refiner, disjoint_refiners, refiner_info, start_pool
             if meta.refiner:
                 refine = Refiner.load(model_dir, refiner_info(meta.refiner, refiner_sequence), meta.labels)
                 rule = refiner_rate_rule if refiner_rate_rule is not None else meta.refiner.get("serve_rate_rule")
                 if rule is not None:
                     refine = refine.clocked_by(rule)
-            if meta.low_order_refiner:
-                low_order = Refiner.load(model_dir, meta.low_order_refiner, meta.labels)
+            if low_order_info:
+                low_order = Refiner.load(model_dir, low_order_info, meta.labels)
             disjoint_refiners(refine, low_order)
             if refiner_workers > 0 and refine is not None:
                 from rfclassify.engine.dc_pass import FitRoute, worker_setup

@@ -158,11 +158,12 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
                   predictions: bool = False, refiner_rate_rule: str | None = None,
-                  refiner_workers: int = 0, dc_pass: bool = True) -> dict[str, Any]:
+                  refiner_workers: int = 0, dc_pass: bool = True, low_order_refiner: bool = True) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
-    (with the model's constellation refiner unless refiner=False; its bursts clocked by
-    refiner_rate_rule where given, its statistics in refiner_workers processes, the DC pass
-    unless dc_pass=False: Classifier.load).
+    (with the model's refiners unless refiner=False, its low-order one unless
+    low_order_refiner=False; the constellation refiner's bursts clocked by refiner_rate_rule
+    where given, their statistics in refiner_workers processes, the DC pass unless
+    dc_pass=False: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -176,7 +177,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                                                                 refiner_sequence=refiner_sequence,
                                                                 refiner_rate_rule=refiner_rate_rule,
                                                                 refiner_workers=refiner_workers,
-                                                                dc_pass=dc_pass) as clf:
+                                                                dc_pass=dc_pass,
+                                                                low_order_refiner=low_order_refiner) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]

@@ -85,6 +85,7 @@ class ModelConfig:
     # else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
     refiner_rate_rule: str = field(default="", metadata=_check(REFINER_RATE_RULES))
     dc_pass: bool = True        # with the refiners: each burst's receiver DC offset found and taken out first
+    low_order_refiner: bool = True  # the model's low-order refiner, when it has one (false: its CPU back)
 
 
 @dataclass(frozen=True)
