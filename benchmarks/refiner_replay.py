@@ -8,7 +8,9 @@ serves a dataset once (rfclassify.model.evaluate.evaluate_file, the model's refi
 pass) and keeps those; `score` replays them through other models' refiners
 (Refiner.refine_measured, the same code serving runs) and compares each with the recorded
 run burst for burst (rfclassify.model.paired). A variant whose statistics differ (another
-sequence network, rate rule, blind view or equalizer) is refused: it has to be served.
+sequence network, rate rule, blind view or equalizer) is refused: it has to be served. The
+bursts a low-order refiner takes (fit-refiner --group low-order) keep their served answers, so
+a variant must carry the recorded model's low-order refiner file (or none where it had none).
 
     PYTHONPATH=. python3 benchmarks/refiner_replay.py record FILE.h5 --model-dir models --out CACHE.npz \
         [--refiner-workers N]
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rfclassify.engine.refiner as refiner_module  # noqa: E402
 from rfclassify.engine.refiner import Refiner  # noqa: E402
+from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.paired import format_difference, load_predictions, paired_difference  # noqa: E402
 
 
@@ -84,14 +87,16 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
         return original[1](self, outputs, n_windows, snr_offsets, n_samples, bucket_samples, sample_rates, bursts)
 
     def routed(refiners: Any, probs: list[np.ndarray], snr_db: list[float], bursts: list[Any], pool: Any = None):
-        if len(refiners) != 1:
-            raise SystemExit("refiner_replay: the model serves more than the constellation refiner")
-        ref = refiners[0]
+        ref = _constellation_refiner(refiners)
         refiner[:] = [ref]
         slot.clear()
         answer = original[2](refiners, probs, snr_db, bursts, pool)
-        wants = [ref.wants(np.asarray(p, np.float64), x) for p, x in zip(probs, bursts, strict=True)]
-        stats = iter(slot[0] if slot else [])
+        network = [np.asarray(p, np.float64) for p in probs]
+        # refine_routed measures each refiner's bursts in one statistics_many call, in the
+        # refiners' order, and skips a refiner that takes none of them
+        calls = [r for r in refiners if any(r.wants(p, x) for p, x in zip(network, bursts, strict=True))]
+        wants = [ref.wants(p, x) for p, x in zip(network, bursts, strict=True)]
+        stats = iter(slot[calls.index(ref)] if ref in calls else [])
         for i, p, snr, w, x in zip(pending, probs, snr_db, wants, bursts, strict=True):
             seen[i] = (np.asarray(p, np.float64), float(snr), w, next(stats) if w else None,
                        0 if x is None else int(np.shape(x)[0]))
@@ -126,7 +131,7 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
              "served_pred": served["pred"],
              "truth": served["truth"], "snr_db": served["snr_db"], "bucket": served["bucket"],
              "dataset": np.array(served["dataset"]), "key": np.array(statistics_key(refiner[0])),
-             "min_samples": np.int64(refiner[0].min_samples)}
+             "min_samples": np.int64(refiner[0].min_samples), "low_order_sha256": np.array(_low_order_file(model_dir))}
     mismatch = int(np.sum(replay(cache, refiner[0]) != served["pred"]))
     np.savez(out, **cache)
     print(f"wrote {out}: {n} bursts, {int(cache['wants'].sum())} taken by the refiner; its replay differs from "
@@ -134,11 +139,31 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
     return 0 if mismatch == 0 else 1
 
 
+def _constellation_refiner(refiners: Any) -> Refiner:
+    """The refiner over the high-order classes among a model's refiners (a low-order one beside
+    it keeps its served answers in a replay)."""
+    mine = [r for r in refiners if set(r.labels) & set(HIGH_ORDER_LABELS)]
+    if len(mine) != 1:
+        raise SystemExit("refiner_replay: the model has no constellation refiner")
+    return mine[0]
+
+
+def _low_order_file(model_dir: Path) -> str:
+    """The sha256 of a model's low-order refiner file, "" where it has none: the bursts that
+    refiner takes keep their recorded answers in a replay, so a variant must serve the same."""
+    from rfclassify.model.meta import ModelMeta
+
+    return str((ModelMeta.load(model_dir).low_order_refiner or {}).get("sha256", ""))
+
+
 def replay(cache: dict[str, Any], ref: Refiner) -> np.ndarray:
-    """The predictions served with refiner `ref` on the recorded bursts: those the recorded
-    refiner took and `ref` takes too (its min_samples may be larger, not smaller)."""
+    """The predictions served with constellation refiner `ref` on the recorded bursts: those
+    the recorded refiner took and `ref` takes too (its min_samples may be larger, not
+    smaller); every other burst keeps its served answer (the network's, or a low-order
+    refiner's)."""
     probs = np.asarray(cache["probs"], np.float64)
-    pred = probs.argmax(axis=1)
+    pred = np.asarray(cache["served_pred"]).astype(np.int64)
+    pred[cache["wants"]] = probs[cache["wants"]].argmax(axis=1)
     rows = np.flatnonzero(cache["wants"] & (cache["length"] >= ref.min_samples))
     stats = [None if np.isnan(s).any() else s for s in np.asarray(cache["stats"])[rows]]
     refined = ref.refine_measured(list(probs[rows]), list(cache["snr_estimate"][rows]), stats)
@@ -157,6 +182,10 @@ def score(cache_path: Path, model_dirs: list[Path], json_out: Path | None) -> in
     for model_dir in model_dirs:
         with Classifier.load(model_dir, backend="onnxruntime", warmup=False) as clf:
             ref = clf.refiner
+        if _low_order_file(model_dir) != str(cache.get("low_order_sha256", "")):
+            print(f"refiner_replay: {model_dir} serves another low-order refiner than the recorded model (or none "
+                  "where it had one); serve it", file=sys.stderr)
+            return 2
         if ref is None or statistics_key(ref) != str(cache["key"]):
             print(f"refiner_replay: {model_dir}'s refiner measures other statistics than the recorded one; "
                   "serve it (rfclassify evaluate --predictions)", file=sys.stderr)

@@ -68,3 +68,28 @@ def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(
     meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)}).save(variant)
     assert rr.main(["score", str(cache), str(variant)]) == 2
     assert "takes bursts from 64 samples" in capsys.readouterr().err
+    # nor one without the recorded model's low-order refiner (its bursts keep their recorded answers)
+    assert str(np.load(cache)["low_order_sha256"]) == meta.low_order_refiner["sha256"]
+    meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(variant / REFINER_FILE)},
+                      low_order_refiner={}).save(variant)
+    assert rr.main(["score", str(cache), str(variant)]) == 2
+    assert "another low-order refiner" in capsys.readouterr().err
+
+
+def test_a_replay_keeps_the_served_answers_of_bursts_the_constellation_refiner_did_not_take():
+    """Bursts outside the constellation refiner (a low-order refiner's, say) keep what was
+    served, not the network's top class; those it took start again from the network's."""
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.model.meta import default_model_dir
+
+    with Classifier.load(default_model_dir(), backend="onnxruntime", warmup=False) as clf:
+        ref = dataclasses.replace(clf.refiner, min_samples=2048)
+    probs = np.full((3, 28), 0.01)
+    probs[:, 4] = 0.9                       # the network says QPSK (index 4) for all three
+    cache = {"probs": probs, "snr_estimate": np.zeros(3), "served_pred": np.array([0, 4, 7]),
+             "wants": np.array([False, False, True]), "length": np.array([1024, 1024, 1024]),
+             "stats": np.full((3, ref.n_features - 29), np.nan, np.float32)}
+    # a burst the recorded refiner took but this one does not (shorter than its min_samples)
+    # gets the network's answer back
+    assert rr.replay(cache, ref).tolist() == [0, 4, 4]
+

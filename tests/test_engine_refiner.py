@@ -1129,6 +1129,24 @@ def test_the_daemon_config_chooses_the_refiners_light_variant(tiny_model_dir, tm
             engine.classifier.close()
 
 
+def test_the_daemon_config_can_leave_out_the_shipped_low_order_refiner():
+    """`[model] low_order_refiner = false` gives its CPU back and keeps the constellation refiner."""
+    from rfclassify.model.meta import default_model_dir
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    assert ModelMeta.load(default_model_dir()).low_order_refiner, "the shipped model has a low-order refiner"
+    for low_order in (True, False):
+        cfg = config_from_dict({"model": {"dir": str(default_model_dir()), "backend": "onnxruntime", "warmup": False,
+                                          "low_order_refiner": low_order}})
+        engine = load_engine(cfg)
+        try:
+            clf = engine.classifier
+            assert clf.refiner is not None and (clf.low_order_refiner is not None) == low_order
+        finally:
+            engine.classifier.close()
+
+
 def _burst_the_rate_rules_clock_apart() -> np.ndarray:
     """A low roll-off high-order burst whose strongest |x|^2 line is not its symbol rate."""
     from rfclassify.dsp import symbol_clock as sc
