@@ -67,6 +67,7 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
     chunk's bursts by bucket), and check that replaying the refiner gives the served answers."""
     from rfclassify.engine.classifier import Classifier, as_burst
     from rfclassify.model.evaluate import evaluate_file
+    from rfclassify.model.meta import ModelMeta
 
     place: dict[bytes, int] = {}          # a burst's samples -> its index in the dataset
     pending: list[int] = []               # the indices of the bursts of the _results call under way
@@ -92,10 +93,11 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
         slot.clear()
         answer = original[2](refiners, probs, snr_db, bursts, pool)
         network = [np.asarray(p, np.float64) for p in probs]
+        takes = [[r.wants(p, x) for p, x in zip(network, bursts, strict=True)] for r in refiners]
         # refine_routed measures each refiner's bursts in one statistics_many call, in the
         # refiners' order, and skips a refiner that takes none of them
-        calls = [r for r in refiners if any(r.wants(p, x) for p, x in zip(network, bursts, strict=True))]
-        wants = [ref.wants(p, x) for p, x in zip(network, bursts, strict=True)]
+        calls = [r for r, t in zip(refiners, takes, strict=True) if any(t)]
+        wants = takes[list(refiners).index(ref)]
         stats = iter(slot[calls.index(ref)] if ref in calls else [])
         for i, p, snr, w, x in zip(pending, probs, snr_db, wants, bursts, strict=True):
             seen[i] = (np.asarray(p, np.float64), float(snr), w, next(stats) if w else None,
@@ -131,7 +133,7 @@ def record(dataset: Path, model_dir: Path, out: Path, workers: int) -> int:
              "served_pred": served["pred"],
              "truth": served["truth"], "snr_db": served["snr_db"], "bucket": served["bucket"],
              "dataset": np.array(served["dataset"]), "key": np.array(statistics_key(refiner[0])),
-             "min_samples": np.int64(refiner[0].min_samples), "low_order_sha256": np.array(_low_order_file(model_dir))}
+             "min_samples": np.int64(refiner[0].min_samples), "low_order_sha256": np.array(_low_order_file(ModelMeta.load(model_dir)))}
     mismatch = int(np.sum(replay(cache, refiner[0]) != served["pred"]))
     np.savez(out, **cache)
     print(f"wrote {out}: {n} bursts, {int(cache['wants'].sum())} taken by the refiner; its replay differs from "
@@ -148,12 +150,11 @@ def _constellation_refiner(refiners: Any) -> Refiner:
     return mine[0]
 
 
-def _low_order_file(model_dir: Path) -> str:
-    """The sha256 of a model's low-order refiner file, "" where it has none: the bursts that
-    refiner takes keep their recorded answers in a replay, so a variant must serve the same."""
-    from rfclassify.model.meta import ModelMeta
-
-    return str((ModelMeta.load(model_dir).low_order_refiner or {}).get("sha256", ""))
+def _low_order_file(meta: Any) -> str:
+    """The sha256 of a model's low-order refiner file (its ModelMeta's), "" where it has none:
+    the bursts that refiner takes keep their recorded answers in a replay, so a variant must
+    serve the same."""
+    return str((meta.low_order_refiner or {}).get("sha256", ""))
 
 
 def replay(cache: dict[str, Any], ref: Refiner) -> np.ndarray:
@@ -181,8 +182,8 @@ def score(cache_path: Path, model_dirs: list[Path], json_out: Path | None) -> in
     report = {}
     for model_dir in model_dirs:
         with Classifier.load(model_dir, backend="onnxruntime", warmup=False) as clf:
-            ref = clf.refiner
-        if _low_order_file(model_dir) != str(cache.get("low_order_sha256", "")):
+            ref, low_order = clf.refiner, _low_order_file(clf.meta)
+        if low_order != str(cache.get("low_order_sha256", "")):
             print(f"refiner_replay: {model_dir} serves another low-order refiner than the recorded model (or none "
                   "where it had one); serve it", file=sys.stderr)
             return 2

@@ -92,4 +92,3 @@ def test_a_replay_keeps_the_served_answers_of_bursts_the_constellation_refiner_d
     # a burst the recorded refiner took but this one does not (shorter than its min_samples)
     # gets the network's answer back
     assert rr.replay(cache, ref).tolist() == [0, 4, 4]
-
