@@ -32,6 +32,14 @@ from rfclassify.engine.classifier import Classifier  # noqa: E402
 from rfclassify.labels import LABELS  # noqa: E402
 
 
+def cost_bursts(n: int, length: int) -> list[np.ndarray]:
+    """n synthesized bursts of `length` samples: the 28 labels in turn, the full channel, SNR
+    uniform 10..30 dB, always the same ones (seed 5)."""
+    rng = np.random.default_rng(5)
+    labels = [LABELS[i % len(LABELS)] for i in range(n)]
+    return list(synthesize(labels, length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-dir", default="models")
@@ -42,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     args = ap.parse_args(argv)
-    rng = np.random.default_rng(5)
-    labels = [LABELS[i % len(LABELS)] for i in range(args.bursts)]
-    bursts = list(synthesize(labels, args.length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
+    bursts = cost_bursts(args.bursts, args.length)
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                          refiner_rate_rule=args.rate_rule) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,

@@ -3,10 +3,17 @@ and how many threads its BLAS may start."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 _blas_limits: Any = None    # keep_one_blas_thread's threadpoolctl limits, kept in force
+_controller: Any = None     # one_blas_thread's threadpoolctl controller, made on first use
+_one_thread_lock = threading.Lock()
+_one_thread_depth = 0       # one_blas_thread contexts open in this process (any thread)
+_one_thread_limits: Any = None
 
 
 def usable_cpu_count() -> int:
@@ -24,12 +31,63 @@ def keep_one_blas_thread() -> None:
     a 2-core CPU; fit-sequence's fitted carrier pass made 67x fewer fits in 15 workers on a
     16-core host). numpy's and scipy's BLAS are loaded first: threadpoolctl limits only the
     libraries loaded when it is called, and a worker may not have imported them yet."""
-    import importlib
-
     from threadpoolctl import threadpool_limits
+
+    _load_blas_libraries()
+    global _blas_limits
+    _blas_limits = threadpool_limits(limits=1)
+
+
+def _load_blas_libraries() -> None:
+    """Import numpy's and scipy's BLAS: threadpoolctl sees only the libraries loaded when asked."""
+    import importlib
 
     for module in ("numpy", "scipy.linalg"):     # each loads its own BLAS
         importlib.import_module(module)
 
-    global _blas_limits
-    _blas_limits = threadpool_limits(limits=1)
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block with this process's BLAS pools at one thread, then restore them: for
+    numpy work made of many small products (the refiners' statistics: filters of a few taps,
+    a sequence network over at most 512 symbols), where a BLAS thread per core costs more in
+    start-up and waiting than it saves, and far more when the cores are busy (classification
+    of 1024-sample bursts with the shipped refiners took 2.1x as long with two BLAS threads
+    as with one on a loaded 2-core CPU, docs/engine.md). Contexts may nest and overlap across
+    threads: the first to enter sets the limit, the last to leave restores it, whichever
+    threads they are (the daemon's refiners run in its inference thread). OpenMP pools (a
+    torch backend's) are left alone."""
+    global _controller, _one_thread_depth, _one_thread_limits
+    with _one_thread_lock:
+        if _one_thread_depth == 0:
+            if _controller is None:
+                from threadpoolctl import ThreadpoolController
+
+                _load_blas_libraries()
+                _controller = ThreadpoolController()
+            _release_openblas_control()
+            _one_thread_limits = _controller.limit(limits=1, user_api="blas")
+            _release_openblas_control()
+        _one_thread_depth += 1
+    try:
+        yield
+    finally:
+        with _one_thread_lock:
+            _one_thread_depth -= 1
+            if _one_thread_depth == 0:
+                _release_openblas_control()
+                _one_thread_limits.restore_original_limits()
+                _one_thread_limits = None
+                _release_openblas_control()
+
+
+def _release_openblas_control() -> None:
+    """Let the next thread that sets OpenBLAS's pool do so. threadpoolctl 3.8 and later let
+    only one thread at a time set it (its pool is process-wide) and ignore the others without
+    a word, so a limit set in one thread could not be lifted from another; one_blas_thread
+    holds its own lock while it sets or lifts its limit. Older threadpoolctl has no such rule."""
+    import threadpoolctl
+
+    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)

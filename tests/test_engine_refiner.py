@@ -618,7 +618,6 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
-    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(21)
     bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0)).iq)
@@ -628,10 +627,10 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     with Classifier.load(backend="onnxruntime") as here, \
             Classifier.load(backend="onnxruntime", refiner_workers=2) as pooled:
         assert here.refiner is not None and pooled._refiner_pool is not None
-        # each worker runs one BLAS thread; so does this process here, so both sum in one order
-        # (with more threads the probabilities differ by 1e-6 and may round apart)
-        with threadpool_limits(1):
-            a = here.classify(bursts)
+        # each worker runs one BLAS thread, and so does this process's refiner (one_blas_thread),
+        # so both sum in one order (with more threads the probabilities differ by 1e-6 and may
+        # round apart)
+        a = here.classify(bursts)
         b = pooled.classify(bursts)
         with Classifier.load(backend="onnxruntime", refiner=False) as alone:
             c = alone.classify(bursts)

@@ -351,11 +351,14 @@ class Classifier:
     def _refine(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
                 bursts: list[np.ndarray | None]) -> list[np.ndarray]:
         """The DC pass (probs, snrs, n_windows and bursts updated in place for the bursts it
-        cleans), then the refiners' answers."""
+        cleans), then the refiners' answers. Their numpy work runs with one BLAS thread
+        (_cpus.one_blas_thread: its products are small, and a thread per core only waits)."""
+        from rfclassify._cpus import one_blas_thread
         from rfclassify.engine.refiner import refine_routed
-        if self.dc_pass:
-            self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route)
-        return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
+        with one_blas_thread():
+            if self.dc_pass:
+                self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route)
+            return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
 
     def take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
                     bursts: list[np.ndarray | None], route: FitRoute | None) -> None:

@@ -1,0 +1,98 @@
+"""The process's BLAS threads (rfclassify._cpus): one thread for the refiners' numpy work."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from rfclassify._cpus import one_blas_thread
+
+
+def blas_threads() -> list[int]:
+    """The thread counts of the loaded BLAS libraries, each once."""
+    return sorted({d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"})
+
+
+@pytest.fixture
+def two_blas_threads():
+    """BLAS at two threads for the test (a one-core box runs the limit's test with nothing to limit)."""
+    importlib.import_module("scipy.linalg")     # its own BLAS, loaded as the refiners load it
+    with threadpool_limits(2, user_api="blas"):
+        if blas_threads() != [2]:
+            pytest.skip(f"this machine's BLAS will not run two threads (it runs {blas_threads()})")
+        yield
+
+
+def test_one_blas_thread_holds_for_the_block_and_nested_blocks_and_is_lifted_after(two_blas_threads):
+    with one_blas_thread():
+        assert blas_threads() == [1]
+        with one_blas_thread():
+            assert blas_threads() == [1]
+        assert blas_threads() == [1]    # the inner block leaving does not lift the outer's limit
+    assert blas_threads() == [2]
+
+
+def test_blocks_overlapping_in_two_threads_lift_the_limit_when_the_last_one_leaves(two_blas_threads):
+    inside, leave = threading.Event(), threading.Event()
+    seen: list[list[int]] = []
+
+    def other() -> None:
+        with one_blas_thread():
+            inside.set()
+            leave.wait(10)
+            seen.append(blas_threads())
+
+    worker = threading.Thread(target=other)
+    with one_blas_thread():
+        worker.start()
+        assert inside.wait(10)
+    assert blas_threads() == [1]        # this thread left first; the other is still inside
+    leave.set()
+    worker.join(10)
+    assert seen == [[1]] and blas_threads() == [2]
+
+
+def test_a_thread_other_than_the_one_that_last_set_the_pool_sets_and_lifts_the_limit(two_blas_threads):
+    """As the daemon's inference thread does, while the main thread's own limit (the fixture's)
+    is in force: threadpoolctl alone would ignore the second thread."""
+    seen: list[list[int]] = []
+
+    def inference() -> None:
+        with one_blas_thread():
+            seen.append(blas_threads())
+        seen.append(blas_threads())
+
+    worker = threading.Thread(target=inference)
+    worker.start()
+    worker.join(10)
+    assert seen == [[1], [2]] and blas_threads() == [2]
+
+
+def test_the_classifier_runs_its_dc_pass_and_refiners_on_one_blas_thread(two_blas_threads, monkeypatch):
+    """The shipped model's refiners, observed where the Classifier calls them; the caller's BLAS
+    threads are as they were once classify returns."""
+    import rfclassify.engine.dc_pass as dc_pass
+    import rfclassify.engine.refiner as refiner_module
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+
+    seen: dict[str, list[list[int]]] = {"dc pass": [], "refiners": []}
+
+    def observed(name: str, real):
+        def call(*args, **kwargs):
+            seen[name].append(blas_threads())
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(dc_pass, "offsets_to_remove", observed("dc pass", dc_pass.offsets_to_remove))
+    monkeypatch.setattr(refiner_module, "refine_routed", observed("refiners", refiner_module.refine_routed))
+    bursts = list(synthesize(["64QAM", "QPSK"], 1024, np.random.default_rng(4), 20.0, ChannelConfig()).iq)
+    with Classifier.load(backend="onnxruntime") as clf:
+        results = clf.classify(bursts)
+    assert seen == {"dc pass": [[1]], "refiners": [[1]]}
+    assert all(r.ok for r in results) and blas_threads() == [2]
