@@ -63,6 +63,24 @@ def test_round_trip_samples_labels_params(written):
         np.testing.assert_array_equal(got[3], b.iq[1])
 
 
+def test_samples_digest_is_the_sha256_of_the_samples_in_order_whatever_the_chunk(written, tmp_path):
+    import hashlib
+
+    path, a, b = written
+    expected = hashlib.sha256(np.concatenate([a.iq.ravel(), b.iq.ravel()]).astype(np.complex64).tobytes()).hexdigest()
+    with DatasetReader(path) as ds:
+        assert ds.samples_sha256() == ds.samples_sha256(chunk=7) == expected
+    other = tmp_path / "other.h5"     # one sample changed by a float32 rounding: another digest
+    c = a.iq.copy()
+    c[0, 0] = np.nextafter(c[0, 0].real, np.float32(np.inf)) + 1j * c[0, 0].imag
+    with schema.DatasetWriter(other, _attrs(), PARAM_DTYPE) as w:
+        w.append(c, a.label_index, a.snr_db, a.params)
+        w.append(b.iq, b.label_index, b.snr_db, b.params, channel_index=0)
+        w.commit()
+    with DatasetReader(other) as ds:
+        assert ds.samples_sha256() != expected
+
+
 def test_in_memory_reader_matches(written):
     path, _, _ = written
     with DatasetReader(path) as ds, DatasetReader(path, in_memory=True) as mem:

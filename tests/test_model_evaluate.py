@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("matplotlib")
 
 from rfclassify.cli import main  # noqa: E402
+from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.labels import LABELS  # noqa: E402
 from rfclassify.model.evaluate import (  # noqa: E402
     accuracy_summary,
@@ -101,6 +102,9 @@ def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, t
     assert set(card["flops_per_bucket"]) == {"128", "256", "512", "1024", "2048", "4096"}
     md = (card_dir / "MODEL_CARD.md").read_text()
     assert "## Evaluation: synth:tiny" in md and "| 1024 |" in md and "Open set" in md
+    with DatasetReader(tiny_dataset) as ds:     # which file was evaluated, by its samples
+        digest = ds.samples_sha256()
+    assert ev["dataset"]["samples_sha256"] == digest and f"samples sha256 {digest[:16]}" in md
     assert "| high-order class |" in md  # the condition table (the tiny set has no high-order class: n/a)
     # --out lies outside the card's directory: the card links to copies beside it, never to --out
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)

@@ -93,6 +93,17 @@ class DatasetReader:
         """(N,) array of each example's label name."""
         return np.asarray(self.labels, dtype=object)[self.label_index]
 
+    def samples_sha256(self, chunk: int = 1 << 22) -> str:
+        """sha256 of the file's samples (/iq's bytes, in order): what tells two files made by
+        the same command apart (a GNU Radio set can differ between machines, docs/datasets.md)."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        iq = self._f[schema.IQ]
+        for start in range(0, iq.shape[0], chunk):
+            digest.update(np.ascontiguousarray(iq[start:start + chunk]).tobytes())
+        return digest.hexdigest()
+
     @property
     def params(self) -> np.ndarray:
         """(N,) structured array of generation parameters (loaded on first use)."""

@@ -313,7 +313,9 @@ def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
         refiners.insert(0, "the DC pass")
     lines = ["", f"## Evaluation: {name}", "",
              f"Dataset `{d.get('file')}` (source {d.get('source')}, seed {d.get('seed')}, "
-             f"{d.get('n_bursts')} bursts); made by `{d.get('command_line', '')}`. Run through the serving "
+             f"{d.get('n_bursts')} bursts"
+             + (f", samples sha256 {d['samples_sha256'][:16]}" if d.get("samples_sha256") else "")
+             + f"); made by `{d.get('command_line', '')}`. Run through the serving "
              f"Classifier: backend {run.get('backend')} {run.get('precision')} on {run.get('device')}, "
              + (f"with {' and '.join(refiners)}, " if refiners else "the network alone, ")
              + f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}.", "",

@@ -151,7 +151,7 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
     a = reader.attrs
     return {"file": path.name, "source": a.source, "seed": a.seed, "generator": a.generator,
             "command_line": a.command_line, "channel": a.channel, "snr_grid_db": list(a.snr_grid_db),
-            "lengths": a.lengths, "n_bursts": len(reader)}
+            "lengths": a.lengths, "n_bursts": len(reader), "samples_sha256": reader.samples_sha256()}
 
 
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
