@@ -34,29 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp.blind_equalizer import kurtosis_equalize  # noqa: E402
 from rfclassify.dsp.channel import FADING_NONE  # noqa: E402
-from rfclassify.dsp.class_equalizer import filter_inputs  # noqa: E402
+from rfclassify.dsp.power_lines import constant_modulus  # noqa: E402
 from rfclassify.dsp.symbol_clock import blind_symbols  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols, finite_sequence  # noqa: E402
 
 SPREAD_BINS = ((0.0, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, float("inf")))   # rms delay spread, symbols
-CMA_TAPS, CMA_PASSES = 9, 15
-
-
-def constant_modulus(y: np.ndarray, taps: int = CMA_TAPS, passes: int = CMA_PASSES) -> np.ndarray:
-    """y (unit power) through the least-squares constant-modulus filter (Agee's iteration:
-    project each output onto the unit circle, refit the taps to those targets), centred."""
-    y = y / np.sqrt(np.mean(np.abs(y) ** 2))
-    if y.size < 4 * taps:
-        return y
-    x = filter_inputs(y, taps)
-    w = np.zeros(taps, complex)
-    w[taps // 2] = 1.0
-    pinv = np.linalg.pinv(x)
-    for _ in range(passes):
-        z = x @ w
-        w = pinv @ (z / np.maximum(np.abs(z), 1e-9))
-    z = x @ w
-    return z / np.sqrt(np.mean(np.abs(z) ** 2))
 
 
 def condition(fading: int, spread_symbols: float) -> str:

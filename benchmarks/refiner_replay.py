@@ -53,7 +53,8 @@ def statistics_key(ref: Refiner) -> str:
     what = {"classes": list(ref.labels), "rate_rule": ref.rate_rule,
             "equalizer": list(ref.equalizer), "sequence": digest.hexdigest() if nets else None,
             "blind_view": bool(ref.sequence is not None and ref.sequence.blind_view),
-            "with_features": bool(ref.sequence is not None and ref.sequence.with_features)}
+            "with_features": bool(ref.sequence is not None and ref.sequence.with_features),
+            "power_lines": bool(ref.sequence is not None and ref.sequence.power_lines)}
     return json.dumps(what, sort_keys=True)
 
 

@@ -846,17 +846,20 @@ def test_a_refiner_with_the_sequence_networks_features_feeds_them_after_its_log_
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
-@pytest.mark.parametrize("option, attribute", [("sequence_features", "with_features"), ("blind_view", "blind_view")])
+@pytest.mark.parametrize("option, attribute", [("sequence_features", "with_features"), ("blind_view", "blind_view"),
+                                               ("power_lines", "power_lines")])
 def test_a_refiner_fit_with_more_of_the_sequence_network_scores_a_fit_without_it(tiny_model_dir, tmp_path,
                                                                                 random_sequence_net, option,
                                                                                 attribute):
-    """fit-refiner --sequence-features (its pooled features) and --blind-view (its reading of
-    the blind-equalized symbols and that filter's moments): the extra columns join the
+    """fit-refiner --sequence-features (its pooled features), --blind-view (its reading of
+    the blind-equalized symbols and that filter's moments) and --power-lines (the symbols'
+    coherent power lines, dsp.power_lines): the extra columns join the
     perceptron's input, the report scores the same examples without them, the light variant
     has neither, and examples made the other way are refused."""
     pytest.importorskip("torch")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES
     from rfclassify.model.refiner_fit import RefinerFitConfig, fit_refiner
 
     model_dir = tmp_path / "m"
@@ -867,7 +870,8 @@ def test_a_refiner_fit_with_more_of_the_sequence_network_scores_a_fit_without_it
     cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, sequence_net=str(net_path), **{option: True})
     rep = fit_refiner(model_dir, cfg, save_examples_to=saved)
     assert set(rep[f"without_{option}"]) >= {"holdout_accuracy", "holdout_accuracy_snr_ge_10db"}
-    extra = net.n_features if option == "sequence_features" else len(HIGH_ORDER_LABELS) + 2
+    extra = {"sequence_features": net.n_features, "blind_view": len(HIGH_ORDER_LABELS) + 2,
+             "power_lines": N_POWER_LINES}[option]
     width = len(LABELS) + 1 + N_INVARIANTS + len(HIGH_ORDER_LABELS) + extra
     assert np.load(saved)["features"].shape[1] == width
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
@@ -921,6 +925,46 @@ def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_s
     probs = _probs("16PSK", 0.6)
     np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
     _with_refiner(model_dir, replace(ref, sequence=replace(net, blind_view=False)))
+    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_refiner_with_power_lines_feeds_them_last_from_the_same_symbols_and_stores_them(
+        tiny_model_dir, tmp_path, random_sequence_net):
+    """With power_lines the statistics end with the power lines of the clocked symbols, raw,
+    through the blind filter (the blind view's, computed once) and through the constant-modulus
+    filter; the refiner file records it, and the same weights without it do not load."""
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.power_lines import FLOOR, N_FEATURES, power_line_features
+    from rfclassify.dsp.sequence_fronts import blind_filtered
+    from rfclassify.dsp.symbol_clock import blind_symbols
+    from rfclassify.dsp.symbol_sequence import clocked_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+
+    classes = ("16PSK", "32PSK", "16QAM")
+    net = replace(random_sequence_net(classes, seed=4), blind_view=True, power_lines=True)
+    assert net.n_outputs == 2 * len(classes) + 2 + N_FEATURES
+    burst = synthesize(["16PSK"], 1024, np.random.default_rng(9), 25.0, ChannelConfig()).iq[0]
+    stats = burst_statistics(burst, net)
+    assert stats.size == N_INVARIANTS + net.n_outputs
+    y = clocked_symbols(blind_symbols(burst))
+    np.testing.assert_allclose(stats[-N_FEATURES:], power_line_features(y, blind_filtered(y)[0]), rtol=1e-6)
+    without = burst_statistics(burst, replace(net, power_lines=False))
+    np.testing.assert_array_equal(stats[:-N_FEATURES], without)     # the rest as before, in the same order
+    silent = burst_statistics(np.zeros(600, np.complex64), net)
+    np.testing.assert_array_equal(silent[-N_FEATURES:], np.full(N_FEATURES, np.log(FLOOR), np.float32))
+
+    ref = random_refiner(classes, net)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.sequence is not None and back.sequence.power_lines and back.sequence.blind_view
+    assert back.describe()["power_lines"] is True
+    probs = _probs("16PSK", 0.6)
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    _with_refiner(model_dir, replace(ref, sequence=replace(net, power_lines=False)))
     with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 

@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blind-view", action="store_true",
                         help="the sequence network also reads the symbols after a class-blind equalizer "
                              "(rfclassify.dsp.blind_equalizer), for multipath; needs --sequence-net")
+    parser.add_argument("--power-lines", action="store_true",
+                        help="the coherent power lines of the clocked symbols, raw, after the class-blind "
+                             "equalizer and after a constant-modulus filter (rfclassify.dsp.power_lines); "
+                             "needs --sequence-net")
     parser.add_argument("--blind-reader", default=None, metavar="NPZ",
                         help="a fit-sequence network of the filtered front (--front filtered) that reads the "
                              "blind view in place of the sequence network (stored inside refiner.npz); "
@@ -83,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
-                           blind_reader=args.blind_reader, trees=args.trees, tree_leaves=args.tree_leaves,
-                           tree_lr=args.tree_lr, tree_share=args.tree_share)
+                           blind_reader=args.blind_reader, power_lines=args.power_lines, trees=args.trees,
+                           tree_leaves=args.tree_leaves, tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
                       save_examples_to=args.save_examples)
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
               f"({100 * acc10['trees']:.1f} %); {rep['trees']['trees']} trees, {rep['trees']['rounds']} rounds")
     for key, what in (("without_equalizer", "the equalizer's scores"),
                       ("without_sequence_features", "the sequence network's features"),
-                      ("without_blind_view", "the blind view")):
+                      ("without_blind_view", "the blind view"), ("without_power_lines", "the power lines")):
         if key in rep:      # the same examples fitted without that part of the inputs
             base = rep[key]
             print(f"held-out without {what}: {100 * base['holdout_accuracy']['refined']:.1f} %; "

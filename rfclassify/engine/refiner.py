@@ -52,6 +52,7 @@ from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
+from rfclassify.dsp.power_lines import power_line_features
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
 from rfclassify.engine.results import log_softmax
@@ -76,7 +77,8 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
     network, its outputs for the burst's clocked symbols in its front (sequence_fronts;
     SequenceNet.outputs: its log-probabilities, uniform where there are none, and with
-    with_features its pooled features; with blind_view then blind_view_outputs), then, for
+    with_features its pooled features; with blind_view then blind_view_outputs; with
+    power_lines then power_lines.power_line_features of the same symbols), then, for
     `equalizer`'s classes, their equalized scores (class_equalizer.class_scores; zeros where
     there are too few symbols).
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
@@ -89,20 +91,26 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     if sequence_net is not None:
         seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
         parts.append(sequence_net.outputs(seq))
+        filtered = None if y is None or not (sequence_net.blind_view or sequence_net.power_lines) else blind_filtered(y)
         if sequence_net.blind_view:
-            parts.append(blind_view_outputs(y, sequence_net))
+            parts.append(blind_view_outputs(y, sequence_net, filtered))
+        if sequence_net.power_lines:
+            parts.append(power_line_features(y, None if filtered is None else filtered[0]))
     if equalizer:
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
     return np.concatenate(parts).astype(np.float32)
 
 
-def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet) -> np.ndarray:
+def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet,
+                       filtered: tuple[np.ndarray, float, float] | None = None) -> np.ndarray:
     """The sequence network's log-probabilities for clocked symbols y after the class-blind
     equalizer (blind_equalizer.kurtosis_equalize; read by its blind_reader where it has one),
     then that filter's fourth moments before and after, float32; the uniform log-probabilities
-    and zero moments where there are no symbols or no sequence of them."""
-    filtered = None if y is None else blind_filtered(y)
+    and zero moments where there are no symbols or no sequence of them. filtered: the
+    filter's output for y (sequence_fronts.blind_filtered) where the caller has it."""
+    if filtered is None and y is not None:
+        filtered = blind_filtered(y)
     if filtered is not None:
         z, before, after = filtered
         reader = sequence_net.blind_reader
@@ -346,6 +354,8 @@ class Refiner:
                 out["sequence_net_blind_view"] = True
             if self.sequence.blind_reader is not None:
                 out["sequence_net_blind_reader_params"] = self.sequence.blind_reader.n_params
+            if self.sequence.power_lines:
+                out["power_lines"] = True
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         if self.members > 1:
@@ -413,6 +423,8 @@ class Refiner:
             extra["sequence_blind_view"] = np.bool_(True)
         if self.sequence is not None and self.sequence.blind_reader is not None:
             extra.update(self.sequence.blind_reader.arrays(BLIND_READER_PREFIX))
+        if self.sequence is not None and self.sequence.power_lines:
+            extra["sequence_power_lines"] = np.bool_(True)
         if self.equalizer:
             extra["equalizer_labels"] = np.array(self.equalizer)
         if self.trees is not None:
@@ -445,6 +457,8 @@ class Refiner:
                     reader = (SequenceNet.from_arrays(z, str(path), BLIND_READER_PREFIX)
                               if f"{BLIND_READER_PREFIX}labels" in z else None)
                     sequence = dataclasses.replace(sequence, blind_view=True, blind_reader=reader)
+                if sequence is not None and "sequence_power_lines" in z and bool(z["sequence_power_lines"]):
+                    sequence = dataclasses.replace(sequence, power_lines=True)
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ModelNotFoundError
+from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINE_FEATURES
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, FRONTS, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES
@@ -83,6 +84,10 @@ class SequenceNet:
     #: what reads the blind view's filtered symbols: a network of the filtered front with the
     #: same labels (stored by the refiner beside this one), or None for this network itself
     blind_reader: SequenceNet | None = None
+    #: and with power_lines, last, the coherent power lines of the same symbols, raw, through
+    #: the blind filter and through a constant-modulus filter (rfclassify.dsp.power_lines;
+    #: not stored with the network either)
+    power_lines: bool = False
 
     def __post_init__(self) -> None:
         if self.blind_view and self.front == "blind":
@@ -117,7 +122,8 @@ class SequenceNet:
     def n_outputs(self) -> int:
         """What outputs() gives a refiner per burst."""
         own = len(self.labels) + (self.n_features if self.with_features else 0)
-        return own + (len(self.labels) + BLIND_MOMENTS if self.blind_view else 0)
+        return (own + (len(self.labels) + BLIND_MOMENTS if self.blind_view else 0)
+                + (N_POWER_LINE_FEATURES if self.power_lines else 0))
 
     def outputs(self, seq: np.ndarray | None) -> np.ndarray:
         """What a refiner takes from one (n_channels, n) sequence, float32: its log-probabilities,

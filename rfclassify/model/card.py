@@ -112,6 +112,9 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
                       + (", read by a second network of the same shape trained on such symbols (stored in the same "
                          "file too)" if cfg.get("blind_reader") else "")
                       + ", with that filter's fourth moments before and after")
+    if seq and cfg.get("power_lines"):
+        seq_input += (", and the coherent power lines of those symbols, raw, after that filter and after a "
+                      "constant-modulus filter (rfclassify/dsp/power_lines.py)")
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
@@ -167,7 +170,8 @@ def _fuser_parts(acc: dict[str, float], acc10: dict[str, float]) -> str:
 def _fit_flags(cfg: dict[str, Any]) -> str:
     """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
-    flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "sequence_features", "equalizer", "dc_pass")
+    flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "power_lines", "sequence_features", "equalizer",
+                                                               "dc_pass")
               if cfg.get(name)]
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []

@@ -119,6 +119,9 @@ class RefinerFitConfig:
     #: a fit-sequence network of the filtered front that reads the blind view in place of the
     #: sequence network (SequenceNet.blind_reader); stored inside refiner.npz
     blind_reader: str | None = None
+    #: the coherent power lines of the clocked symbols, raw, through the blind filter and
+    #: through a constant-modulus filter (SequenceNet.power_lines, rfclassify.dsp.power_lines)
+    power_lines: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -146,6 +149,8 @@ class RefinerFitConfig:
             raise ConfigError("blind_view needs a sequence network (--sequence-net)")
         if self.blind_reader and not self.blind_view:
             raise ConfigError("blind_reader reads the blind view (add --blind-view)")
+        if self.power_lines and not self.sequence_net:
+            raise ConfigError("power_lines needs a sequence network (--sequence-net): they are read from its symbols")
 
     def clock_rule(self, sequence_net: SequenceNet | None) -> str:
         """The rate rule the fit clocks its bursts by: rate_rule, else the one sequence_net
@@ -319,17 +324,19 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
-                 blind_view: bool = False, blind_reader: str | None = None) -> dict[str, Any]:
+                 blind_view: bool = False, blind_reader: str | None = None,
+                 power_lines: bool = False) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
-    statistics came from, whether its pooled features and its blind view (and which blind
-    reader, by sha256) are among them, the equalized classes, and whether the DC pass cleaned
-    their bursts first. Examples are reused only where it matches."""
+    statistics came from, whether its pooled features, its blind view (and which blind
+    reader, by sha256) and the power lines are among them, the equalized classes, and whether
+    the DC pass cleaned their bursts first. Examples are reused only where it matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
             "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
-            "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None}
+            "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None,
+            "power_lines": bool(power_lines)}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -354,6 +361,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         stored.setdefault("sequence_features", False)   # or the sequence network's features
         stored.setdefault("blind_view", False)          # or its blind view
         stored.setdefault("blind_reader_sha256", None)  # or a blind reader
+        stored.setdefault("power_lines", False)         # or the power lines
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -534,17 +542,17 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         raise ConfigError(f"{model_dir}: the model has {len(classes)} of the refiner's classes; it needs at least 2")
     t0 = time.time()
     sequence = SequenceNet.load(cfg.sequence_net) if cfg.sequence_net else None
-    if sequence is not None and (cfg.sequence_features or cfg.blind_view):
+    if sequence is not None and (cfg.sequence_features or cfg.blind_view or cfg.power_lines):
         reader = SequenceNet.load(cfg.blind_reader) if cfg.blind_reader else None
         try:
             sequence = dataclasses.replace(sequence, with_features=cfg.sequence_features, blind_view=cfg.blind_view,
-                                           blind_reader=reader)
+                                           blind_reader=reader, power_lines=cfg.power_lines)
         except ValueError as exc:
             raise ConfigError(f"{cfg.sequence_net}: {exc}") from None
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
-                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader)
+                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -570,10 +578,14 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     if sequence is not None and sequence.with_features:     # its pooled features follow its log-probabilities
         report["without_sequence_features"] = _fit_without(ex, cfg, classes, index, sequence, "with_features",
                                                            n_invariant + len(sequence.labels), rule, equalizer)
-    if sequence is not None and sequence.blind_view:        # the blind view follows the rest of its outputs
-        lighter = _without(sequence, "blind_view")
+    if sequence is not None and sequence.blind_view:        # the blind view follows the rest of its own outputs
+        before = _without(_without(sequence, "blind_view"), "power_lines")
         report["without_blind_view"] = _fit_without(ex, cfg, classes, index, sequence, "blind_view",
-                                                    n_invariant + lighter.n_outputs, rule, equalizer)
+                                                    n_invariant + before.n_outputs, rule, equalizer)
+    if sequence is not None and sequence.power_lines:       # the power lines come last of its outputs
+        before = _without(sequence, "power_lines")
+        report["without_power_lines"] = _fit_without(ex, cfg, classes, index, sequence, "power_lines",
+                                                     n_invariant + before.n_outputs, rule, equalizer)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
