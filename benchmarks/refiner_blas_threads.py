@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # refiner_cost's bursts
 
 import rfclassify._cpus as cpus  # noqa: E402
 from refiner_cost import cost_bursts  # noqa: E402

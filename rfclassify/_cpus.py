@@ -52,8 +52,9 @@ def one_blas_thread() -> Iterator[None]:
     numpy work made of many small products (the refiners' statistics: filters of a few taps,
     a sequence network over at most 512 symbols), where a BLAS thread per core costs more in
     start-up and waiting than it saves, and far more when the cores are busy (classification
-    of 1024-sample bursts with the shipped refiners took 2.1x as long with two BLAS threads
-    as with one on a loaded 2-core CPU, docs/engine.md). Contexts may nest and overlap across
+    of 1024-sample bursts with the shipped refiners took 2.2x as long with two BLAS threads
+    as with one on a 2-core CPU with one core busy, 4.0x with sixteen on a 16-core host with
+    eight busy; docs/engine.md). Contexts may nest and overlap across
     threads: the first to enter sets the limit, the last to leave restores it, whichever
     threads they are (the daemon's refiners run in its inference thread). OpenMP pools (a
     torch backend's) are left alone."""

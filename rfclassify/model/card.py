@@ -170,9 +170,8 @@ def _fuser_parts(acc: dict[str, float], acc10: dict[str, float]) -> str:
 def _fit_flags(cfg: dict[str, Any]) -> str:
     """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
-    flags += [f" --{name.replace('_', '-')}" for name in ("blind_view", "power_lines", "sequence_features", "equalizer",
-                                                               "dc_pass")
-              if cfg.get(name)]
+    options = ("blind_view", "power_lines", "sequence_features", "equalizer", "dc_pass")
+    flags += [f" --{name.replace('_', '-')}" for name in options if cfg.get(name)]
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     flags += [f" --members {cfg['members']}"] if cfg.get("members", 1) > 1 else []
