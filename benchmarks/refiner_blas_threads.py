@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # refiner_cost's bursts
 
 import rfclassify._cpus as cpus  # noqa: E402
-from refiner_cost import cost_bursts  # noqa: E402
+from refiner_cost import add_cost_arguments, cost_bursts  # noqa: E402
 from rfclassify.engine.classifier import Classifier  # noqa: E402
 
 
@@ -51,11 +51,7 @@ def blas_threads() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-dir", default="models")
-    ap.add_argument("--length", type=int, default=1024)
-    ap.add_argument("--bursts", type=int, default=280)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--backend", default="onnxruntime")
+    add_cost_arguments(ap)
     ap.add_argument("--busy", type=int, default=0, help="processes that keep a core busy meanwhile")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

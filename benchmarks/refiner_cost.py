@@ -40,13 +40,18 @@ def cost_bursts(n: int, length: int) -> list[np.ndarray]:
     return list(synthesize(labels, length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_cost_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of a cost measurement over cost_bursts: the model, the bursts, the rounds, the backend."""
     ap.add_argument("--model-dir", default="models")
     ap.add_argument("--length", type=int, default=1024)
     ap.add_argument("--bursts", type=int, default=280)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--backend", default="onnxruntime")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cost_arguments(ap)
     ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     args = ap.parse_args(argv)

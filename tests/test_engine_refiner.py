@@ -101,6 +101,21 @@ def test_two_refiners_that_share_a_class_are_refused(tiny_model_dir, tmp_path):
         Classifier.load(model_dir, backend="onnxruntime")
 
 
+def _stored_and_loaded(tiny_model_dir, tmp_path, ref: Refiner) -> Refiner:
+    """ref saved as the refiner of a copy of the tiny model, and loaded back from it."""
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    return Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def _refused_without(tmp_path, ref: Refiner, **flags) -> None:
+    """The weights of ref, stored with its sequence network's `flags` changed, do not load."""
+    _with_refiner(tmp_path / "m", replace(ref, sequence=replace(ref.sequence, **flags)))
+    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
+        Refiner.load(tmp_path / "m", ModelMeta.load(tmp_path / "m").refiner, LABELS)
+
+
 def _with_refiner(model_dir, ref: Refiner):
     path = ref.save(model_dir / REFINER_FILE)
     meta = ModelMeta.load(model_dir)
@@ -916,17 +931,12 @@ def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_s
     assert np.allclose(np.exp(silent[N_INVARIANTS + 3:N_INVARIANTS + 6]), 1 / 3) and not np.any(silent[-2:])
 
     ref = random_refiner(classes, net)
-    model_dir = tmp_path / "m"
-    shutil.copytree(tiny_model_dir, model_dir)
-    _with_refiner(model_dir, ref)
-    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    back = _stored_and_loaded(tiny_model_dir, tmp_path, ref)
     assert back.sequence is not None and back.sequence.blind_view and not back.sequence.with_features
     assert back.describe()["sequence_net_blind_view"] is True
     probs = _probs("16PSK", 0.6)
     np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
-    _with_refiner(model_dir, replace(ref, sequence=replace(net, blind_view=False)))
-    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
-        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    _refused_without(tmp_path, ref, blind_view=False)
 
 
 def test_a_refiner_with_power_lines_feeds_them_last_from_the_same_symbols_and_stores_them(
@@ -956,17 +966,12 @@ def test_a_refiner_with_power_lines_feeds_them_last_from_the_same_symbols_and_st
     np.testing.assert_array_equal(silent[-N_FEATURES:], np.full(N_FEATURES, np.log(FLOOR), np.float32))
 
     ref = random_refiner(classes, net)
-    model_dir = tmp_path / "m"
-    shutil.copytree(tiny_model_dir, model_dir)
-    _with_refiner(model_dir, ref)
-    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    back = _stored_and_loaded(tiny_model_dir, tmp_path, ref)
     assert back.sequence is not None and back.sequence.power_lines and back.sequence.blind_view
     assert back.describe()["power_lines"] is True
     probs = _probs("16PSK", 0.6)
     np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
-    _with_refiner(model_dir, replace(ref, sequence=replace(net, power_lines=False)))
-    with pytest.raises(ModelNotFoundError, match="sequence-network outputs"):
-        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    _refused_without(tmp_path, ref, power_lines=False)
 
 
 def test_a_blind_reader_reads_the_blind_view_is_stored_inside_the_refiner_and_keys_its_examples(
