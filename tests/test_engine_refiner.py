@@ -901,6 +901,37 @@ def test_a_refiner_fit_with_more_of_the_sequence_network_scores_a_fit_without_it
         RefinerFitConfig(**{option: True})
 
 
+@pytest.mark.parametrize("option", ["with_features", "blind_view", "power_lines"])
+def test_a_fit_without_one_of_the_sequence_networks_options_drops_exactly_its_columns(monkeypatch, random_sequence_net,
+                                                                                       option):
+    """With every option on (as shipped: the blind view and the power lines together), the
+    report's fit without one of them sees every column but that option's own block."""
+    import rfclassify.model.refiner_fit as refiner_fit
+    from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES
+    from rfclassify.labels import HIGH_ORDER_LABELS
+
+    net = replace(random_sequence_net(tuple(HIGH_ORDER_LABELS), seed=5), with_features=True, blind_view=True,
+                  power_lines=True)
+    n_invariant, n_equalizer, k = 9, 3, len(HIGH_ORDER_LABELS)
+    blocks = {"with_features": net.n_features, "blind_view": k + 2, "power_lines": N_POWER_LINES}
+    starts = {"with_features": n_invariant + k}
+    starts["blind_view"] = starts["with_features"] + blocks["with_features"]
+    starts["power_lines"] = starts["blind_view"] + blocks["blind_view"]
+    width = n_invariant + net.n_outputs + n_equalizer
+    seen = {}
+
+    def fit_and_score(ex, features, cfg, classes, index, sequence, *rest):
+        seen["columns"], seen["sequence"] = features[0].tolist(), sequence
+        return None, {}
+    monkeypatch.setattr(refiner_fit, "_fit_and_score", fit_and_score)
+    ex = {"features": np.tile(np.arange(width), (2, 1))}
+    refiner_fit._fit_without(ex, refiner_fit.RefinerFitConfig(), (), np.zeros(0), net, option, n_invariant,
+                             "strongest_line", ())
+    dropped = set(range(starts[option], starts[option] + blocks[option]))
+    assert seen["columns"] == [c for c in range(width) if c not in dropped]
+    assert not getattr(seen["sequence"], option) and seen["sequence"].n_outputs == net.n_outputs - blocks[option]
+
+
 def test_a_refiner_with_the_blind_view_feeds_the_networks_reading_of_equalized_symbols_and_stores_it(
         tiny_model_dir, tmp_path, random_sequence_net):
     """With blind_view the statistics carry, after the network's reading of the raw symbols, its

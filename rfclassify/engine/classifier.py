@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import BrokenExecutor
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +86,12 @@ class Classifier:
         self.low_order_refiner = low_order_refiner
         self._refiner_pool = refiner_pool
         self.dc_pass = bool(dc_pass)
+        #: the bursts the DC pass fits rather than leak-lines: its constellation refiner's
+        #: (dc_pass.FitRoute.of_refiner; None without one)
+        self.dc_route: FitRoute | None = None
+        if refiner is not None:
+            from rfclassify.engine.dc_pass import FitRoute
+            self.dc_route = FitRoute.of_refiner(refiner)
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None, backend: str = "auto",
@@ -124,7 +129,7 @@ class Classifier:
                 f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
         if refiner_workers < 0:
             raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
-        refine, low_order, pool = None, None, None
+        refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
             from rfclassify.engine.refiner import Refiner, disjoint_refiners, refiner_info, start_pool
@@ -136,18 +141,19 @@ class Classifier:
             if low_order_info:
                 low_order = Refiner.load(model_dir, low_order_info, meta.labels)
             disjoint_refiners(refine, low_order)
-            if refiner_workers > 0 and refine is not None:
-                from rfclassify.engine.dc_pass import FitRoute, worker_setup
-                setup = worker_setup(FitRoute.of_refiner(refine)) if dc_pass else None
-                pool = refine.start_pool(refiner_workers, setup)
-            elif refiner_workers > 0:
-                pool = start_pool(refiner_workers)
         sel = select_backend(meta, model_dir, backend, precision, device)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
-        clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, refiner_pool=pool, low_order_refiner=low_order,
-                  dc_pass=dc_pass)
+        clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
+        if refiner_workers > 0 and (refine is not None or low_order is not None):
+            # started once the backend has loaded, so a backend that fails leaves no processes behind
+            if refine is not None:
+                from rfclassify.engine.dc_pass import worker_setup
+                setup = worker_setup(clf.dc_route) if dc_pass and clf.dc_route is not None else None
+                clf._refiner_pool = refine.start_pool(refiner_workers, setup)
+            else:
+                clf._refiner_pool = start_pool(refiner_workers)
         if warmup:
             impl.warmup()
             clf.prepare_dc_pass()
@@ -159,15 +165,6 @@ class Classifier:
         if self.dc_pass and self.dc_route is not None:
             from rfclassify.engine.dc_pass import prepare
             prepare(self.dc_route)
-
-    @cached_property
-    def dc_route(self) -> FitRoute | None:
-        """The bursts the DC pass fits rather than leak-lines: its constellation refiner's
-        (dc_pass.FitRoute.of_refiner, made once; None without one)."""
-        if self.refiner is None:
-            return None
-        from rfclassify.engine.dc_pass import FitRoute
-        return FitRoute.of_refiner(self.refiner)
 
     # -- what is running ----------------------------------------------------------------
     @property

@@ -504,18 +504,25 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
     return refiner, scores
 
 
-def _without(sequence: SequenceNet, option: str) -> SequenceNet:
-    """sequence with the SequenceNet flag `option` off (the blind view's reader goes with it)."""
-    return dataclasses.replace(sequence, **{option: False}, **({"blind_reader": None} if option == "blind_view" else {}))
+#: the SequenceNet flags whose columns follow its log-probabilities, in SequenceNet.outputs' order
+_OUTPUT_FLAGS = ("with_features", "blind_view", "power_lines")
+
+
+def _without(sequence: SequenceNet, *options: str) -> SequenceNet:
+    """sequence with the SequenceNet flags `options` off (the blind view's reader goes with it)."""
+    return dataclasses.replace(sequence, **{o: False for o in options},
+                               **({"blind_reader": None} if "blind_view" in options else {}))
 
 
 def _fit_without(ex: dict[str, np.ndarray], cfg: RefinerFitConfig, classes: tuple[str, ...], index: np.ndarray,
-                 sequence: SequenceNet, option: str, start: int, rate_rule: str,
+                 sequence: SequenceNet, option: str, n_invariant: int, rate_rule: str,
                  equalizer: tuple[str, ...]) -> dict[str, Any]:
     """The scores of a perceptron fitted on the same examples without what the sequence
-    network's `option` (a SequenceNet flag) adds to them: the columns from `start` on, as many
-    as the option adds to its outputs."""
+    network's `option` (one of _OUTPUT_FLAGS) adds to them: its columns start after the
+    n_invariant columns before the sequence network's and its outputs of the flags before
+    `option`, and are as many as the option adds."""
     lighter = _without(sequence, option)
+    start = n_invariant + _without(sequence, *_OUTPUT_FLAGS[_OUTPUT_FLAGS.index(option):]).n_outputs
     keep = np.r_[0:start, start + sequence.n_outputs - lighter.n_outputs:ex["features"].shape[1]]
     return _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index, lighter, rate_rule, equalizer)[1]
 
@@ -575,17 +582,10 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     if equalizer:
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
                                                         index, sequence, rule)
-    if sequence is not None and sequence.with_features:     # its pooled features follow its log-probabilities
-        report["without_sequence_features"] = _fit_without(ex, cfg, classes, index, sequence, "with_features",
-                                                           n_invariant + len(sequence.labels), rule, equalizer)
-    if sequence is not None and sequence.blind_view:        # the blind view follows the rest of its own outputs
-        before = _without(_without(sequence, "blind_view"), "power_lines")
-        report["without_blind_view"] = _fit_without(ex, cfg, classes, index, sequence, "blind_view",
-                                                    n_invariant + before.n_outputs, rule, equalizer)
-    if sequence is not None and sequence.power_lines:       # the power lines come last of its outputs
-        before = _without(sequence, "power_lines")
-        report["without_power_lines"] = _fit_without(ex, cfg, classes, index, sequence, "power_lines",
-                                                     n_invariant + before.n_outputs, rule, equalizer)
+    for option, name in (("with_features", "without_sequence_features"), ("blind_view", "without_blind_view"),
+                         ("power_lines", "without_power_lines")):
+        if sequence is not None and getattr(sequence, option):
+            report[name] = _fit_without(ex, cfg, classes, index, sequence, option, n_invariant, rule, equalizer)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
