@@ -9,15 +9,18 @@ bursts/s of each, the ratios, the share of bursts the refiner re-decided and the
 per re-decided burst. A measurement, not a test.
 
 --workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers);
---rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule).
+--rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule);
+--against-rule RULE times one more Classifier, its refiner's bursts clocked by RULE, in the
+same rounds, and prints its time over the first's.
 
     PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
-        [--backend onnxruntime|torch] [--workers N] [--rate-rule alphabet_fit]
+        [--backend onnxruntime|torch] [--workers N] [--rate-rule alphabet_fit] [--against-rule coherence]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -54,13 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     add_cost_arguments(ap)
     ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
+    ap.add_argument("--against-rule", default=None, help="also time the refiner with its bursts clocked by this rule")
     args = ap.parse_args(argv)
     bursts = cost_bursts(args.bursts, args.length)
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                          refiner_rate_rule=args.rate_rule) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                             refiner_rate_rule=args.rate_rule, dc_pass=False) as no_dc, \
-            Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off:
+            Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off, \
+            contextlib.ExitStack() as stack:
+        other = None if args.against_rule is None else stack.enter_context(
+            Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
+                            refiner_rate_rule=args.against_rule))
         if not on.refiners:
             print(f"{args.model_dir} has no refiner")
             return 1
@@ -68,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
                   for ref in on.refiners}
         refined = sum(shares.values())
-        on.classify(bursts[:8])  # warm them
-        no_dc.classify(bursts[:8])
-        times: dict[str, list[float]] = {"with": [], "no DC pass": [], "without": []}
+        clfs = [("with", on), ("no DC pass", no_dc), ("without", off)] + ([("other rule", other)] if other else [])
+        for _, clf in clfs:  # warm them
+            clf.classify(bursts[:8])
+        times: dict[str, list[float]] = {name: [] for name, _ in clfs}
         for _ in range(args.rounds):
-            for name, clf in (("with", on), ("no DC pass", no_dc), ("without", off)):
+            for name, clf in clfs:
                 t0 = time.perf_counter()
                 clf.classify(bursts)
                 times[name].append(time.perf_counter() - t0)
@@ -86,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"re-decided   : {100 * refined:.1f} % of bursts ("
           + ", ".join(f"{name} {100 * v:.1f} %" for name, v in shares.items()) + "), "
           f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")
+    if args.against_rule:
+        t_other = float(np.median(times["other rule"]))
+        print(f"clocked by {args.against_rule}: {args.bursts / t_other:8.1f} bursts/s  ({t_other / t_on:.2f}x the time "
+              f"of the refiner above, {t_other / t_off:.2f}x the network's)")
     return 0
 
 

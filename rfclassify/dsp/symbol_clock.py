@@ -7,7 +7,10 @@ symbols a high-order alphabet fits best (``choose_rate``, ``alphabet_fit``: at r
 below 0.3 the strongest line is often not the rate), by ALPHABET_FIT_3 the same with three
 classes' alphabets judging (about as accurate, cheaper), by the LOW_SNR_RULES their
 namesakes with the line searched near a band that noise has not widened (``coarse_sps``:
-below about 8 dB the others miss the rate of most slow bursts); the carrier from the
+below about 8 dB the others miss the rate of most slow bursts), by COHERENCE the strongest
+peak of the burst's spectral coherence (``cyclic_coherence``: the same correlation of the
+spectrum with itself shifted that makes the |x|^2 line, summed coherently only over narrow
+bands, so multipath does not cancel it); the carrier from the
 centroid of the band that rate occupies (``estimate_carrier_and_noise``); the symbols from
 an RRC matched filter with a fixed roll-off at those instants (``symbols_at``).
 ``clock_invariants`` turns the symbols into statistics that neither the carrier phase nor a
@@ -37,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rfclassify.dsp import class_equalizer, measure
+from rfclassify.dsp.cyclic_coherence import coherence_lines
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.pulses import rrc
 from rfclassify.dsp.rate import SPS_CLIP, estimate_sps
@@ -62,9 +66,13 @@ STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3 = "strongest_line", "alphabet_fit",
 #: widened the plain estimate (coarse_sps): below about 8 dB the plain one misses the rate of
 #: nearly every burst of 8 or more samples per symbol (twenty-third session, docs/model.md)
 STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR = "strongest_line_low_snr", "alphabet_fit_3_low_snr"
-#: how blind_clock picks the rate among the |x|^2 lines (a name keeps its meaning: it is stored
-#: with refiners and sequence networks)
-RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3, STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR)
+#: the rate from the strongest peak of the burst's spectral coherence (cyclic_coherence), the
+#: timing from the |x|^2 line's phase at that rate: multipath and low roll-offs hide the |x|^2
+#: line, not the coherence (thirty-first session, docs/model.md)
+COHERENCE = "coherence"
+#: how blind_clock picks the rate (a name keeps its meaning: it is stored with refiners and
+#: sequence networks)
+RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3, STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR, COHERENCE)
 LOW_SNR_RULES = frozenset({STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR})
 OCCUPIED_FRACTION = 0.94             # coarse_sps: the share of the signal's power its band holds
 RATE_CANDIDATES = 4                  # ALPHABET_FIT(_3): the lines weighed, strongest first
@@ -408,7 +416,9 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     RATE_CANDIDATES strongest whose symbols an alphabet fits best (choose_rate), of the
     twelve high-order classes' alphabets; ALPHABET_FIT_3 the same judged by three classes'
     (RATE_FIT_LABELS); the LOW_SNR_RULES as their namesakes, the line searched near
-    coarse_sps(low_snr=True). ValueError for an unknown rule."""
+    coarse_sps(low_snr=True); COHERENCE the strongest peak of the burst's spectral coherence
+    over the whole range (cyclic_coherence.coherence_lines), its timing from the |x|^2 line's
+    phase at that rate. ValueError for an unknown rule."""
     if rate_rule not in RATE_RULES:
         raise ValueError(f"unknown rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
     if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
@@ -416,8 +426,11 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
     n = RATE_CANDIDATES if fit_by else 1
     spectrum = _periodogram(x)                  # the low-SNR band's and the carrier's
-    lines = [(sps, timing, strength) for sps, timing, strength in
-             rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES, spectrum), n, nfft=line_search_nfft(x.size))
+    if rate_rule == COHERENCE:
+        found = [(sps, timing_at_rate(x, sps), strength) for sps, strength in coherence_lines(x)]
+    else:
+        found = rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES, spectrum), n, nfft=line_search_nfft(x.size))
+    lines = [(sps, timing, strength) for sps, timing, strength in found
              if math.isfinite(sps) and math.isfinite(timing) and SPS_RANGE[0] * 0.9 <= sps <= SPS_RANGE[1] * 1.1]
     if not lines:
         return None
