@@ -1389,7 +1389,8 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
         assert engine.classifier.refiner.rate_rule == ALPHABET_FIT_3
     finally:
         engine.classifier.close()
-    shipped = ModelMeta.load(default_model_dir()).refiner      # fitted on the rule it serves: names none
+    # a refiner served on the rule it was fitted on names none (the shipped one is served on another)
+    shipped = {k: v for k, v in ModelMeta.load(default_model_dir()).refiner.items() if k != "serve_rate_rule"}
 
     def card(refiner: dict) -> str:
         return render_markdown({"model_id": "m", "labels": list(LABELS), "buckets_samples": [128], "min_samples": 64,
