@@ -1,0 +1,181 @@
+"""The parts of benchmarks/feature_screen.py: the lattice lines and their grid-directed filter,
+the cross-validated regression and the table that pairs candidates against it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmark_modules import load_benchmark
+
+fs = load_benchmark("feature_screen")
+
+
+def _square_qam(order: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    side = int(round(np.sqrt(order)))
+    levels = np.arange(-(side - 1), side, 2, dtype=float)
+    s = rng.choice(levels, n) + 1j * rng.choice(levels, n)
+    return s / np.sqrt(np.mean(np.abs(s) ** 2))
+
+
+@pytest.mark.parametrize("order, name, coarser", [(16, "16QAM", None), (64, "64QAM", "16QAM"),
+                                                   (256, "256QAM", "64QAM")])
+def test_a_clean_square_qam_holds_its_own_lattice_line_at_any_turn(order, name, coarser):
+    """Clean symbols on a grid turned by an arbitrary angle: the line of their own spacing is
+    near 1 and found there. A coarser grid's spacing holds none (a denser grid's does: the
+    coarse grid's harmonics, so the lines are read together, not one per class)."""
+    rng = np.random.default_rng(order)
+    v = _square_qam(order, 512, rng) * np.exp(0.61j) * 3.0
+    lines, where = fs.lattice_lines(v)
+    assert lines[fs.QAMS.index(name)] > 0.9
+    if coarser:
+        assert lines[fs.QAMS.index(coarser)] < 0.45
+    turn, freq = where[fs.QAMS.index(name)]
+    assert freq == pytest.approx(np.pi * np.sqrt(fs.QAM_ENERGY[name]), rel=0.04)
+
+
+def test_noise_holds_no_lattice_line():
+    rng = np.random.default_rng(1)
+    noise = rng.standard_normal(512) + 1j * rng.standard_normal(512)
+    assert fs.lattice_lines(noise)[0].max() < 0.3
+
+
+def test_the_grid_directed_filter_undoes_intersymbol_interference():
+    """16QAM through a two-tap channel: its lattice line is weak as received and strong after
+    the filter fitted to the nearest grid points at the blind search's spacing. (With an echo
+    of 0.35 the search picks a spacing 8 % off and the filter collapses: it needs the eye
+    half open.)"""
+    rng = np.random.default_rng(2)
+    s = _square_qam(16, 512, rng)
+    y = fs._unit(s + 0.2 * np.roll(s, 1) + 0.02 * (rng.standard_normal(512) + 1j * rng.standard_normal(512)))
+    before, where = fs.lattice_lines(y)
+    k = fs.QAMS.index("16QAM")
+    turn, freq = where[k]
+    z = fs.grid_directed(y, turn, freq, fs.QAM_EDGE["16QAM"])
+    after = 0.5 * (abs(np.exp(1j * freq * z.real).mean()) + abs(np.exp(1j * freq * z.imag).mean()))
+    assert before[k] < 0.6 < 0.9 < after
+
+
+def test_a_burst_without_symbols_gives_zeros_and_says_so():
+    views = fs.BurstViews(np.zeros(40, np.complex64), None, None)
+    row, ok = fs.candidate_row(views, ["lattice", "equalizer_raw"])
+    assert not ok and row.shape == (15 + 12,) and not row.any()
+
+
+def test_spectral_lines_find_a_carrier():
+    rng = np.random.default_rng(3)
+    noise = (rng.standard_normal(1024) + 1j * rng.standard_normal(1024)) / np.sqrt(2)
+    tone = noise + 0.5 * np.exp(2j * np.pi * 0.123 * np.arange(1024))
+    quiet = fs.spectral_line_features(fs.BurstViews(noise, None, None))
+    loud = fs.spectral_line_features(fs.BurstViews(tone, None, None))
+    assert loud[0] > quiet[0] + 3           # the tone's own line, log ratio to the median bin
+
+
+def test_the_regression_learns_an_informative_input_and_not_a_useless_one():
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, 900)
+    useless = rng.standard_normal((900, 2))
+    telling = np.eye(3)[y] + 0.3 * rng.standard_normal((900, 3))
+    assert fs.cross_validated(useless, y, 3).mean() < 0.45
+    assert fs.cross_validated(telling, y, 3).mean() > 0.95
+
+
+def _cache(rng: np.random.Generator, n: int = 600) -> dict[str, np.ndarray]:
+    """Served probabilities right on about half the bursts of three classes, and two candidates:
+    one that tells the class, one that is noise."""
+    classes = ("16QAM", "64QAM", "256QAM")
+    index = [fs.LABELS.index(c) for c in classes]
+    truth = rng.integers(0, 3, n)
+    probs = np.full((n, len(fs.LABELS)), 1e-3)
+    guess = np.where(rng.random(n) < 0.5, truth, rng.integers(0, 3, n))
+    probs[np.arange(n), np.array(index)[guess]] = 1.0
+    probs /= probs.sum(1, keepdims=True)
+    lattice = np.hstack([np.eye(3)[truth] + 0.2 * rng.standard_normal((n, 3)), np.zeros((n, 12))])
+    spectral = rng.standard_normal((n, 8))
+    return {"classes": np.array(classes), "truth": np.array(index)[truth], "probs": probs,
+            "snr_estimate": rng.normal(15, 3, n), "snr_db": rng.choice([-12.0, 4.0, 20.0], n),
+            "faded": rng.random(n) < 0.3, "features": np.hstack([lattice, spectral]),
+            "feature_names": np.array(["lattice", "spectral_lines"]), "ok": np.ones(n, bool)}
+
+
+def test_the_score_pairs_each_candidate_against_the_regression():
+    result = fs.score(_cache(np.random.default_rng(5)))
+    arms = result["arms"]
+    assert set(arms) == {"served", "regression", "+ lattice", "+ spectral_lines", "+ all"}
+    served = arms["served"]["all"]["accuracy"]
+    assert 55 < served < 80                                 # half right, a third of the rest by luck
+    assert arms["+ lattice"]["all"]["vs_regression"] > 20   # it tells the class
+    assert abs(arms["+ spectral_lines"]["all"]["vs_regression"]) < 4
+    assert arms["regression"]["all"]["vs_regression"] == 0
+    assert {"faded", "unfaded", "-20..-10 dB", "-8..8 dB", "10..30 dB"} <= set(arms["served"])
+    table = fs.format_table(result)
+    assert "| + lattice |" in table and table.count("\n") == 2 + len(arms)
+
+
+def test_bursts_are_picked_per_cell_within_the_snr_range():
+    labels = np.repeat(np.arange(len(fs.LABELS)), 10)
+    snr = np.tile(np.array([-4.0, 10.0, 12.0, 30.0, 8.0] * 2), len(fs.LABELS))
+    idx = fs.pick_bursts(labels, snr, ("8PSK", "16QAM"), 10.0, 12.0, 1, seed=0)
+    names = np.array(fs.LABELS)[labels[idx]]
+    assert sorted(names.tolist()) == ["16QAM", "16QAM", "8PSK", "8PSK"]
+    assert set(snr[idx]) == {10.0, 12.0} and np.all(np.diff(idx) > 0)
+
+
+def _channel(**values: float) -> np.void:
+    names = ("samples_per_symbol", "fading_type", "delay_spread_samples", "k_factor_db", "doppler_cyc_per_sample",
+             "rolloff", "dc_offset_db", "pa_backoff_db", "phase_noise_deg_per_sqrt_sample")
+    row = np.zeros(1, [(n, "i1" if n == "fading_type" else "f4") for n in names])
+    for n in names:
+        row[n] = values.get(n, np.nan)
+    return row[0]
+
+
+def test_the_channel_oracle_reads_the_recorded_channel_and_its_absences():
+    faded = fs.channel_oracle_features(fs.BurstViews(np.zeros(8), None, None, _channel(
+        samples_per_symbol=4, fading_type=2, delay_spread_samples=0.8, k_factor_db=6, doppler_cyc_per_sample=1e-4,
+        rolloff=0.3, dc_offset_db=-20, pa_backoff_db=3, phase_noise_deg_per_sqrt_sample=0.1)))
+    assert faded[:5].tolist() == [1, pytest.approx(0.2), 0, 1, 6] and faded[8:12].tolist() == [1, -20, 1, 3]
+    clean = fs.channel_oracle_features(fs.BurstViews(np.zeros(8), None, None, _channel(
+        samples_per_symbol=8, fading_type=0, rolloff=0.25, phase_noise_deg_per_sqrt_sample=0.0)))
+    assert np.all(np.isfinite(clean)) and clean[[0, 2, 3, 8, 10]].tolist() == [0, 0, 0, 0, 0]
+    assert fs.channel_oracle_features(fs.BurstViews(np.zeros(8), None, None)) is None
+
+
+def test_a_context_candidate_is_scored_also_crossed_with_the_served_outputs():
+    """A condition flag that says when the served answer is wrong is of no use added alone to
+    a linear fusion, and of much use crossed with its inputs."""
+    rng = np.random.default_rng(6)
+    cache = _cache(rng)
+    n = len(cache["truth"])
+    index = [fs.LABELS.index(c) for c in cache["classes"]]
+    bad = rng.random(n) < 0.5                           # these bursts' served answer points away from the truth
+    truth = np.array([index.index(t) for t in cache["truth"]])
+    probs = np.full((n, len(fs.LABELS)), 1e-3)
+    probs[np.arange(n), np.array(index)[np.where(bad, (truth + 1) % 3, truth)]] = 1.0
+    cache["probs"] = probs / probs.sum(1, keepdims=True)
+    oracle = np.zeros((n, 13))
+    oracle[:, 0] = bad
+    cache["features"], cache["feature_names"] = oracle, np.array(["channel_oracle"])
+    arms = fs.score(cache)["arms"]
+    assert arms["+ channel_oracle"]["all"]["vs_regression"] < 5
+    assert arms["+ channel_oracle x served"]["all"]["accuracy"] > 95
+
+
+def test_the_directed_reading_is_the_networks_reading_of_the_filtered_grid(random_sequence_net):
+    """Its log-probabilities are the reader's own for the grid-directed filter's output (less
+    their best), then the line after it; no reader or no symbols: none."""
+    from rfclassify.dsp.sequence_fronts import front_sequence
+
+    net = random_sequence_net(fs.HIGH_ORDER_LABELS, seed=7)
+    rng = np.random.default_rng(7)
+    y = _square_qam(64, 400, rng) * np.exp(0.3j)
+    views = fs.BurstViews(np.zeros(8), y, None, None, net)
+    got = fs.directed_reading_features(views)
+    lines, where = fs.lattice_lines(y)
+    k = int(np.argmax(lines))
+    z = fs.grid_directed(fs._unit(y), *where[k], fs.QAM_EDGE[fs.QAMS[k]])
+    lp = net.log_probs(front_sequence(z, net.front, net.labels))
+    assert fs.QAMS[k] in ("64QAM", "256QAM")               # its own grid or the denser one holding its harmonic
+    assert got.shape == (13,) and np.allclose(got[:12], lp - lp.max(), atol=1e-5) and got[12] > np.log(0.8)
+    assert fs.directed_reading_features(fs.BurstViews(np.zeros(8), y, None)) is None
+    assert fs.directed_reading_features(fs.BurstViews(np.zeros(8), None, None, None, net)) is None
