@@ -15,7 +15,7 @@ power lines by such a check, +4.4 points on the 16PSK / 32PSK bursts, and they w
 
     PYTHONPATH=. python3 benchmarks/feature_screen.py collect FILE.h5 --out CACHE.npz \
         [--model-dir models] [--classes high-order|all] [--snr-min 10 --snr-max 30] [--per-cell 20] \
-        [--features lattice,equalizer_raw,equalizer_blind,spectral_lines,channel_oracle,directed_reading]
+        [--features lattice,equalizer_raw,...]
     PYTHONPATH=. python3 benchmarks/feature_screen.py score CACHE.npz [--json OUT.json]
 
 The candidates (each a function of one burst's views, returning a fixed-length vector):
@@ -34,6 +34,9 @@ The candidates (each a function of one burst's views, returning a fixed-length v
 - directed_reading: the refiner's sequence network reading the blind filter's output after
   the grid-directed filter above (at the strongest lattice line's QAM), and that line after
   it: the QAM analogue of the constant-modulus view the power lines read.
+- power_lines: the refiner's own power lines (rfclassify.dsp.power_lines), to screen a model
+  without them and to calibrate the screen: against the model before them they gain what
+  their refit served, against the shipped model nothing.
 - channel_oracle: the channel the file recorded (multipath, delay spread, fading, Doppler,
   rate, roll-off, DC offset, PA, phase noise), which no receiver has: the most any input
   describing the burst's conditions could add. Scored also crossed with the served outputs.
@@ -57,6 +60,8 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: E402
+from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
+from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
 from rfclassify.dsp.sequence_fronts import blind_filtered, front_sequence  # noqa: E402
 from rfclassify.dsp.symbol_clock import blind_symbols  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
@@ -221,6 +226,14 @@ def spectral_line_features(views: BurstViews) -> np.ndarray:
     return np.array(out)
 
 
+def power_lines_features(views: BurstViews) -> np.ndarray | None:
+    """The refiner's own power lines (rfclassify.dsp.power_lines): for screening a model
+    without them, and for calibrating the screen against their served gain."""
+    if views.symbols is None:
+        return None
+    return power_line_features(views.symbols, None if views.filtered is None else views.filtered[0])
+
+
 def channel_oracle_features(views: BurstViews) -> np.ndarray | None:
     """The recorded channel, as no receiver knows it: whether the burst is in multipath (faded
     with an rms delay spread of 0.1 symbols or more), that spread in symbols, Rayleigh,
@@ -258,6 +271,7 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
     "spectral_lines": (8, spectral_line_features),
     "channel_oracle": (13, channel_oracle_features),
     "directed_reading": (len(HIGH_ORDER_LABELS) + 1, directed_reading_features),
+    "power_lines": (N_POWER_LINES, power_lines_features),
 }
 
 

@@ -179,3 +179,13 @@ def test_the_directed_reading_is_the_networks_reading_of_the_filtered_grid(rando
     assert got.shape == (13,) and np.allclose(got[:12], lp - lp.max(), atol=1e-5) and got[12] > np.log(0.8)
     assert fs.directed_reading_features(fs.BurstViews(np.zeros(8), y, None)) is None
     assert fs.directed_reading_features(fs.BurstViews(np.zeros(8), None, None, None, net)) is None
+
+
+def test_the_power_lines_candidate_is_the_refiners_own():
+    from rfclassify.dsp.power_lines import power_line_features
+
+    y = _square_qam(16, 300, np.random.default_rng(8)) * np.exp(0.2j)
+    z = _square_qam(16, 300, np.random.default_rng(9))
+    got = fs.power_lines_features(fs.BurstViews(np.zeros(8), y, (z, 1.5, 1.3)))
+    assert np.array_equal(got, power_line_features(y, z)) and got.shape == (fs.N_POWER_LINES,)
+    assert fs.power_lines_features(fs.BurstViews(np.zeros(8), None, None)) is None
