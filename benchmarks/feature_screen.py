@@ -34,6 +34,9 @@ The candidates (each a function of one burst's views, returning a fixed-length v
 - directed_reading: the refiner's sequence network reading the blind filter's output after
   the grid-directed filter above (at the strongest lattice line's QAM), and that line after
   it: the QAM analogue of the constant-modulus view the power lines read.
+- symmetric_reading / timing_reading: the sequence network's mean log-probabilities over
+  the symbols and their conjugate and 90-degree turns / over the symbols clocked at the
+  found instants and a quarter symbol either side (readings less noisy at low SNR?).
 - power_lines: the refiner's own power lines (rfclassify.dsp.power_lines), to screen a model
   without them and to calibrate the screen: against the model before them they gain what
   their refit served, against the shipped model nothing.
@@ -63,7 +66,7 @@ from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: 
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
 from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
 from rfclassify.dsp.sequence_fronts import blind_filtered, front_sequence  # noqa: E402
-from rfclassify.dsp.symbol_clock import blind_symbols  # noqa: E402
+from rfclassify.dsp.symbol_clock import BLIND_ROLLOFF, blind_symbols, rrc_lookup, symbols_at  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
 
@@ -94,6 +97,8 @@ class BurstViews:
     filtered: tuple[np.ndarray, float, float] | None
     channel: np.void | None = None
     reader: Any = None           # the refiner's sequence network (rfclassify.engine.sequence_net), if any
+    found: Any = None            # the blind clock's BlindSymbols the symbols came from
+    carrier: str = "lines"       # their second carrier pass
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -226,6 +231,47 @@ def spectral_line_features(views: BurstViews) -> np.ndarray:
     return np.array(out)
 
 
+def _reading(net: Any, y: np.ndarray | None) -> np.ndarray | None:
+    seq = None if y is None else front_sequence(y, net.front, net.labels)
+    return None if seq is None else net.log_probs(seq).astype(float)
+
+
+def _mean_reading(net: Any, views: list[np.ndarray | None]) -> np.ndarray | None:
+    """The mean of the network's log-probabilities over the views it can read, less its best."""
+    readings = [r for r in (_reading(net, v) for v in views) if r is not None]
+    if not readings:
+        return None
+    m = np.mean(readings, 0)
+    return m - m.max()
+
+
+def symmetric_reading_features(views: BurstViews) -> np.ndarray | None:
+    """The sequence network's mean log-probabilities over the clocked symbols, their conjugate
+    (spectral inversion) and both turned by 90 degrees: symmetries of every class it reads,
+    so the mean is a less noisy reading of the same symbols (test-time augmentation)."""
+    y, net = views.symbols, views.reader
+    if y is None or net is None:
+        return None
+    return _mean_reading(net, [y, np.conj(y), 1j * y, 1j * np.conj(y)])
+
+
+def timing_reading_features(views: BurstViews) -> np.ndarray | None:
+    """The sequence network's mean log-probabilities over the symbols clocked at the found
+    instants and a quarter of a symbol either side: at low SNR the timing phase of the rate
+    line is noisy, and a reading that does not hinge on it may be steadier."""
+    found, net = views.found, views.reader
+    if found is None or net is None or views.symbols is None:
+        return None
+    pulse = rrc_lookup(BLIND_ROLLOFF)
+    shifted = [views.symbols]
+    for shift in (-0.25, 0.25):
+        t = found.timing_samples + shift * found.sps
+        moved = found._replace(symbols=symbols_at(found.baseband, found.sps, BLIND_ROLLOFF, t, pulse=pulse),
+                               timing_samples=t)
+        shifted.append(clocked_symbols(moved, carrier=views.carrier))
+    return _mean_reading(net, shifted)
+
+
 def power_lines_features(views: BurstViews) -> np.ndarray | None:
     """The refiner's own power lines (rfclassify.dsp.power_lines): for screening a model
     without them, and for calibrating the screen against their served gain."""
@@ -272,14 +318,17 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
     "channel_oracle": (13, channel_oracle_features),
     "directed_reading": (len(HIGH_ORDER_LABELS) + 1, directed_reading_features),
     "power_lines": (N_POWER_LINES, power_lines_features),
+    "symmetric_reading": (len(HIGH_ORDER_LABELS), symmetric_reading_features),
+    "timing_reading": (len(HIGH_ORDER_LABELS), timing_reading_features),
 }
 
 
 def burst_views(iq: np.ndarray, rate_rule: str, carrier: str, channel: np.void | None = None,
                 reader: Any = None) -> BurstViews:
     """The refiner's clock and symbols of one burst (its rate rule and carrier pass) and their blind filter."""
-    y = clocked_symbols(blind_symbols(np.asarray(iq, np.complex64), rate_rule), carrier=carrier)
-    return BurstViews(np.asarray(iq), y, None if y is None else blind_filtered(y), channel, reader)
+    found = blind_symbols(np.asarray(iq, np.complex64), rate_rule)
+    y = clocked_symbols(found, carrier=carrier)
+    return BurstViews(np.asarray(iq), y, None if y is None else blind_filtered(y), channel, reader, found, carrier)
 
 
 def candidate_row(views: BurstViews, names: list[str]) -> tuple[np.ndarray, bool]:

@@ -189,3 +189,34 @@ def test_the_power_lines_candidate_is_the_refiners_own():
     got = fs.power_lines_features(fs.BurstViews(np.zeros(8), y, (z, 1.5, 1.3)))
     assert np.array_equal(got, power_line_features(y, z)) and got.shape == (fs.N_POWER_LINES,)
     assert fs.power_lines_features(fs.BurstViews(np.zeros(8), None, None)) is None
+
+
+def test_the_symmetric_reading_averages_the_readings_of_the_symmetries(random_sequence_net):
+    from rfclassify.dsp.sequence_fronts import front_sequence
+
+    net = random_sequence_net(fs.HIGH_ORDER_LABELS, seed=10)
+    y = _square_qam(16, 200, np.random.default_rng(10)) * np.exp(0.4j)
+    got = fs.symmetric_reading_features(fs.BurstViews(np.zeros(8), y, None, None, net))
+    readings = [net.log_probs(front_sequence(v, net.front, net.labels)) for v in (y, y.conj(), 1j * y, 1j * y.conj())]
+    want = np.mean(readings, 0)
+    assert np.allclose(got, want - want.max(), atol=1e-5)
+    assert not np.allclose(got, readings[0] - readings[0].max(), atol=1e-3)   # a random network is not symmetric
+
+
+def test_the_timing_reading_reads_the_burst_clocked_three_ways(random_sequence_net):
+    from rfclassify.dsp.pulses import rrc
+
+    net = random_sequence_net(fs.HIGH_ORDER_LABELS, seed=11)
+    rng = np.random.default_rng(11)
+    sps = 4
+    up = np.zeros(1024, complex)
+    up[::sps] = _square_qam(16, 1024 // sps, rng)
+    pulse = rrc(np.arange(-8 * sps, 8 * sps + 1) / sps, 0.35)
+    iq = np.convolve(up, pulse, mode="same") + 0.01 * (rng.standard_normal(1024) + 1j * rng.standard_normal(1024))
+    views = fs.burst_views(iq.astype(np.complex64), "coherence", "lines", None, net)
+    assert views.found is not None and abs(views.found.sps - sps) < 0.1
+    got = fs.timing_reading_features(views)
+    own = net.log_probs(fs.front_sequence(views.symbols, net.front, net.labels))
+    assert got.shape == (12,) and got.max() == 0 and np.all(np.isfinite(got))
+    assert not np.allclose(got, own - own.max(), atol=1e-3)                 # the shifted clocks read differently
+    assert fs.timing_reading_features(fs.BurstViews(iq, views.symbols, None, None, net)) is None
