@@ -49,6 +49,7 @@ A measurement tool, not a test; tests/test_bench_feature_screen.py checks its pa
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -68,6 +69,7 @@ from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
 from rfclassify.dsp.sequence_fronts import blind_filtered, front_sequence  # noqa: E402
 from rfclassify.dsp.symbol_clock import BLIND_ROLLOFF, blind_symbols, rrc_lookup, symbols_at  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
+from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
 
 QAMS = ("16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
@@ -83,6 +85,7 @@ DIRECTED_TAPS, DIRECTED_PASSES = 9, 8
 SPECTRAL_NFFT = 8192
 FLOOR = 1e-4
 SNR_RANGES = ((-20.0, -10.0), (-8.0, 8.0), (10.0, 30.0))
+MULTIPATH_SPREAD = 0.1           # rms delay spread, in symbols, from which a faded burst counts as multipath
 FOLDS = 5
 L2 = 1e-3                        # on the standardized inputs' weights
 
@@ -99,6 +102,21 @@ class BurstViews:
     reader: Any = None           # the refiner's sequence network (rfclassify.engine.sequence_net), if any
     found: Any = None            # the blind clock's BlindSymbols the symbols came from
     carrier: str = "lines"       # their second carrier pass
+
+    @functools.cached_property
+    def unit_blind(self) -> np.ndarray:
+        """The blind filter's output at unit power (the clocked symbols where it gave none)."""
+        return _unit(self.filtered[0] if self.filtered is not None else self.symbols)
+
+    @functools.cached_property
+    def blind_lattice(self) -> tuple[np.ndarray, list[tuple[float, float]]]:
+        """lattice_lines of unit_blind, once for every candidate that reads them."""
+        return lattice_lines(self.unit_blind)
+
+
+def in_multipath(fading_type: np.ndarray, delay_spread_samples: np.ndarray, sps: np.ndarray) -> np.ndarray:
+    """Faded with an rms delay spread of MULTIPATH_SPREAD symbols or more."""
+    return (np.asarray(fading_type) > 0) & (np.asarray(delay_spread_samples) / np.asarray(sps) >= MULTIPATH_SPREAD)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -138,6 +156,11 @@ def lattice_lines(v: np.ndarray) -> tuple[np.ndarray, list[tuple[float, float]]]
     return best, where
 
 
+def grid_line(z: np.ndarray, freq: float) -> float:
+    """The lattice line of z at one frequency: (|E exp(i freq Re z)| + |E exp(i freq Im z)|) / 2."""
+    return 0.5 * (abs(np.exp(1j * freq * z.real).mean()) + abs(np.exp(1j * freq * z.imag).mean()))
+
+
 def _refined(v: np.ndarray, turn: float, freq: float) -> tuple[float, float, float]:
     """The lattice line of v at the finer turns and frequencies around a coarse maximum (the
     coarse steps are too wide for 256QAM's outer points), evaluated exactly: (line, turn, freq)."""
@@ -173,12 +196,10 @@ def lattice_features(views: BurstViews) -> np.ndarray | None:
     if views.symbols is None:
         return None
     raw, _ = lattice_lines(views.symbols)
-    v = _unit(views.filtered[0] if views.filtered is not None else views.symbols)
-    blind, where = lattice_lines(v)
+    blind, where = views.blind_lattice
     directed = np.empty(len(QAMS))
     for k, (q, (turn, freq)) in enumerate(zip(QAMS, where)):
-        z = grid_directed(v, turn, freq, QAM_EDGE[q])
-        directed[k] = 0.5 * (abs(np.exp(1j * freq * z.real).mean()) + abs(np.exp(1j * freq * z.imag).mean()))
+        directed[k] = grid_line(grid_directed(views.unit_blind, turn, freq, QAM_EDGE[q]), freq)
     return np.log(np.maximum(np.concatenate([raw, blind, directed]), FLOOR))
 
 
@@ -190,17 +211,14 @@ def directed_reading_features(views: BurstViews) -> np.ndarray | None:
     net = views.reader
     if views.symbols is None or net is None:
         return None
-    v = _unit(views.filtered[0] if views.filtered is not None else views.symbols)
-    lines, where = lattice_lines(v)
+    lines, where = views.blind_lattice
     k = int(np.argmax(lines))
     turn, freq = where[k]
-    z = grid_directed(v, turn, freq, QAM_EDGE[QAMS[k]])
-    seq = front_sequence(z, net.front, net.labels)
-    if seq is None:
+    z = grid_directed(views.unit_blind, turn, freq, QAM_EDGE[QAMS[k]])
+    lp = _reading(net, z)
+    if lp is None:
         return None
-    lp = net.log_probs(seq).astype(float)
-    line = 0.5 * (abs(np.exp(1j * freq * z.real).mean()) + abs(np.exp(1j * freq * z.imag).mean()))
-    return np.concatenate([lp - lp.max(), [np.log(max(line, FLOOR))]])
+    return np.concatenate([lp - lp.max(), [np.log(max(grid_line(z, freq), FLOOR))]])
 
 
 def _relative_scores(y: np.ndarray) -> np.ndarray | None:
@@ -295,10 +313,10 @@ def channel_oracle_features(views: BurstViews) -> np.ndarray | None:
         return v if np.isfinite(v) else absent
     sps = get("samples_per_symbol", 1.0)
     fading = int(c["fading_type"])
-    spread = get("delay_spread_samples") / sps
+    spread = get("delay_spread_samples")
     dc = get("dc_offset_db", -100.0)
     backoff = get("pa_backoff_db")
-    return np.array([fading > 0 and spread >= 0.1, spread, fading == 1, fading == 2,
+    return np.array([in_multipath(fading, spread, sps), spread / sps, fading == 1, fading == 2,
                      get("k_factor_db") if fading == 2 else 0.0,
                      np.log10(get("doppler_cyc_per_sample") * sps + 1e-9), np.log2(sps), get("rolloff"),
                      dc > -100.0, max(dc, -50.0), backoff > 0, backoff,
@@ -456,8 +474,6 @@ def pick_bursts(labels: np.ndarray, snr: np.ndarray, classes: tuple[str, ...], s
 
 
 def collect(args: argparse.Namespace) -> int:
-    import h5py
-
     from rfclassify.engine.classifier import Classifier
     names = [n for n in args.features.split(",") if n]
     unknown = [n for n in names if n not in FEATURES]
@@ -465,17 +481,13 @@ def collect(args: argparse.Namespace) -> int:
         print(f"feature_screen: unknown candidates {unknown}; known: {', '.join(FEATURES)}", file=sys.stderr)
         return 2
     classes = HIGH_ORDER_LABELS if args.classes == "high-order" else LABELS
-    with h5py.File(args.file, "r") as f:
-        labels, snr = f["label_index"][:], f["snr_db"][:].astype(float)
+    with DatasetReader(args.file) as data:
+        labels, snr = data.label_index, data.snr_db.astype(float)
         idx = pick_bursts(labels, snr, classes, args.snr_min, args.snr_max, args.per_cell, args.seed)
-        offsets, lengths = f["offset"][:], f["length"][:]
-        bursts = [f["iq"][offsets[i]:offsets[i] + lengths[i]] for i in idx]
-        faded = np.zeros(len(idx), bool)
-        channels: list[np.void | None] = [None] * len(idx)
-        if "params" in f:
-            p = f["params"][:][idx]
-            faded = (p["fading_type"] > 0) & (p["delay_spread_samples"] / p["samples_per_symbol"] >= 0.1)
-            channels = list(p)
+        bursts = data.read(idx)
+        p = data.params[idx]
+    faded = in_multipath(p["fading_type"], p["delay_spread_samples"], p["samples_per_symbol"])
+    channels = list(p)
     if not len(idx):
         print("feature_screen: no bursts of those classes in that SNR range", file=sys.stderr)
         return 2
