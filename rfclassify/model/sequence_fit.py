@@ -341,9 +341,8 @@ def _padded(seqs: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]
 
 
 # -- training ---------------------------------------------------------------------------
-def _accuracy_by_length(model, seqs: list[np.ndarray], y: np.ndarray, lens: np.ndarray, device: str
-                        ) -> dict[int, float]:
-    """Accuracy of whole sequences (as served), per burst length; batches of like lengths."""
+def predict_sequences(model, seqs: list[np.ndarray], device: str) -> np.ndarray:
+    """The torch network's class of each whole sequence (as served), in batches of like lengths."""
     import torch
 
     model.eval()
@@ -357,7 +356,32 @@ def _accuracy_by_length(model, seqs: list[np.ndarray], y: np.ndarray, lens: np.n
             m = (torch.arange(x.shape[2], device=device)[None, :] < torch.from_numpy(n).to(device)[:, None])
             pred[idx] = model(xt, m[:, None, :].float()).argmax(1).cpu().numpy()
     model.train()
+    return pred
+
+
+def _accuracy_by_length(model, seqs: list[np.ndarray], y: np.ndarray, lens: np.ndarray, device: str
+                        ) -> dict[int, float]:
+    """Accuracy of whole sequences (as served), per burst length."""
+    pred = predict_sequences(model, seqs, device)
     return {int(n): float(np.mean(pred[lens == n] == y[lens == n])) for n in np.unique(lens)}
+
+
+def draw_windows(data: _StreamedSet, cfg: SequenceFitConfig, gen, rng: np.random.Generator):
+    """One training batch from the bursts in so far: (indices, windows (B, C, crop) float32,
+    mask (B, 1, crop)), the crop drawn from cfg.crops and each burst's window at random, so
+    bursts shorter than the crop come masked."""
+    import torch
+
+    dev = data.x.device
+    arange = torch.arange(cfg.max_keep, device=dev)
+    idx = torch.randint(0, data.count, (cfg.batch,), device=dev, generator=gen)
+    crop = int(rng.choice(cfg.crops))
+    n = data.n[idx]
+    start = (torch.rand(cfg.batch, device=dev, generator=gen) * (n - crop).clamp_min(0).add(1)).long()
+    pos = (start[:, None] + arange[None, :crop]).clamp_max(cfg.max_keep - 1)
+    xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, data.x.shape[1], -1)).float()
+    mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
+    return idx, xb, mask
 
 
 def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitConfig(),
@@ -428,16 +452,9 @@ def _train(out_path: str | Path, cfg: SequenceFitConfig, overrides: dict[str, An
 
     t1 = time.perf_counter()
     step, loss_value = 0, float("nan")
-    arange = torch.arange(cfg.max_keep, device=dev)
     while (elapsed := time.perf_counter() - t1) < cfg.train_s and (cfg.max_steps == 0 or step < cfg.max_steps):
         data.take()
-        idx = torch.randint(0, data.count, (cfg.batch,), device=dev, generator=gen)
-        crop = int(rng.choice(cfg.crops))
-        n = data.n[idx]
-        start = (torch.rand(cfg.batch, device=dev, generator=gen) * (n - crop).clamp_min(0).add(1)).long()
-        pos = (start[:, None] + arange[None, :crop]).clamp_max(cfg.max_keep - 1)
-        xb = torch.gather(data.x[idx], 2, pos[:, None, :].expand(-1, data.x.shape[1], -1)).float()
-        mask = ((arange[None, :crop] < (n - start)[:, None]).float())[:, None, :]
+        idx, xb, mask = draw_windows(data, cfg, gen, rng)
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) * max(0.02, 1 - progress(step, elapsed))
         loss = torch.nn.functional.cross_entropy(model(xb, mask), data.y[idx])
