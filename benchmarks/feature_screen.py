@@ -15,7 +15,7 @@ power lines by such a check, +4.4 points on the 16PSK / 32PSK bursts, and they w
 
     PYTHONPATH=. python3 benchmarks/feature_screen.py collect FILE.h5 --out CACHE.npz \
         [--model-dir models] [--classes high-order|all] [--snr-min 10 --snr-max 30] [--per-cell 20] \
-        [--features lattice,equalizer_raw,...]
+        [--features lattice,equalizer_raw,...] [--torch-arms W.pt --features arm_plain,arm_learned]
     PYTHONPATH=. python3 benchmarks/feature_screen.py score CACHE.npz [--json OUT.json]
 
 The candidates (each a function of one burst's views, returning a fixed-length vector):
@@ -40,6 +40,9 @@ The candidates (each a function of one burst's views, returning a fixed-length v
 - power_lines: the refiner's own power lines (rfclassify.dsp.power_lines), to screen a model
   without them and to calibrate the screen: against the model before them they gain what
   their refit served, against the shipped model nothing.
+- arm_<name> (with --torch-arms W.pt): each sequence network saved by
+  benchmarks/learned_equalizer_probe.py, its log-probabilities for the clocked symbols
+  (thirty-sixth session: a network with a learned equalizer in front adds nothing).
 - channel_oracle: the channel the file recorded (multipath, delay spread, fading, Doppler,
   rate, roll-off, DC offset, PA, phase noise), which no receiver has: the most any input
   describing the burst's conditions could add. Scored also crossed with the served outputs.
@@ -341,6 +344,42 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
 }
 
 
+def register_torch_arms(path: Path) -> list[str]:
+    """Add each sequence network saved by benchmarks/learned_equalizer_probe.py (``--save``)
+    as a candidate ``arm_<name>``: its log-probabilities over the 12 classes for the clocked
+    symbols' front (torch on the CPU; a probe's networks, not the product's numpy ones).
+    Returns the names added."""
+    import torch
+
+    if str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from learned_equalizer_probe import make_arms
+    from rfclassify.model.sequence_fit import SequenceFitConfig
+
+    saved = torch.load(path, map_location="cpu")
+    built = make_arms(SequenceFitConfig(), int(saved["taps"]), int(saved["iterations"]))
+    names = []
+    for arm, state in saved["arms"].items():
+        model = built[arm]
+        model.load_state_dict(state)
+        model.eval()
+
+        def reading(views: BurstViews, model=model) -> np.ndarray | None:
+            if views.symbols is None:
+                return None
+            seq = front_sequence(views.symbols, "clocked", HIGH_ORDER_LABELS)
+            if seq is None:
+                return None
+            with torch.no_grad():
+                x = torch.from_numpy(seq.astype(np.float16).astype(np.float32))[None]
+                out = torch.log_softmax(model(x, torch.ones(1, 1, x.shape[2])), 1)[0].numpy()
+            return out.astype(float)
+
+        FEATURES[f"arm_{arm}"] = (len(HIGH_ORDER_LABELS), reading)
+        names.append(f"arm_{arm}")
+    return names
+
+
 def burst_views(iq: np.ndarray, rate_rule: str, carrier: str, channel: np.void | None = None,
                 reader: Any = None) -> BurstViews:
     """The refiner's clock and symbols of one burst (its rate rule and carrier pass) and their blind filter."""
@@ -416,7 +455,8 @@ def score(cache: dict[str, np.ndarray]) -> dict:
     truth = np.array([classes.index(LABELS[t]) for t in cache["truth"]])
     base = np.hstack([np.log(np.maximum(cache["probs"][:, index], 1e-9)), cache["snr_estimate"][:, None]])
     names = [str(n) for n in cache["feature_names"]]
-    sizes = [FEATURES[n][0] for n in names]
+    sizes = ([int(k) for k in cache["feature_sizes"]] if "feature_sizes" in cache
+             else [FEATURES[n][0] for n in names])          # caches written before the sizes were kept
     starts = np.cumsum([0] + sizes)
     arms = {"served": cache["probs"].argmax(1) == np.array(index)[truth],
             "regression": cross_validated(base, truth, len(classes))}
@@ -475,6 +515,8 @@ def pick_bursts(labels: np.ndarray, snr: np.ndarray, classes: tuple[str, ...], s
 
 def collect(args: argparse.Namespace) -> int:
     from rfclassify.engine.classifier import Classifier
+    if args.torch_arms is not None:
+        register_torch_arms(args.torch_arms)
     names = [n for n in args.features.split(",") if n]
     unknown = [n for n in names if n not in FEATURES]
     if unknown:
@@ -507,7 +549,7 @@ def collect(args: argparse.Namespace) -> int:
     np.savez(args.out, probs=np.stack([r.probabilities for r in results]).astype(np.float32),
              snr_estimate=np.array([r.snr_db for r in results], float), truth=labels[idx], snr_db=snr[idx],
              faded=faded, index=idx, features=np.stack([r for r, _ in rows]), ok=np.array([ok for _, ok in rows]),
-             feature_names=np.array(names), classes=np.array(classes), source=str(args.file))
+             feature_names=np.array(names), feature_sizes=np.array([FEATURES[n][0] for n in names]), classes=np.array(classes), source=str(args.file))
     print(f"collect: {len(idx)} bursts served in {served_s:.0f} s, candidates ({', '.join(names)}) in "
           f"{features_s:.0f} s ({1000 * features_s / len(idx):.1f} ms a burst); wrote {args.out}")
     return 0
@@ -526,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--per-cell", type=int, default=20, help="bursts per class and SNR (default 20)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--features", default=",".join(FEATURES), help="comma-separated candidates (default all)")
+    c.add_argument("--torch-arms", type=Path, default=None,
+                   help="networks saved by learned_equalizer_probe.py --save, screened as arm_<name>")
     s = sub.add_parser("score", help="cross-validated regressions with and without each candidate")
     s.add_argument("cache", type=Path)
     s.add_argument("--json", type=Path, default=None)
