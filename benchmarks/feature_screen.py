@@ -549,7 +549,8 @@ def collect(args: argparse.Namespace) -> int:
     np.savez(args.out, probs=np.stack([r.probabilities for r in results]).astype(np.float32),
              snr_estimate=np.array([r.snr_db for r in results], float), truth=labels[idx], snr_db=snr[idx],
              faded=faded, index=idx, features=np.stack([r for r, _ in rows]), ok=np.array([ok for _, ok in rows]),
-             feature_names=np.array(names), feature_sizes=np.array([FEATURES[n][0] for n in names]), classes=np.array(classes), source=str(args.file))
+             feature_names=np.array(names), feature_sizes=np.array([FEATURES[n][0] for n in names]),
+             classes=np.array(classes), source=str(args.file))
     print(f"collect: {len(idx)} bursts served in {served_s:.0f} s, candidates ({', '.join(names)}) in "
           f"{features_s:.0f} s ({1000 * features_s / len(idx):.1f} ms a burst); wrote {args.out}")
     return 0
