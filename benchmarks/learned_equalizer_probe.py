@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from rfclassify.dsp.sequence_fronts import burst_front_sequence  # noqa: E402
+from rfclassify.dsp.sequence_fronts import burst_front_sequence, front_channels  # noqa: E402
 from rfclassify.dsp.symbol_clock import COHERENCE  # noqa: E402
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, MAX_SYMBOLS  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
@@ -87,18 +87,10 @@ def eval_chunk(job: tuple[int, int, dict]) -> tuple[list[np.ndarray], list[int],
 def make_eval(n: int, seed: int, workers: int, overrides: dict):
     jobs = [(seed + i, min(200, n - a), overrides) for i, a in enumerate(range(0, n, 200))]
     seqs, ys, info = [], [], []
-    if workers <= 1:
-        parts = map(eval_chunk, jobs)
-    else:
-        pool = sf.data_pool(workers)
-        parts = pool.imap(eval_chunk, jobs)
-    for s, y, i in parts:
+    for s, y, i in sf._chunks(jobs, workers, eval_chunk):
         seqs += s
         ys += y
         info += i
-    if workers > 1:
-        pool.close()
-        pool.join()
     return seqs, np.array(ys), np.array(info)
 
 
@@ -166,9 +158,8 @@ def make_arms(cfg: sf.SequenceFitConfig, taps: int, iterations: int):
 def score(preds: dict[str, np.ndarray], y: np.ndarray, info: np.ndarray) -> dict:
     snr, spread = info[:, 0], info[:, 1]
     groups = {"all": np.ones(y.size, bool), "10..30 dB": snr >= 10, "0..10 dB": snr < 10}
-    for lo, hi, name in SPREAD_BINS:
-        groups[f">= 10 dB, spread {name}"] = (snr >= 10) & (spread >= lo) & (spread < hi) if lo >= 0 else \
-            (snr >= 10) & (spread < 0)
+    for lo, hi, name in SPREAD_BINS:      # spread is -1 without multipath: the first bin
+        groups[f">= 10 dB, spread {name}"] = (snr >= 10) & (spread >= lo) & (spread < hi)
     out = {}
     for g, m in groups.items():
         row = {"bursts": int(m.sum())}
@@ -230,7 +221,7 @@ def main() -> int:
                        args.save)
     opts = {k: torch.optim.AdamW(v.parameters(), cfg.lr, weight_decay=cfg.weight_decay) for k, v in arms.items()}
     data = sf._StreamedSet(sf._jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None),
-                           cfg.workers, cfg.max_keep, 21, dev)
+                           cfg.workers, cfg.max_keep, front_channels(cfg.front), dev)
     history = []
     try:
         data.take(until=cfg.start_bursts, progress=lambda s: print(s, flush=True))

@@ -233,14 +233,15 @@ def data_pool(workers: int):
     return get_context("spawn").Pool(workers, initializer=keep_one_blas_thread)
 
 
-def _chunks(jobs: list[ChunkJob], workers: int) -> Iterator[tuple[list[np.ndarray], list[int], int]]:
-    """_make_chunk of every job, in job order, in a data_pool of `workers` processes (in this
-    one for <= 1); closing the generator stops the processes."""
+def _chunks(jobs: list, workers: int, make: Callable = _make_chunk) -> Iterator:
+    """make (_make_chunk unless given: a picklable function of one job) of every job, in job
+    order, in a data_pool of `workers` processes (in this one for <= 1); closing the
+    generator stops the processes."""
     if workers <= 1:
-        yield from map(_make_chunk, jobs)
+        yield from map(make, jobs)
         return
     with data_pool(workers) as pool:
-        yield from pool.imap(_make_chunk, jobs)
+        yield from pool.imap(make, jobs)
 
 
 def make_sequences(n_bursts: int, seed: int, cfg: SequenceFitConfig, overrides: dict[str, Any],
