@@ -15,7 +15,8 @@ power lines by such a check, +4.4 points on the 16PSK / 32PSK bursts, and they w
 
     PYTHONPATH=. python3 benchmarks/feature_screen.py collect FILE.h5 --out CACHE.npz \
         [--model-dir models] [--classes high-order|all] [--snr-min 10 --snr-max 30] [--per-cell 20] \
-        [--features lattice,equalizer_raw,...] [--torch-arms W.pt --features arm_plain,arm_learned]
+        [--features lattice,equalizer_raw,...] [--torch-arms W.pt --features arm_plain,arm_learned] \
+        [--workers N]
     PYTHONPATH=. python3 benchmarks/feature_screen.py score CACHE.npz [--json OUT.json]
 
 The candidates (each a function of one burst's views, returning a fixed-length vector):
@@ -43,6 +44,13 @@ The candidates (each a function of one burst's views, returning a fixed-length v
 - arm_<name> (with --torch-arms W.pt): each sequence network saved by
   benchmarks/learned_equalizer_probe.py, its log-probabilities for the clocked symbols
   (thirty-sixth session: a network with a learned equalizer in front adds nothing).
+- em_channel: benchmarks/em_channel_probe.py's receiver at the blind clock (per alphabet a
+  channel estimate by expectation-maximization and the MMSE filter built from it), each
+  class's score less the best, at unit power and by output likelihood (thirty-seventh
+  session: +2.2 +- 0.4 points on the high-order bursts at 10..30 dB, the most any candidate
+  has screened; 330-350 ms a burst on this 2-core x86, so `collect --workers`).
+- em_channel_fast: the same for the served answer's EM_FAST_CLASSES top classes only, with
+  EM_FAST_PASSES passes (+2.1 +- 0.4 there at 44-48 ms a burst).
 - channel_oracle: the channel the file recorded (multipath, delay spread, fading, Doppler,
   rate, roll-off, DC offset, PA, phase noise), which no receiver has: the most any input
   describing the burst's conditions could add. Scored also crossed with the served outputs.
@@ -57,6 +65,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +79,9 @@ from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: 
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
 from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
 from rfclassify.dsp.sequence_fronts import blind_filtered, front_sequence  # noqa: E402
-from rfclassify.dsp.symbol_clock import BLIND_ROLLOFF, blind_symbols, rrc_lookup, symbols_at  # noqa: E402
+from rfclassify.dsp.symbol_clock import (BLIND_ROLLOFF, MAX_CLOCK_SAMPLES, blind_symbols, remove_dc_line,  # noqa: E402
+                                         rrc_lookup, symbols_at)
+from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
 from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -91,6 +102,8 @@ SNR_RANGES = ((-20.0, -10.0), (-8.0, 8.0), (10.0, 30.0))
 MULTIPATH_SPREAD = 0.1           # rms delay spread, in symbols, from which a faded burst counts as multipath
 FOLDS = 5
 L2 = 1e-3                        # on the standardized inputs' weights
+EM_FAST_CLASSES = 3              # em_channel_fast: the served answer's top classes fitted
+EM_FAST_PASSES = (8, 2)          # and its annealed and final passes
 
 
 @dataclass
@@ -105,6 +118,7 @@ class BurstViews:
     reader: Any = None           # the refiner's sequence network (rfclassify.engine.sequence_net), if any
     found: Any = None            # the blind clock's BlindSymbols the symbols came from
     carrier: str = "lines"       # their second carrier pass
+    served: np.ndarray | None = None   # the served probabilities over LABELS, where collect has them
 
     @functools.cached_property
     def unit_blind(self) -> np.ndarray:
@@ -326,6 +340,44 @@ def channel_oracle_features(views: BurstViews) -> np.ndarray | None:
                      get("phase_noise_deg_per_sqrt_sample")], float)
 
 
+def found_carrier(iq: np.ndarray, baseband: np.ndarray) -> float:
+    """The frequency (cycles/sample) blind_symbols derotated a burst by: the turn from its
+    prepared samples (central, the DC line removed) to the baseband it kept."""
+    x = remove_dc_line(central(np.asarray(iq, np.complex128).reshape(-1), MAX_CLOCK_SAMPLES))
+    ratio = baseband / np.where(np.abs(x) > 1e-12, x, np.inf)
+    return float(-np.angle(np.vdot(ratio[:-1], ratio[1:])) / (2 * np.pi))
+
+
+def _em_scores(views: BurstViews, **options: Any) -> np.ndarray | None:
+    if views.found is None:
+        return None
+    if str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from em_channel_probe import blind_class_scores
+    s = blind_class_scores(views.found.baseband, views.found.sps, views.found.timing_samples,
+                           dc_carrier=found_carrier(views.iq, views.found.baseband), **options)
+    return None if s is None else np.concatenate([s["EM, unit power"], s["EM, output likelihood"]])
+
+
+def em_channel_features(views: BurstViews) -> np.ndarray | None:
+    """benchmarks/em_channel_probe.py's class scores at the blind clock: per alphabet, the
+    channel fitted by expectation-maximization and the MMSE receiver built from it; each
+    class's log-likelihood less the best, scored at unit power and by the outputs' own
+    likelihood (24 values)."""
+    return _em_scores(views)
+
+
+def em_channel_fast_features(views: BurstViews) -> np.ndarray | None:
+    """em_channel at a fraction of its cost: only the EM_FAST_CLASSES high-order classes the
+    served answer rates highest are fitted, with EM_FAST_PASSES passes (None without the
+    served probabilities)."""
+    if views.served is None:
+        return None
+    high = np.array([LABELS.index(c) for c in HIGH_ORDER_LABELS])
+    top = np.sort(np.argsort(views.served[high])[::-1][:EM_FAST_CLASSES])
+    return _em_scores(views, classes=top, passes=EM_FAST_PASSES)
+
+
 #: candidates that describe the burst's conditions rather than its class: scored also with their
 #: first two columns multiplied into the served log-probabilities (a linear fusion can only
 #: weigh its other inputs by them that way)
@@ -341,6 +393,8 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
     "power_lines": (N_POWER_LINES, power_lines_features),
     "symmetric_reading": (len(HIGH_ORDER_LABELS), symmetric_reading_features),
     "timing_reading": (len(HIGH_ORDER_LABELS), timing_reading_features),
+    "em_channel": (2 * len(HIGH_ORDER_LABELS), em_channel_features),
+    "em_channel_fast": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_features),
 }
 
 
@@ -381,11 +435,12 @@ def register_torch_arms(path: Path) -> list[str]:
 
 
 def burst_views(iq: np.ndarray, rate_rule: str, carrier: str, channel: np.void | None = None,
-                reader: Any = None) -> BurstViews:
+                reader: Any = None, served: np.ndarray | None = None) -> BurstViews:
     """The refiner's clock and symbols of one burst (its rate rule and carrier pass) and their blind filter."""
     found = blind_symbols(np.asarray(iq, np.complex64), rate_rule)
     y = clocked_symbols(found, carrier=carrier)
-    return BurstViews(np.asarray(iq), y, None if y is None else blind_filtered(y), channel, reader, found, carrier)
+    return BurstViews(np.asarray(iq), y, None if y is None else blind_filtered(y), channel, reader, found, carrier,
+                      served)
 
 
 def candidate_row(views: BurstViews, names: list[str]) -> tuple[np.ndarray, bool]:
@@ -513,6 +568,21 @@ def pick_bursts(labels: np.ndarray, snr: np.ndarray, classes: tuple[str, ...], s
     return np.sort(np.array(picked, np.int64))
 
 
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(rate_rule: str, carrier: str, reader: Any, names: list[str], torch_arms: Path | None) -> None:
+    if torch_arms is not None:
+        register_torch_arms(torch_arms)
+    _WORKER.update(rate_rule=rate_rule, carrier=carrier, reader=reader, names=names)
+
+
+def _worker_row(job: tuple[np.ndarray, np.void | None, np.ndarray | None]) -> tuple[np.ndarray, bool]:
+    """candidate_row of one (burst, its recorded channel, its served probabilities)."""
+    w = _WORKER
+    return candidate_row(burst_views(job[0], w["rate_rule"], w["carrier"], job[1], w["reader"], job[2]), w["names"])
+
+
 def collect(args: argparse.Namespace) -> int:
     from rfclassify.engine.classifier import Classifier
     if args.torch_arms is not None:
@@ -544,7 +614,14 @@ def collect(args: argparse.Namespace) -> int:
     reader = ref.sequence if ref is not None else None
     if reader is not None and len(reader.labels) != len(HIGH_ORDER_LABELS):
         reader = None               # directed_reading's width assumes a network over the 12
-    rows = [candidate_row(burst_views(b, rate_rule, carrier, c, reader), names) for b, c in zip(bursts, channels)]
+    jobs = [(b, c, r.probabilities) for b, c, r in zip(bursts, channels, results)]
+    if args.workers > 1:
+        with ProcessPoolExecutor(args.workers, initializer=_start_worker,
+                                 initargs=(rate_rule, carrier, reader, names, args.torch_arms)) as pool:
+            rows = list(pool.map(_worker_row, jobs, chunksize=4))
+    else:
+        rows = [candidate_row(burst_views(b, rate_rule, carrier, c, reader, served), names)
+                for b, c, served in jobs]
     features_s = time.perf_counter() - t0
     np.savez(args.out, probs=np.stack([r.probabilities for r in results]).astype(np.float32),
              snr_estimate=np.array([r.snr_db for r in results], float), truth=labels[idx], snr_db=snr[idx],
@@ -569,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--per-cell", type=int, default=20, help="bursts per class and SNR (default 20)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--features", default=",".join(FEATURES), help="comma-separated candidates (default all)")
+    c.add_argument("--workers", type=int, default=1, help="processes computing the candidates (default 1)")
     c.add_argument("--torch-arms", type=Path, default=None,
                    help="networks saved by learned_equalizer_probe.py --save, screened as arm_<name>")
     s = sub.add_parser("score", help="cross-validated regressions with and without each candidate")

@@ -220,3 +220,61 @@ def test_the_timing_reading_reads_the_burst_clocked_three_ways(random_sequence_n
     assert got.shape == (12,) and got.max() == 0 and np.all(np.isfinite(got))
     assert not np.allclose(got, own - own.max(), atol=1e-3)                 # the shifted clocks read differently
     assert fs.timing_reading_features(fs.BurstViews(iq, views.symbols, None, None, net)) is None
+
+
+def _rrc_burst(sps: float, cfo: float, seed: int, n: int = 1024) -> np.ndarray:
+    from rfclassify.dsp.pulses import rrc
+
+    rng = np.random.default_rng(seed)
+    s = _square_qam(16, int(n / sps) + 20, rng)
+    t = np.arange(n)
+    x = rrc((t[:, None] - 1.3 - sps * (np.arange(s.size)[None, :] - 10)) / sps, 0.35) @ s
+    x = x * np.exp(2j * np.pi * cfo * t) + 0.02 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    return x.astype(np.complex64)
+
+
+def test_found_carrier_is_the_frequency_the_blind_clock_took_out():
+    from rfclassify.dsp.symbol_clock import blind_clock, remove_dc_line
+
+    iq = _rrc_burst(4.3, 0.013, 5)
+    views = fs.burst_views(iq, "coherence", "lines")
+    _, _, f0 = blind_clock(remove_dc_line(iq.astype(np.complex128)), "coherence")
+    assert abs(f0 - 0.013) < 0.01                 # the band's centroid: near the offset
+    assert fs.found_carrier(iq, views.found.baseband) == pytest.approx(f0, abs=1e-9)
+
+
+def test_the_em_channel_candidate_scores_the_twelve_classes_twice():
+    views = fs.burst_views(_rrc_burst(4.3, 0.013, 6), "coherence", "lines")
+    got = fs.em_channel_features(views)
+    assert got.shape == (fs.FEATURES["em_channel"][0],) == (24,)
+    assert got[:12].max() == 0.0 and got[12:].max() == 0.0
+    assert fs.HIGH_ORDER_LABELS[int(np.argmax(got[:12]))] == "16QAM"
+    assert fs.em_channel_features(fs.BurstViews(np.zeros(8), None, None)) is None
+
+
+def test_a_worker_computes_the_row_the_parent_would():
+    iq = _rrc_burst(3.1, -0.004, 7)
+    names = ["spectral_lines", "power_lines"]
+    fs._start_worker("coherence", "lines", None, names, None)
+    got = fs._worker_row((iq, None, None))
+    want = fs.candidate_row(fs.burst_views(iq, "coherence", "lines"), names)
+    assert got[1] == want[1] and np.array_equal(got[0], want[0])
+
+
+def test_the_fast_em_candidate_fits_only_the_served_top_classes():
+    """Served probabilities that rank 16QAM, 64QAM and 8PSK first: those three are scored by
+    their fits (16QAM best), the other nine all sit ABSENT_MARGIN under the worst of them;
+    without served probabilities there is no candidate."""
+    from rfclassify.labels import LABELS
+
+    iq = _rrc_burst(4.3, 0.013, 6)
+    served = np.full(len(LABELS), 0.01)
+    for name, p in (("16QAM", 0.5), ("64QAM", 0.3), ("8PSK", 0.1)):
+        served[LABELS.index(name)] = p
+    assert fs.em_channel_fast_features(fs.burst_views(iq, "coherence", "lines")) is None
+    got = fs.em_channel_fast_features(fs.burst_views(iq, "coherence", "lines", served=served))
+    fitted = [fs.HIGH_ORDER_LABELS.index(c) for c in ("8PSK", "16QAM", "64QAM")]
+    rest = np.setdiff1d(np.arange(12), fitted)
+    unit = got[:12]
+    assert fs.HIGH_ORDER_LABELS[int(np.argmax(unit))] == "16QAM"
+    assert np.allclose(unit[rest], unit[fitted].min() - 0.1)
