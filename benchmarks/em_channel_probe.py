@@ -273,7 +273,8 @@ def blind_taps(sps: float) -> tuple[int, int]:
 
 def blind_class_scores(x: np.ndarray, sps: float, timing: float, dc_carrier: float | None = None,
                        classes: np.ndarray | None = None,
-                       passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES)) -> dict[str, np.ndarray] | None:
+                       passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES),
+                       rolloff: float = BLIND_ROLLOFF) -> dict[str, np.ndarray] | None:
     """{score: (12,) class log-likelihoods less the best} of a burst at its blind clock (x the
     prepared, derotated burst, sps and timing as symbol_clock.blind_symbols found them): the
     burst at two samples a symbol (two_per_symbol), the BLIND_ROLLOFF pulse, blind_taps'
@@ -283,10 +284,11 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, dc_carrier: flo
     the taps (None: no such regressor; it won back 18 of 40 unfaded bursts with an offset
     that the fit without it lost, and lost none of 40 it had right: thirty-seventh session,
     scratch). classes (indices into HIGH_ORDER_LABELS): fit only their alphabets; the
-    others score ABSENT_MARGIN under the worst fitted class. passes: em_alphabet's. None for
+    others score ABSENT_MARGIN under the worst fitted class. passes: em_alphabet's. rolloff:
+    the pulse's (the receiver does not know it; a caller that does can say). None for
     a burst of fewer than class_equalizer.MIN_SYMBOLS symbols."""
     x2, n_min = two_per_symbol(x, sps, timing)
-    p = unit_pulse(2, BLIND_ROLLOFF)
+    p = unit_pulse(2, rolloff)
     c = (p.size - 1) // 2
     taps, lead = blind_taps(sps)
     start = n_min + c + lead
