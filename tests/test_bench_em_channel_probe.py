@@ -17,7 +17,7 @@ from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 
 
 def _burst(label: str, h: np.ndarray, sps: int, snr_db: float, seed: int, n_symbols: int = 400):
-    """(Burst over the central samples, true symbols of burst.index, noise-free samples, rng)."""
+    """(Burst over the central samples, true symbols of burst.index, noise-free samples, noise per sample)."""
     rng = np.random.default_rng(seed)
     a = constellation(label)
     s = a[rng.integers(0, a.size, n_symbols)]
