@@ -73,6 +73,7 @@ from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp.channel import ChannelConfig, log_uniform  # noqa: E402
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS  # noqa: E402
 from rfclassify.dsp.pulses import rrc  # noqa: E402
+from rfclassify.dsp.sequence_fronts import blind_filtered  # noqa: E402
 from rfclassify.dsp.symbol_clock import BLIND_ROLLOFF  # noqa: E402
 from rfclassify.dsp.synth import ROLLOFF_RANGE, SPS_RANGE  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
@@ -271,10 +272,23 @@ def blind_taps(sps: float) -> tuple[int, int]:
     return taps, max(2, taps // 4)
 
 
+def _fitted_from(burst: Burst, y: np.ndarray, own: np.ndarray, bank: ce.AlphabetBank, n_min: int, k0: int,
+                 passes: tuple[int, int]) -> dict[str, np.ndarray]:
+    """em_totals from start symbols y (unit power, every symbol of burst.index) at a blind
+    clock: each alphabet's carrier_fit on the own symbols (time 0 at symbol k0) taken out of
+    them and of the samples (x2's sample n is symbol time (n_min + n) / 2)."""
+    freq, phase = ce.carrier_fit(y[own], bank)
+    symbol_time = burst.index - k0
+    starts = y[None, :] * np.exp(-1j * (2 * np.pi * freq[:, None] * symbol_time[None, :] + phase[:, None]))
+    sample_time = (n_min + np.arange(burst.r.size)) / 2 - k0
+    rotors = np.exp(-2j * np.pi * freq[:, None] * sample_time[None, :])
+    return em_totals(burst, y, own, bank, starts, rotors, passes)
+
+
 def blind_class_scores(x: np.ndarray, sps: float, timing: float, dc_carrier: float | None = None,
                        classes: np.ndarray | None = None,
                        passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES),
-                       rolloff: float = BLIND_ROLLOFF) -> dict[str, np.ndarray] | None:
+                       rolloff: float = BLIND_ROLLOFF, blind_start: bool = False) -> dict[str, np.ndarray] | None:
     """{score: (12,) class log-likelihoods less the best} of a burst at its blind clock (x the
     prepared, derotated burst, sps and timing as symbol_clock.blind_symbols found them): the
     burst at two samples a symbol (two_per_symbol), the BLIND_ROLLOFF pulse, blind_taps'
@@ -285,8 +299,11 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, dc_carrier: flo
     that the fit without it lost, and lost none of 40 it had right: thirty-seventh session,
     scratch). classes (indices into HIGH_ORDER_LABELS): fit only their alphabets; the
     others score ABSENT_MARGIN under the worst fitted class. passes: em_alphabet's. rolloff:
-    the pulse's (the receiver does not know it; a caller that does can say). None for
-    a burst of fewer than class_equalizer.MIN_SYMBOLS symbols."""
+    the pulse's (the receiver does not know it; a caller that does can say). blind_start: a
+    second start per alphabet from the class-blind filter's output (sequence_fronts.blind_filtered
+    of the matched-filter outputs, its own carrier fit), each alphabet keeping the start whose
+    fit scores higher at unit power (less smeared symbols for a faded burst to start from;
+    twice the cost). None for a burst of fewer than class_equalizer.MIN_SYMBOLS symbols."""
     x2, n_min = two_per_symbol(x, sps, timing)
     p = unit_pulse(2, rolloff)
     c = (p.size - 1) // 2
@@ -308,13 +325,16 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, dc_carrier: flo
     bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
     if classes is not None:
         bank = bank.subset(np.asarray(classes))
-    freq, phase = ce.carrier_fit(y[own], bank)                # cycles/symbol from the first own symbol
-    k0 = int(burst.index[own][0])
-    symbol_time = burst.index - k0
-    starts = y[None, :] * np.exp(-1j * (2 * np.pi * freq[:, None] * symbol_time[None, :] + phase[:, None]))
-    sample_time = (n_min + np.arange(x2.size)) / 2 - k0
-    rotors = np.exp(-2j * np.pi * freq[:, None] * sample_time[None, :])
-    totals = em_totals(burst, y, own, bank, starts, rotors, passes)
+    k0 = int(burst.index[own][0])                             # carrier_fit's time 0
+    totals = _fitted_from(burst, y, own, bank, n_min, k0, passes)
+    if blind_start:
+        filtered = blind_filtered(y[own])
+        if filtered is not None:
+            yb = y.copy()
+            yb[own] = filtered[0] / math.sqrt(max(float(np.mean(np.abs(filtered[0]) ** 2)), 1e-30))
+            other = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
+            better = other["EM, unit power"] > totals["EM, unit power"]
+            totals = {k: np.where(better, other[k], totals[k]) for k in SCORES}
     out = {}
     for k in SCORES:
         t = class_totals(totals[k], bank) / own.sum()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from benchmark_modules import load_benchmark
 
@@ -88,9 +89,10 @@ def test_two_per_symbol_interpolates_a_band_limited_burst_at_the_clock():
     assert np.allclose(x2, np.exp(2j * np.pi * f * t), atol=1e-9)
 
 
-def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock():
+@pytest.mark.parametrize("blind_start", [False, True])
+def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock(blind_start):
     """A 16APSK burst at 4.5 samples a symbol, two paths, 30 dB, clocked at its true rate and
-    timing: twelve scores, the best 0, and it is 16APSK's."""
+    timing: twelve scores, the best 0, and it is 16APSK's, from one start or two."""
     rng = np.random.default_rng(3)
     a = ce.class_alphabets("16APSK")[0]
     s = a[rng.integers(0, a.size, 300)]
@@ -100,7 +102,7 @@ def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock():
     from rfclassify.dsp.pulses import rrc
     x = (rrc(u, 0.35) @ s) * 0.8 + 0.3j * np.roll(rrc(u, 0.35) @ s, 3)
     x += 0.01 * (rng.standard_normal(x.size) + 1j * rng.standard_normal(x.size))
-    out = em.blind_class_scores(x[:1024], sps, timing)
+    out = em.blind_class_scores(x[:1024], sps, timing, blind_start=blind_start)
     for k in em.SCORES:
         assert out[k].shape == (12,) and out[k].max() == 0.0
     assert HIGH_ORDER_LABELS[int(np.argmax(out["EM, unit power"]))] == "16APSK"

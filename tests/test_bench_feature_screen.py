@@ -278,3 +278,5 @@ def test_the_fast_em_candidate_fits_only_the_served_top_classes():
     unit = got[:12]
     assert fs.HIGH_ORDER_LABELS[int(np.argmax(unit))] == "16QAM"
     assert np.allclose(unit[rest], unit[fitted].min() - 0.1)
+    two = fs.em_channel_fast_two_starts_features(fs.burst_views(iq, "coherence", "lines", served=served))
+    assert two.shape == (24,) and fs.HIGH_ORDER_LABELS[int(np.argmax(two[:12]))] == "16QAM"
