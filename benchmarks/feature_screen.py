@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import sys
 import time
@@ -81,9 +82,7 @@ from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: 
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
 from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
 from rfclassify.dsp.sequence_fronts import blind_filtered, front_sequence  # noqa: E402
-from rfclassify.dsp.symbol_clock import (BLIND_ROLLOFF, MAX_CLOCK_SAMPLES, blind_symbols, remove_dc_line,  # noqa: E402
-                                         rrc_lookup, symbols_at)
-from rfclassify.dsp.windows import central  # noqa: E402
+from rfclassify.dsp.symbol_clock import BLIND_ROLLOFF, blind_symbols, rrc_lookup, symbols_at  # noqa: E402
 from rfclassify.dsp.symbol_sequence import clocked_symbols  # noqa: E402
 from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -342,22 +341,20 @@ def channel_oracle_features(views: BurstViews) -> np.ndarray | None:
                      get("phase_noise_deg_per_sqrt_sample")], float)
 
 
-def found_carrier(iq: np.ndarray, baseband: np.ndarray) -> float:
-    """The frequency (cycles/sample) blind_symbols derotated a burst by: the turn from its
-    prepared samples (central, the DC line removed) to the baseband it kept."""
-    x = remove_dc_line(central(np.asarray(iq, np.complex128).reshape(-1), MAX_CLOCK_SAMPLES))
-    ratio = baseband / np.where(np.abs(x) > 1e-12, x, np.inf)
-    return float(-np.angle(np.vdot(ratio[:-1], ratio[1:])) / (2 * np.pi))
+def _sibling(name: str) -> Any:
+    """Another benchmark module of this folder, imported (benchmarks/ put on sys.path once)."""
+    folder = str(Path(__file__).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
 
 
 def _em_scores(views: BurstViews, **options: Any) -> np.ndarray | None:
     if views.found is None:
         return None
-    if str(Path(__file__).resolve().parent) not in sys.path:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from em_channel_probe import blind_class_scores
-    s = blind_class_scores(views.found.baseband, views.found.sps, views.found.timing_samples,
-                           dc_carrier=found_carrier(views.iq, views.found.baseband), **options)
+    found = views.found
+    s = _sibling("em_channel_probe").blind_class_scores(found.baseband, found.sps, found.timing_samples,
+                                                        dc_carrier=found.carrier, **options)
     return None if s is None else np.concatenate([s["EM, unit power"], s["EM, output likelihood"]])
 
 
@@ -413,9 +410,7 @@ def register_torch_arms(path: Path) -> list[str]:
     Returns the names added."""
     import torch
 
-    if str(Path(__file__).resolve().parent) not in sys.path:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from learned_equalizer_probe import make_arms
+    make_arms = _sibling("learned_equalizer_probe").make_arms
     from rfclassify.model.sequence_fit import SequenceFitConfig
 
     saved = torch.load(path, map_location="cpu")

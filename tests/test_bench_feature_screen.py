@@ -233,14 +233,18 @@ def _rrc_burst(sps: float, cfo: float, seed: int, n: int = 1024) -> np.ndarray:
     return x.astype(np.complex64)
 
 
-def test_found_carrier_is_the_frequency_the_blind_clock_took_out():
+def test_the_blind_clock_keeps_the_carrier_it_took_out():
+    """What em_channel fits a DC offset's tone at: the band centroid blind_clock found, by
+    which the kept baseband is the prepared burst turned."""
     from rfclassify.dsp.symbol_clock import blind_clock, remove_dc_line
 
     iq = _rrc_burst(4.3, 0.013, 5)
-    views = fs.burst_views(iq, "coherence", "lines")
-    _, _, f0 = blind_clock(remove_dc_line(iq.astype(np.complex128)), "coherence")
+    found = fs.burst_views(iq, "coherence", "lines").found
+    x = remove_dc_line(iq)
+    _, _, f0 = blind_clock(x, "coherence")
     assert abs(f0 - 0.013) < 0.01                 # the band's centroid: near the offset
-    assert fs.found_carrier(iq, views.found.baseband) == pytest.approx(f0, abs=1e-9)
+    assert found.carrier == f0
+    assert np.allclose(found.baseband, x * np.exp(-2j * np.pi * f0 * np.arange(x.size)))
 
 
 def test_the_em_channel_candidate_scores_the_twelve_classes_twice():

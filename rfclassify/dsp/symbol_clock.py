@@ -353,6 +353,7 @@ class BlindSymbols(NamedTuple):
     symbols: np.ndarray     # RRC (BLIND_ROLLOFF) matched-filter outputs at the clock's instants
     sps: float              # samples per symbol
     timing_samples: float   # the first symbol instant, in samples
+    carrier: float = 0.0    # cycles/sample the baseband was derotated by (the band centroid)
 
 
 def timing_at_rate(x: np.ndarray, sps: float) -> float:
@@ -366,7 +367,8 @@ def at_clock(x: np.ndarray, sps: float, timing: float, f0: float) -> BlindSymbol
     """A prepared burst (remove_dc_line) at a clock: derotated by f0 cycles/sample, then the
     BLIND_ROLLOFF matched filter's outputs at the symbol instants."""
     xb = x * np.exp(-2j * np.pi * f0 * np.arange(x.size))
-    return BlindSymbols(xb, symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)), sps, timing)
+    return BlindSymbols(xb, symbols_at(xb, sps, BLIND_ROLLOFF, timing, pulse=rrc_lookup(BLIND_ROLLOFF)), sps, timing,
+                        f0)
 
 
 def blind_symbols(iq: np.ndarray, rate_rule: str = STRONGEST_LINE) -> BlindSymbols | None:
