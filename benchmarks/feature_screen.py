@@ -44,7 +44,7 @@ The candidates (each a function of one burst's views, returning a fixed-length v
 - arm_<name> (with --torch-arms W.pt): each sequence network saved by
   benchmarks/learned_equalizer_probe.py, its log-probabilities for the clocked symbols
   (thirty-sixth session: a network with a learned equalizer in front adds nothing).
-- em_channel: benchmarks/em_channel_probe.py's receiver at the blind clock (per alphabet a
+- em_channel: rfclassify.dsp.em_channel's receiver at the blind clock (per alphabet a
   channel estimate by expectation-maximization and the MMSE filter built from it), each
   class's score less the best, at unit power and by output likelihood (thirty-seventh
   session: +2.2 +- 0.4 points on the high-order bursts at 10..30 dB, the most any candidate
@@ -78,6 +78,7 @@ from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rfclassify.dsp import em_channel  # noqa: E402
 from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: E402
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
 from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
@@ -103,8 +104,8 @@ SNR_RANGES = ((-20.0, -10.0), (-8.0, 8.0), (10.0, 30.0))
 MULTIPATH_SPREAD = 0.1           # rms delay spread, in symbols, from which a faded burst counts as multipath
 FOLDS = 5
 L2 = 1e-3                        # on the standardized inputs' weights
-EM_FAST_CLASSES = 3              # em_channel_fast: the served answer's top classes fitted
-EM_FAST_PASSES = (8, 2)          # and its annealed and final passes
+EM_FAST_CLASSES = em_channel.FAST_CLASSES   # em_channel_fast: the served answer's top classes fitted
+EM_FAST_PASSES = em_channel.FAST_PASSES     # and its annealed and final passes
 
 
 @dataclass
@@ -353,13 +354,13 @@ def _em_scores(views: BurstViews, **options: Any) -> np.ndarray | None:
     if views.found is None:
         return None
     found = views.found
-    s = _sibling("em_channel_probe").blind_class_scores(found.baseband, found.sps, found.timing_samples,
-                                                        dc_carrier=found.carrier, **options)
-    return None if s is None else np.concatenate([s["EM, unit power"], s["EM, output likelihood"]])
+    s = em_channel.blind_class_scores(found.baseband, found.sps, found.timing_samples, HIGH_ORDER_LABELS,
+                                      dc_carrier=found.carrier, **options)
+    return None if s is None else np.concatenate([s[em_channel.UNIT_POWER], s[em_channel.OUTPUT_LIKELIHOOD]])
 
 
 def em_channel_features(views: BurstViews) -> np.ndarray | None:
-    """benchmarks/em_channel_probe.py's class scores at the blind clock: per alphabet, the
+    """rfclassify.dsp.em_channel's class scores at the blind clock: per alphabet, the
     channel fitted by expectation-maximization and the MMSE receiver built from it; each
     class's log-likelihood less the best, scored at unit power and by the outputs' own
     likelihood (24 values)."""
@@ -369,7 +370,7 @@ def em_channel_features(views: BurstViews) -> np.ndarray | None:
 def em_channel_fast_features(views: BurstViews, blind_start: bool = False) -> np.ndarray | None:
     """em_channel at a fraction of its cost: only the EM_FAST_CLASSES high-order classes the
     served answer rates highest are fitted, with EM_FAST_PASSES passes (None without the
-    served probabilities); blind_start: em_channel_probe.blind_class_scores'."""
+    served probabilities); blind_start: em_channel.blind_class_scores'."""
     if views.served is None:
         return None
     high = np.array([LABELS.index(c) for c in HIGH_ORDER_LABELS])

@@ -80,6 +80,7 @@ import high_order_bound as hob  # noqa: E402 (after the path fix)
 from rfclassify.dsp.channel import ChannelConfig, log_uniform  # noqa: E402
 from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp.class_equalizer import class_scores  # noqa: E402
+from rfclassify.dsp.em_channel import EQ_SYMBOLS, mmse_filter  # noqa: E402 (the MMSE receiver, shared)
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS  # noqa: E402
 from rfclassify.dsp.pulses import rrc  # noqa: E402
 from rfclassify.dsp.synth import ROLLOFF_RANGE, SPS_RANGE  # noqa: E402
@@ -87,7 +88,6 @@ from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 from rfclassify.model.evaluate import clean_json  # noqa: E402
 
 N_SAMPLES = 1024
-EQ_SYMBOLS = 12           # the MMSE filter's window, in symbols (centred on the symbol it decides)
 SNR_RANGE_DB = (10.0, 30.0)
 SPREAD_BINS = ((0.0, 0.03), (0.03, 0.1), (0.1, 0.2), (0.2, 0.4), (0.4, math.inf))   # rms delay spread, symbols
 RECEIVERS = ("no channel", "no equalizer", "MMSE", "class eq., no channel", "class eq., known clock",
@@ -130,28 +130,6 @@ def received(symbols: np.ndarray, g: np.ndarray, sps: int, snr_db: float, rng: n
     n0 = p_signal / 10 ** (snr_db / 10)
     noise = rng.standard_normal((2, x.size)) * math.sqrt(n0 / 2)
     return x + noise[0] + 1j * noise[1], n0
-
-
-def mmse_filter(g: np.ndarray, sps: int, n0: float) -> tuple[np.ndarray, int, float]:
-    """The linear MMSE estimate of a symbol from EQ_SYMBOLS * sps samples around it, for
-    unit-energy i.i.d. symbols sent with response g in noise n0 per sample: (filter w,
-    offset of the window's first sample from the symbol's first response sample, beta =
-    w^H G e: the filter's gain on its symbol, so E|w^H r - beta s|^2 = beta (1 - beta))."""
-    length = EQ_SYMBOLS * sps
-    centre = int(np.argmax(np.abs(g)))           # the window is centred on the response's peak
-    offset = centre - length // 2
-    # G[i, j]: sample offset + i of the window holds symbol (j - before)'s response at offset + i - (j - before) sps
-    before = -(-(length + g.size) // sps)
-    cols = 2 * before + 1
-    gmat = np.zeros((length, cols), np.complex128)
-    for j in range(cols):
-        lag = np.arange(length) + offset - (j - before) * sps
-        ok = (lag >= 0) & (lag < g.size)
-        gmat[ok, j] = g[lag[ok]]
-    cov = gmat @ gmat.conj().T + n0 * np.eye(length)
-    w = np.linalg.solve(cov, gmat[:, before])
-    beta = float(np.real(np.vdot(w, gmat[:, before])))
-    return w, offset, beta
 
 
 def equalized(r: np.ndarray, n_symbols: int, w: np.ndarray, offset: int, sps: int) -> np.ndarray:
