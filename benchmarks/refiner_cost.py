@@ -11,10 +11,12 @@ per re-decided burst. A measurement, not a test.
 --workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers);
 --rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule);
 --against-rule RULE times one more Classifier, its refiner's bursts clocked by RULE, in the
-same rounds, and prints its time over the first's.
+same rounds, and prints its time over the first's; --against-model DIR does the same for
+another model's refiners (its own serving rule): what one refiner costs over another.
 
     PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
         [--backend onnxruntime|torch] [--workers N] [--rate-rule alphabet_fit] [--against-rule coherence]
+        [--against-model DIR]
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     ap.add_argument("--against-rule", default=None, help="also time the refiner with its bursts clocked by this rule")
+    ap.add_argument("--against-model", default=None, help="also time another model's refiners")
     args = ap.parse_args(argv)
     bursts = cost_bursts(args.bursts, args.length)
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         other = None if args.against_rule is None else stack.enter_context(
             Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
                             refiner_rate_rule=args.against_rule))
+        model = None if args.against_model is None else stack.enter_context(
+            Classifier.load(args.against_model, backend=args.backend, refiner_workers=args.workers))
         if not on.refiners:
             print(f"{args.model_dir} has no refiner")
             return 1
@@ -76,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
                   for ref in on.refiners}
         refined = sum(shares.values())
-        clfs = [("with", on), ("no DC pass", no_dc), ("without", off)] + ([("other rule", other)] if other else [])
+        clfs = ([("with", on), ("no DC pass", no_dc), ("without", off)] + ([("other rule", other)] if other else [])
+                + ([("other model", model)] if model else []))
         for _, clf in clfs:  # warm them
             clf.classify(bursts[:8])
         times: dict[str, list[float]] = {name: [] for name, _ in clfs}
@@ -99,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         t_other = float(np.median(times["other rule"]))
         print(f"clocked by {args.against_rule}: {args.bursts / t_other:8.1f} bursts/s  ({t_other / t_on:.2f}x the time "
               f"of the refiner above, {t_other / t_off:.2f}x the network's)")
+    if args.against_model:
+        t_model = float(np.median(times["other model"]))
+        print(f"{args.against_model}: {args.bursts / t_model:8.1f} bursts/s  ({t_on / t_model:.2f}x its time for "
+              f"{args.model_dir}'s refiner above; it {t_model / t_off:.2f}x the network's)")
     return 0
 
 

@@ -1407,3 +1407,102 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
     meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": "loudest_line"}).save(model_dir)
     with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):
         Classifier.load(model_dir, backend="onnxruntime")
+
+
+def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_and_stores_them(tiny_model_dir,
+                                                                                                 tmp_path):
+    """The EM scores (rfclassify.dsp.em_channel) of the network's top three of the refiner's
+    classes follow the invariants, from the same blind clock; the classes left out sit
+    ABSENT_MARGIN under the worst fitted; the pool computes the same; the flag is stored, and
+    the same perceptron without it does not load."""
+    from rfclassify.dsp import em_channel
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import STRONGEST_LINE, blind_symbols
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_invariants, burst_statistics, statistics_many
+
+    classes = ("16PSK", "16QAM", "32QAM", "64QAM")
+    burst = synthesize(["16QAM"], 1024, np.random.default_rng(10), 25.0, ChannelConfig()).iq[0]
+    top = np.array([1, 2, 3])
+    stats = burst_statistics(burst, None, (), STRONGEST_LINE, classes, top)
+    n_em = em_channel.n_scores(classes)
+    assert stats.shape == (N_INVARIANTS + n_em,) and stats.dtype == np.float32
+    np.testing.assert_array_equal(stats[:N_INVARIANTS], burst_invariants(burst))
+    scores = em_channel.scores_at_clock(blind_symbols(burst), classes, top)
+    np.testing.assert_array_equal(stats[N_INVARIANTS:], scores)
+    unit_power = scores[:len(classes)]
+    assert classes[int(np.argmax(unit_power))] == "16QAM"
+    assert unit_power[0] == pytest.approx(unit_power[1:].min() - em_channel.ABSENT_MARGIN)
+    assert not np.any(burst_statistics(np.zeros(600, np.complex64), None, (), STRONGEST_LINE, classes, top)[-n_em:])
+
+    n_in = N_FEATURES + n_em
+    ref = Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                  mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                  w1=np.random.default_rng(0).normal(size=(n_in, 4)).astype(np.float32), b1=np.ones(4, np.float32),
+                  w2=np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32), b2=np.zeros(4, np.float32),
+                  em_channel=True)
+    assert ref.describe()["em_channel_classes"] == em_channel.FAST_CLASSES
+    probs = _probs("32QAM", 0.5)
+    probs[LABELS.index("16PSK")], probs[LABELS.index("64QAM")], probs[LABELS.index("16QAM")] = 0.2, 0.1, 0.01
+    labels_fitted, picked = ref.em_arguments([probs])
+    assert labels_fitted == classes and list(picked[0]) == [0, 2, 3]      # 16PSK, 32QAM, 64QAM
+    measured = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picked[0])
+    np.testing.assert_array_equal(ref.refine(probs, 20.0, burst), ref.refine_measured([probs], [20.0], [measured])[0])
+    assert not np.array_equal(measured, stats)                           # other classes fitted, other scores
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+    assert back.em_channel
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
+    pool = back.start_pool(2)
+    try:
+        there = statistics_many([burst, burst[:700]], None, pool, (), STRONGEST_LINE, classes, [top, picked[0]])
+    finally:
+        pool.shutdown()
+    np.testing.assert_array_equal(there[0], stats)
+    np.testing.assert_array_equal(there[1], burst_statistics(burst[:700], None, (), STRONGEST_LINE, classes,
+                                                             picked[0]))
+    with pytest.raises(ValueError, match="one array of classes per burst"):
+        statistics_many([burst, burst], None, None, (), STRONGEST_LINE, classes, [top])
+    _with_refiner(model_dir, replace(ref, em_channel=False))
+    with pytest.raises(ModelNotFoundError, match="0 EM scores"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_fit_with_em_scores_measures_them_for_the_networks_top_classes_as_served(tiny_model_dir):
+    """fit-refiner's examples carry, last, the EM scores fitted for the classes the network
+    ranks highest, as Refiner.em_arguments picks them when the burst is served."""
+    from rfclassify.dsp import em_channel
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import COHERENCE
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.refiner import burst_statistics
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import _chunk_examples
+
+    index = np.array([LABELS.index(c) for c in HIGH_ORDER_LABELS])
+    bursts = list(synthesize(list(HIGH_ORDER_LABELS[:6]), 1024, np.random.default_rng(4), 25.0, ChannelConfig()).iq)
+    n_stats = N_INVARIANTS + em_channel.n_scores(HIGH_ORDER_LABELS)
+    with Classifier.load(tiny_model_dir, backend="onnxruntime", refiner=False) as clf:
+        keep, features, _ = _chunk_examples(clf, bursts, index, n_stats, None, (), COHERENCE, None,
+                                            HIGH_ORDER_LABELS)
+        probs = [np.asarray(r.probabilities) for r in clf.classify(bursts)]
+    assert keep.size and features.shape == (keep.size, N_FEATURES + em_channel.n_scores(HIGH_ORDER_LABELS))
+    for row, i in enumerate(keep):
+        top = em_channel.top_classes(probs[i][index])
+        stats = burst_statistics(bursts[i], None, (), COHERENCE, HIGH_ORDER_LABELS, top)
+        np.testing.assert_allclose(features[row, N_FEATURES:], stats[N_INVARIANTS:])
+
+
+def test_a_fit_leaves_out_exactly_the_equalized_or_the_em_scores():
+    from rfclassify.model.refiner_fit import RefinerFitConfig, last_blocks_kept
+
+    assert list(last_blocks_kept(10, 3, 2)) == list(range(10))
+    assert list(last_blocks_kept(10, 3, 2, keep_equalizer=False)) == [0, 1, 2, 3, 4, 8, 9]
+    assert list(last_blocks_kept(10, 3, 2, keep_em=False)) == list(range(8))
+    assert list(last_blocks_kept(10, 0, 2, keep_em=False)) == list(range(8))
+    with pytest.raises(ConfigError, match="made for the high-order alphabets"):
+        RefinerFitConfig(group="low-order", em_channel=True)

@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--equalizer", action="store_true",
                         help="add each class's score after an equalizer fitted to its alphabets "
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
+    parser.add_argument("--em-channel", action="store_true",
+                        help="add each class's score by a channel estimate fitted by EM, for the network's "
+                             "top 3 classes (rfclassify.dsp.em_channel; docs/model.md, thirty-eighth session)")
     parser.add_argument("--save-examples", default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
     parser.add_argument("--examples", default=None, metavar="NPZ",
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
                            sequence_net=args.sequence_net, equalizer=args.equalizer,
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
-                           blind_reader=args.blind_reader, power_lines=args.power_lines, trees=args.trees,
+                           blind_reader=args.blind_reader, power_lines=args.power_lines, em_channel=args.em_channel,
+                           trees=args.trees,
                            tree_leaves=args.tree_leaves, tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"held-out, perceptrons alone {100 * acc['perceptrons']:.1f} % "
               f"(>= 10 dB {100 * acc10['perceptrons']:.1f} %), trees alone {100 * acc['trees']:.1f} % "
               f"({100 * acc10['trees']:.1f} %); {rep['trees']['trees']} trees, {rep['trees']['rounds']} rounds")
-    for key, what in (("without_equalizer", "the equalizer's scores"),
+    for key, what in (("without_equalizer", "the equalizer's scores"), ("without_em_channel", "the EM scores"),
                       ("without_sequence_features", "the sequence network's features"),
                       ("without_blind_view", "the blind view"), ("without_power_lines", "the power lines")):
         if key in rep:      # the same examples fitted without that part of the inputs

@@ -13,7 +13,9 @@ log-probabilities of a small network over the burst's clocked, carrier-recovered
 class-blind equalizer, ``rfclassify.dsp.blind_equalizer``, read by the same network or by a
 blind reader, one trained on such symbols) and, when it has them, how well
 each of its classes' alphabets explains those symbols after an equalizer fitted to it
-(``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo),
+(``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo) and,
+with ``em_channel``, how well the alphabets of the network's top three of its classes
+explain the burst through a channel estimated for each by EM (``rfclassify.dsp.em_channel``),
 runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network; an
 ensemble of them, and gradient-boosted trees beside them when the fit made some,
 ``rfclassify.engine.tree_ensemble``), and shares the probability the network gave those
@@ -49,6 +51,7 @@ import numpy as np
 
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify.dsp import em_channel
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
@@ -72,7 +75,8 @@ _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
 
 def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
-                     equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE) -> np.ndarray:
+                     equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE,
+                     em_labels: tuple[str, ...] = (), em_classes: np.ndarray | None = None) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
     blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
     network, its outputs for the burst's clocked symbols in its front (sequence_fronts;
@@ -80,10 +84,12 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     with_features its pooled features; with blind_view then blind_view_outputs; with
     power_lines then power_lines.power_line_features of the same symbols), then, for
     `equalizer`'s classes, their equalized scores (class_equalizer.class_scores; zeros where
-    there are too few symbols).
+    there are too few symbols), then, for classes em_labels, their scores by a channel
+    estimate fitted by EM for each of the classes em_classes (indices into em_labels;
+    em_channel.scores_at_clock at the same blind clock; zeros where it has none).
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
     second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
-    if sequence_net is None and not equalizer:
+    if sequence_net is None and not equalizer and not em_labels:
         return burst_invariants(iq, rate_rule)
     found = blind_symbols(iq, rate_rule)
     parts = [found_invariants(found)]
@@ -99,6 +105,9 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     if equalizer:
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
+    if em_labels:
+        em_scores = em_channel.scores_at_clock(found, em_labels, em_classes)
+        parts.append(np.zeros(em_channel.n_scores(em_labels), np.float32) if em_scores is None else em_scores)
     return np.concatenate(parts).astype(np.float32)
 
 
@@ -130,10 +139,11 @@ def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | N
 
 
 def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
-                    equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE) -> np.ndarray | None:
+                    equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE,
+                    em_labels: tuple[str, ...] = (), em_classes: np.ndarray | None = None) -> np.ndarray | None:
     """burst_statistics, or None (logged) when they fail: that burst keeps the network's answer."""
     try:
-        return burst_statistics(iq, sequence_net, equalizer, rate_rule)
+        return burst_statistics(iq, sequence_net, equalizer, rate_rule, em_labels, em_classes)
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
         log.warning("refiner: burst statistics failed; the network's decision stands", exc_info=True)
         return None
@@ -177,8 +187,9 @@ def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float
     return bool(all_started.wait(timeout_s))
 
 
-def _pooled_statistics(iq: np.ndarray) -> np.ndarray | None:
-    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule)
+def _pooled_statistics(iq: np.ndarray, em_classes: np.ndarray | None = None,
+                       em_labels: tuple[str, ...] = ()) -> np.ndarray | None:
+    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule, em_labels, em_classes)
 
 
 def _pooled_invariants(rate_rule: str, iq: np.ndarray) -> np.ndarray | None:
@@ -187,18 +198,25 @@ def _pooled_invariants(rate_rule: str, iq: np.ndarray) -> np.ndarray | None:
 
 def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
                     pool: Executor | None = None, equalizer: tuple[str, ...] = (),
-                    rate_rule: str = STRONGEST_LINE) -> list[np.ndarray | None]:
+                    rate_rule: str = STRONGEST_LINE, em_labels: tuple[str, ...] = (),
+                    em_classes: Sequence[np.ndarray] | None = None) -> list[np.ndarray | None]:
     """safe_statistics of every burst, in order: in `pool` when given and there is more than
     one, else here, one after another. The invariants alone (no sequence network, no
-    equalizer) run in any start_pool pool at `rate_rule`; anything more needs a pool from
-    start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold that same
-    network, classes and rule."""
+    equalizer, no EM scores) run in any start_pool pool at `rate_rule`; anything more needs a
+    pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold
+    that same network, classes and rule. em_labels, em_classes: burst_statistics' (one array
+    of classes per burst; the EM scores' labels travel with the tasks)."""
+    if em_labels and (em_classes is None or len(em_classes) != len(bursts)):
+        raise ValueError("the EM scores need one array of classes per burst")
+    each = list(em_classes) if em_labels and em_classes is not None else [None] * len(bursts)
     if pool is not None and len(bursts) > 1:
         chunk = max(1, len(bursts) // 16)
-        if sequence_net is None and not equalizer:
+        if sequence_net is None and not equalizer and not em_labels:
             return list(pool.map(functools.partial(_pooled_invariants, rate_rule), bursts, chunksize=chunk))
-        return list(pool.map(_pooled_statistics, bursts, chunksize=chunk))
-    return [safe_statistics(x, sequence_net, equalizer, rate_rule) for x in bursts]
+        return list(pool.map(functools.partial(_pooled_statistics, em_labels=tuple(em_labels)), bursts, each,
+                             chunksize=chunk))
+    return [safe_statistics(x, sequence_net, equalizer, rate_rule, em_labels, c)
+            for x, c in zip(bursts, each, strict=True)]
 
 
 def _warm_burst() -> np.ndarray:
@@ -286,6 +304,9 @@ class Refiner:
     #: gradient-boosted trees over the same inputs, fitted on the same rows, whose class
     #: probabilities are mixed with the perceptrons' by their share (None: the perceptrons alone)
     trees: TreeEnsemble | None = None
+    #: its classes' scores by an EM channel estimate (rfclassify.dsp.em_channel) come last in
+    #: the perceptron's input, fitted for the network's em_channel.FAST_CLASSES top ones
+    em_channel: bool = False
 
     @property
     def n_features(self) -> int:
@@ -300,7 +321,7 @@ class Refiner:
     def features(probs: np.ndarray, snr_db: np.ndarray | float, statistics: np.ndarray) -> np.ndarray:
         """The perceptron's input rows: [log network probabilities, network SNR estimate / 10 dB,
         the burst's statistics (burst_statistics: its invariants, then the sequence network's
-        outputs and the equalized scores when the refiner has them)]."""
+        outputs, the equalized scores and the EM scores when the refiner has them)]."""
         p = np.atleast_2d(np.asarray(probs, np.float64))
         snr = np.asarray(snr_db, np.float64).reshape(-1, 1) / 10.0
         stats = np.atleast_2d(np.asarray(statistics, np.float64))
@@ -358,6 +379,8 @@ class Refiner:
                 out["power_lines"] = True
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
+        if self.em_channel:
+            out["em_channel_classes"] = em_channel.FAST_CLASSES
         if self.members > 1:
             out["perceptrons"] = self.members
         if self.trees is not None:
@@ -387,12 +410,21 @@ class Refiner:
         todo = [i for i, (p, x) in enumerate(zip(probs, bursts, strict=True)) if self.wants(p, x)]
         if not todo:
             return probs
-        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule)
+        stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule,
+                                *self.em_arguments([probs[i] for i in todo]))
         out = list(probs)
         for i, p in zip(todo, self.refine_measured([probs[i] for i in todo], [snr_db[i] for i in todo], stats),
                         strict=True):
             out[i] = p
         return out
+
+    def em_arguments(self, probs: Sequence[np.ndarray]) -> tuple[tuple[str, ...], list[np.ndarray] | None]:
+        """statistics_many's em_labels and em_classes for bursts of network probabilities
+        `probs` (over the model's labels): this refiner's classes, and each burst's
+        em_channel.FAST_CLASSES most probable of them; ((), None) without EM scores."""
+        if not self.em_channel:
+            return (), None
+        return self.labels, [em_channel.top_classes(np.asarray(p)[self.index]) for p in probs]
 
     def refine_measured(self, probs: list[np.ndarray], snr_db: list[float],
                         stats: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -429,6 +461,8 @@ class Refiner:
             extra["equalizer_labels"] = np.array(self.equalizer)
         if self.trees is not None:
             extra.update(self.trees.arrays(TREES_PREFIX))
+        if self.em_channel:
+            extra["em_channel"] = np.bool_(True)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
                  rate_rule=np.array(self.rate_rule),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
@@ -460,6 +494,7 @@ class Refiner:
                 if sequence is not None and "sequence_power_lines" in z and bool(z["sequence_power_lines"]):
                     sequence = dataclasses.replace(sequence, power_lines=True)
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
+                em = "em_channel" in z and bool(z["em_channel"])
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
@@ -471,20 +506,24 @@ class Refiner:
         unscored = [lb for lb in equalizer if not scorable(lb)]
         if unscored:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
+        unfitted = [lb for lb in labels if em and not scorable(lb)]
+        if unfitted:
+            raise ModelNotFoundError(f"{path}: the EM scores have no alphabets for {unfitted}")
         n_sequence = sequence.n_outputs if sequence is not None else 0
-        expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence + len(equalizer)
+        n_em = em_channel.n_scores(labels) if em else 0
+        expected = len(model_labels) + 1 + N_INVARIANTS + n_sequence + len(equalizer) + n_em
         shapes_ok = _perceptron_shapes_ok(arrays, expected, len(labels))
         if not shapes_ok:
             raise ModelNotFoundError(
                 f"{path}: weights do not fit {len(model_labels)} labels + SNR + {N_INVARIANTS} invariants "
-                f"+ {n_sequence} sequence-network outputs + {len(equalizer)} equalizer scores "
+                f"+ {n_sequence} sequence-network outputs + {len(equalizer)} equalizer scores + {n_em} EM scores "
                 f"(fitted by another version? run `rfclassify fit-refiner` again)")
         if trees is not None and (trees.n_features, trees.n_classes) != (expected, len(labels)):
             raise ModelNotFoundError(f"{path}: its trees read {trees.n_features} features into {trees.n_classes} "
                                      f"classes, its perceptrons {expected} into {len(labels)}")
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   rate_rule=rate_rule, trees=trees, **arrays)
+                   rate_rule=rate_rule, trees=trees, em_channel=em, **arrays)
 
 
 def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:

@@ -115,6 +115,12 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
     if seq and cfg.get("power_lines"):
         seq_input += (", and the coherent power lines of those symbols, raw, after that filter and after a "
                       "constant-modulus filter (rfclassify/dsp/power_lines.py)")
+    if cfg.get("equalizer"):
+        seq_input += (", and how well each class's alphabets explain the clocked symbols after an equalizer fitted "
+                      "to them (rfclassify/dsp/class_equalizer.py)")
+    if cfg.get("em_channel"):
+        seq_input += (", and, for the network's top three of those classes, how well their alphabets explain the "
+                      "burst through a channel estimated for each by EM (rfclassify/dsp/em_channel.py)")
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
@@ -170,7 +176,7 @@ def _fuser_parts(acc: dict[str, float], acc10: dict[str, float]) -> str:
 def _fit_flags(cfg: dict[str, Any]) -> str:
     """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
-    options = ("blind_view", "power_lines", "sequence_features", "equalizer", "dc_pass")
+    options = ("blind_view", "power_lines", "sequence_features", "equalizer", "em_channel", "dc_pass")
     flags += [f" --{name.replace('_', '-')}" for name in options if cfg.get(name)]
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []

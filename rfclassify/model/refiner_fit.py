@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
+from rfclassify.dsp import em_channel as em_scores
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
                                       file_sha256, start_pool, statistics_many, worker_statistics_settings)
@@ -122,6 +123,9 @@ class RefinerFitConfig:
     #: the coherent power lines of the clocked symbols, raw, through the blind filter and
     #: through a constant-modulus filter (SequenceNet.power_lines, rfclassify.dsp.power_lines)
     power_lines: bool = False
+    #: each class's score by a channel estimate fitted by EM for the network's top
+    #: em_channel.FAST_CLASSES classes (rfclassify.dsp.em_channel) joins them, last
+    em_channel: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -139,10 +143,10 @@ class RefinerFitConfig:
             raise ConfigError(f"rate_rule must be one of {', '.join(RATE_RULES)}, got {self.rate_rule!r}")
         if self.group not in GROUPS:
             raise ConfigError(f"group must be one of {', '.join(GROUPS)}, got {self.group!r}")
-        if self.group == LOW_ORDER and (self.sequence_net or self.equalizer):
-            raise ConfigError("the low-order refiner uses the invariants alone: the sequence network and the "
-                              "equalizer are made for the high-order alphabets (leave out --sequence-net and "
-                              "--equalizer)")
+        if self.group == LOW_ORDER and (self.sequence_net or self.equalizer or self.em_channel):
+            raise ConfigError("the low-order refiner uses the invariants alone: the sequence network, the "
+                              "equalizer and the EM scores are made for the high-order alphabets (leave out "
+                              "--sequence-net, --equalizer and --em-channel)")
         if self.sequence_features and not self.sequence_net:
             raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
         if self.blind_view and not self.sequence_net:
@@ -168,7 +172,8 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     with the network alone, and keep the ones it calls one of `classes`: features (n, F), the
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
     SNR (n,) and burst length (n,). With cfg.equalizer, the classes' equalized scores follow
-    the statistics.
+    the statistics; with cfg.em_channel, then their EM scores (for each burst the network's
+    top em_channel.FAST_CLASSES of `classes`, as served).
 
     The bursts are synthesized here, chunk by chunk, from one random stream (so the examples
     do not depend on the worker count). With cfg.workers > 1, each chunk is then classified
@@ -182,6 +187,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     (Classifier.take_out_dc, routed by dc_route): the bursts it cleans are measured, and
     classified again, without their offset."""
     equalizer = tuple(classes) if cfg.equalizer else ()
+    em_labels = tuple(classes) if cfg.em_channel else ()
     rule = cfg.clock_rule(sequence_net)
     pool = None
     if cfg.workers > 1:
@@ -189,7 +195,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
                           setup=(_load_worker_network, (str(model_dir), cfg.backend)))
     try:
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule,
-                                dc_route(model_dir, cfg, classes))
+                                dc_route(model_dir, cfg, classes), em_labels)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -224,20 +230,24 @@ def _load_worker_network(model_dir: str, backend: str) -> None:
     _worker_network = Classifier.load(model_dir, backend=backend, refiner=False, threads=1)
 
 
-def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int, route: FitRoute | None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int, route: FitRoute | None,
+                  em_labels: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """_chunk_examples in a fit worker, with its network and statistics settings."""
     sequence_net, equalizer, rate_rule = worker_statistics_settings()
-    return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route)
+    return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
+                           em_labels)
 
 
 def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
                    sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str,
-                   route: FitRoute | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   route: FitRoute | None = None, em_labels: tuple[str, ...] = ()
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's examples: which bursts the network `clf` (a Classifier without a refiner)
     routes to the classes of model label indices `index` (positions into the chunk), their
     feature rows (Refiner.features) and the network's top class (model label index). With a
-    DC pass `route`, the bursts it cleans are routed and measured as cleaned. A burst whose
+    DC pass `route`, the bursts it cleans are routed and measured as cleaned. With em_labels
+    (the classes of `index`), each burst's EM scores are fitted for the network's top
+    em_channel.FAST_CLASSES of them, as Refiner.em_arguments picks them when served. A burst whose
     statistics fail (none should: burst_statistics does not raise) gets the invalid vector,
     as a burst without a clock does."""
     results = clf.classify(bursts)
@@ -250,7 +260,9 @@ def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_sta
     keep = np.flatnonzero(np.isin(top, index))
     if not keep.size:
         return keep, np.zeros((0, len(probs[0]) + 1 + n_stats), np.float32), keep
-    stats = statistics_many([bursts[i] for i in keep], sequence_net, None, equalizer, rate_rule)
+    em_classes = [em_scores.top_classes(probs[i][index]) for i in keep] if em_labels else None
+    stats = statistics_many([bursts[i] for i in keep], sequence_net, None, equalizer, rate_rule, em_labels,
+                            em_classes)
     inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32) for v in stats])
     features = Refiner.features(np.stack([probs[i] for i in keep]), [snrs[i] for i in keep], inv)
     return keep, features, top[keep]
@@ -259,7 +271,8 @@ def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_sta
 def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
                      progress: Callable[[str], None] | None, pool: Executor | None,
                      sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
-                     rate_rule: str, route: FitRoute | None) -> dict[str, np.ndarray]:
+                     rate_rule: str, route: FitRoute | None, em_labels: tuple[str, ...] = ()
+                     ) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.meta import ModelMeta
     from rfclassify.model.training_data import DataRecipe
@@ -272,7 +285,8 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     rng = np.random.default_rng(cfg.seed)
     labels = np.repeat(np.array(classes), cfg.per_class)
     rng.shuffle(labels)
-    n_stats = N_INVARIANTS + (sequence_net.n_outputs if sequence_net is not None else 0) + len(equalizer)
+    n_stats = (N_INVARIANTS + (sequence_net.n_outputs if sequence_net is not None else 0) + len(equalizer)
+               + (em_scores.n_scores(em_labels) if em_labels else 0))
     n_chunks = -(-labels.size // cfg.chunk)
     clf = None
     if pool is None:
@@ -301,9 +315,10 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             snr = rng.uniform(snr_lo, snr_hi, lab.size)
             bursts = list(synthesize(list(lab), length, rng, snr, channel).iq)
             if pool is not None:
-                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route)
+                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels)
             else:
-                out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route)
+                out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
+                                      em_labels)
             in_flight.append((lab, length, snr, out))
             while len(in_flight) > ahead:
                 take_oldest()
@@ -325,18 +340,19 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
                  blind_view: bool = False, blind_reader: str | None = None,
-                 power_lines: bool = False) -> dict[str, Any]:
+                 power_lines: bool = False, em_channel: bool = False) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
     statistics came from, whether its pooled features, its blind view (and which blind
-    reader, by sha256) and the power lines are among them, the equalized classes, and whether
-    the DC pass cleaned their bursts first. Examples are reused only where it matches."""
+    reader, by sha256), the power lines and the EM scores are among them, the equalized
+    classes, and whether the DC pass cleaned their bursts first. Examples are reused only
+    where it matches."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
             "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
             "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None,
-            "power_lines": bool(power_lines)}
+            "power_lines": bool(power_lines), "em_channel": bool(em_channel)}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -362,6 +378,7 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         stored.setdefault("blind_view", False)          # or its blind view
         stored.setdefault("blind_reader_sha256", None)  # or a blind reader
         stored.setdefault("power_lines", False)         # or the power lines
+        stored.setdefault("em_channel", False)          # or the EM scores
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -470,7 +487,7 @@ def train_trees(x: np.ndarray, y: np.ndarray, n_classes: int, hold: np.ndarray, 
 
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
                    classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
-                   equalizer: tuple[str, ...] = ()) -> tuple[Refiner, dict[str, Any]]:
+                   equalizer: tuple[str, ...] = (), em_channel: bool = False) -> tuple[Refiner, dict[str, Any]]:
     """A refiner trained on `features` (rows of ex, clocked by rate_rule), its min_samples
     chosen and its held-out scores against the network's, as served (shorter bursts keep the
     network's answer)."""
@@ -479,7 +496,7 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
                          else (None, None))
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
-                      trees=trees, **weights)
+                      trees=trees, em_channel=em_channel, **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -516,7 +533,7 @@ def _without(sequence: SequenceNet, *options: str) -> SequenceNet:
 
 def _fit_without(ex: dict[str, np.ndarray], cfg: RefinerFitConfig, classes: tuple[str, ...], index: np.ndarray,
                  sequence: SequenceNet, option: str, n_invariant: int, rate_rule: str,
-                 equalizer: tuple[str, ...]) -> dict[str, Any]:
+                 equalizer: tuple[str, ...], em_channel: bool = False) -> dict[str, Any]:
     """The scores of a perceptron fitted on the same examples without what the sequence
     network's `option` (one of _OUTPUT_FLAGS) adds to them: its columns start after the
     n_invariant columns before the sequence network's and its outputs of the flags before
@@ -524,7 +541,18 @@ def _fit_without(ex: dict[str, np.ndarray], cfg: RefinerFitConfig, classes: tupl
     lighter = _without(sequence, option)
     start = n_invariant + _without(sequence, *_OUTPUT_FLAGS[_OUTPUT_FLAGS.index(option):]).n_outputs
     keep = np.r_[0:start, start + sequence.n_outputs - lighter.n_outputs:ex["features"].shape[1]]
-    return _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index, lighter, rate_rule, equalizer)[1]
+    return _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index, lighter, rate_rule, equalizer,
+                          em_channel)[1]
+
+
+def last_blocks_kept(n_columns: int, n_equalizer: int, n_em: int, keep_equalizer: bool = True,
+                     keep_em: bool = True) -> np.ndarray:
+    """The feature columns a fit keeps of n_columns whose last blocks are the equalized
+    scores (n_equalizer) then the EM scores (n_em), without either block where asked."""
+    em_start = n_columns - n_em
+    eq_start = em_start - n_equalizer
+    return np.r_[0:eq_start, eq_start:em_start if keep_equalizer else eq_start,
+                 em_start:n_columns if keep_em else em_start]
 
 
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
@@ -538,9 +566,10 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     With a sequence network, a second perceptron is fitted on the same examples without its
     outputs and saved as refiner_light.npz (model.json's refiner.light): the cheaper variant
     a box short of CPU can serve instead (Classifier.load refiner_sequence=False). The light
-    variant has neither the sequence network, nor the equalized scores, nor trees; with the equalizer,
-    the report's `without_equalizer` scores one more perceptron fitted without its scores
-    (not saved), to tell what they add."""
+    variant has neither the sequence network, nor the equalized scores, nor the EM scores,
+    nor trees; with the equalizer, the report's `without_equalizer` scores one more
+    perceptron fitted without its scores (not saved), to tell what they add, and with the EM
+    scores `without_em_channel` the same for them."""
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
@@ -559,7 +588,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
-                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines)
+                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines, cfg.em_channel)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -569,7 +598,8 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
             save_examples(save_examples_to, ex, key, cfg)
     t_data = time.time() - t0
     index = np.array([meta.labels.index(c) for c in classes])
-    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer)
+    refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer,
+                                     cfg.em_channel)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
@@ -579,13 +609,20 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         report["examples"] = Path(examples).name
     info: dict[str, Any] = {"file": GROUPS[cfg.group].file, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
+    n_em = em_scores.n_scores(classes) if cfg.em_channel else 0
     if equalizer:
-        _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, :-len(equalizer)], cfg, classes,
-                                                        index, sequence, rule)
+        keep = last_blocks_kept(ex["features"].shape[1], len(equalizer), n_em, keep_equalizer=False)
+        _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index,
+                                                        sequence, rule, (), cfg.em_channel)
+    if n_em:
+        keep = last_blocks_kept(ex["features"].shape[1], len(equalizer), n_em, keep_em=False)
+        _, report["without_em_channel"] = _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index,
+                                                         sequence, rule, equalizer)
     for option, name in (("with_features", "without_sequence_features"), ("blind_view", "without_blind_view"),
                          ("power_lines", "without_power_lines")):
         if sequence is not None and getattr(sequence, option):
-            report[name] = _fit_without(ex, cfg, classes, index, sequence, option, n_invariant, rule, equalizer)
+            report[name] = _fit_without(ex, cfg, classes, index, sequence, option, n_invariant, rule, equalizer,
+                                        cfg.em_channel)
     if sequence is not None:
         report["sequence_net"] = {"file": Path(cfg.sequence_net).name, "sha256": key["sequence_net_sha256"],
                                   "params": sequence.n_params,
