@@ -24,14 +24,15 @@ equalizer scores) and by the final outputs' own mixture likelihood.
 
 At a burst's blind clock (blind_class_scores; symbol_clock.blind_symbols found it): the
 central samples that hold class_equalizer.MAX_SYMBOLS symbols are interpolated to two
-samples a symbol at the clock (two_per_symbol); the refiner's form (scores_at_clock) fits
-windows of WINDOW_SAMPLES samples, over which the channel and the carrier hold still, and
-averages their scores; the pulse is the BLIND_ROLLOFF RRC; the
+samples a symbol at the clock (two_per_symbol); the pulse is the BLIND_ROLLOFF RRC; the
 taps (blind_taps) take up the timing error and the roll-off's mismatch beside the channel;
 each alphabet's residual carrier and phase come from class_equalizer.carrier_fit on the
-matched-filter outputs and are taken out of the samples before its fit. Fitting only the
-classes a caller names (the network's top few) and fewer passes is the refiner's form
-(scores_at_clock, FAST_PASSES); the others score ABSENT_MARGIN under the worst fitted.
+matched-filter outputs and are taken out of the samples before its fit.
+
+The refiner's form (scores_at_clock) fits only the classes it names (the network's top
+FAST_CLASSES; the others score ABSENT_MARGIN under the worst fitted) with FAST_PASSES, in
+windows of WINDOW_SAMPLES samples over which the channel and the carrier hold still, and
+averages the windows' scores.
 """
 
 from __future__ import annotations
