@@ -348,9 +348,9 @@ def window_starts(n_samples: int, window: int = WINDOW_SAMPLES, max_windows: int
     """Where the windows scores_at_clock fits begin in a burst of n_samples: as many whole
     windows as it holds (one, the whole burst, when it holds none), at most max_windows,
     side by side about its centre."""
-    count = min(max_windows, max(1, n_samples // window))
-    if count == 1 and n_samples <= window:
+    if n_samples <= window:
         return [0]
+    count = min(max_windows, n_samples // window)
     first = (n_samples - count * window) // 2
     return [first + k * window for k in range(count)]
 
@@ -369,9 +369,8 @@ def scores_at_clock(found: BlindSymbols | None, labels: tuple[str, ...], classes
     fitted = []
     for start in window_starts(found.baseband.size, window, max_windows):
         with np.errstate(all="ignore"):
-            s = blind_class_scores(found.baseband[start:start + window] if found.baseband.size > window
-                                   else found.baseband, found.sps, found.timing_samples - start, labels,
-                                   dc_carrier=found.carrier, classes=classes, passes=passes)
+            s = blind_class_scores(found.baseband[start:start + window], found.sps, found.timing_samples - start,
+                                   labels, dc_carrier=found.carrier, classes=classes, passes=passes)
         if s is not None:
             fitted.append(np.concatenate([s[UNIT_POWER], s[OUTPUT_LIKELIHOOD]]))
     if not fitted:

@@ -93,7 +93,9 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
         return burst_invariants(iq, rate_rule)
     found = blind_symbols(iq, rate_rule)
     parts = [found_invariants(found)]
-    y = clocked_symbols(found, carrier=sequence_net.carrier if sequence_net is not None else CARRIER_LINES)
+    y = None                            # the clocked symbols: the EM scores read the clock's samples instead
+    if sequence_net is not None or equalizer:
+        y = clocked_symbols(found, carrier=sequence_net.carrier if sequence_net is not None else CARRIER_LINES)
     if sequence_net is not None:
         seq = None if y is None else front_sequence(y, sequence_net.front, sequence_net.labels)
         parts.append(sequence_net.outputs(seq))
