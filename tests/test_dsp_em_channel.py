@@ -197,6 +197,48 @@ def test_the_refiners_scores_fit_only_the_classes_named():
     assert em.scores_at_clock(None, HIGH_ORDER_LABELS, classes) is None
 
 
+def test_the_alphabets_fitted_side_by_side_are_each_fitted_alone():
+    """em_alphabets over several alphabets, each from its own start and with its own residual
+    carrier taken out, gives each what em_alphabet gives it alone on the turned burst."""
+    h = np.zeros(em.EM_TAPS, complex)
+    h[[0, 2, 5]] = [0.8, 0.5j, -0.3]
+    burst, s, _, _ = _burst("32QAM", h, 2, 22.0, 6)
+    bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
+    which = np.array([int(np.flatnonzero(bank.owner == HIGH_ORDER_LABELS.index(c))[0])
+                      for c in ("16QAM", "32QAM", "64APSK")])
+    rng = np.random.default_rng(1)
+    starts = s[None, :] + 0.2 * (rng.standard_normal((3, s.size)) + 1j * rng.standard_normal((3, s.size)))
+    t = np.arange(burst.r.size)
+    rotors = np.exp(-2j * np.pi * np.array([0.0, 1e-4, -3e-4])[:, None] * t[None, :])
+    rp = em.pulse_correlation(burst.p)
+    z, s2, n0 = em.em_alphabets(burst, starts, bank, which, rp, (4, 2), rotors)
+    assert z.shape == (3, s.size) and s2.shape == n0.shape == (3,)
+    for k in range(3):
+        alone = em.em_alphabet(burst.turned(rotors[k]), starts[k], bank, int(which[k]), rp, (4, 2))
+        np.testing.assert_allclose(z[k], alone[0], rtol=1e-9, atol=1e-12)
+        assert s2[k] == pytest.approx(alone[1], rel=1e-9) and n0[k] == pytest.approx(alone[2], rel=1e-9)
+    assert not np.allclose(z[0], z[1])
+
+
+def test_the_em_gate_passes_a_dense_qam_near_the_top_above_its_snr():
+    ranked = ["16PSK", "64QAM", "16QAM"]
+    assert em.passes_gate(em.ALL_BURSTS, ranked, -20.0)
+    assert em.passes_gate("dense_top2", ranked, -20.0) and not em.passes_gate("dense_top1", ranked, 30.0)
+    assert em.passes_gate("dense_top2_snr5", ranked, 5.0) and not em.passes_gate("dense_top2_snr5", ranked, 4.9)
+    assert not em.passes_gate("dense_top1", ["16QAM"], 20.0) and em.passes_gate("dense5_top1", ["16QAM"], 20.0)
+    assert em.passes_gate("dense_top3_snr-5", ranked, -4.0)
+    for bad in ("dense_top0", "dense", "dense_top2_snr", "sparse_top1", "all "):
+        assert not em.gate_is_valid(bad)
+        with pytest.raises(ValueError, match="unknown EM gate"):
+            em.passes_gate(bad, ranked, 20.0)
+    probs = np.array([0.05, 0.5, 0.05, 0.3, 0.1])               # over these labels, 16PSK first
+    labels = ("8PSK", "16PSK", "32PSK", "64QAM", "16APSK")
+    assert list(em.em_classes(probs, labels, 20.0)) == [1, 3, 4]
+    assert list(em.em_classes(probs, labels, 20.0, "dense_top2")) == [1, 3, 4]
+    assert em.em_classes(probs, labels, 20.0, "dense_top1").size == 0
+    assert em.em_classes(probs, labels, 0.0, "dense_top2_snr5").size == 0
+
+
 def test_windows_sit_side_by_side_about_the_centre():
     assert em.window_starts(700) == [0]
     assert em.window_starts(1024) == [0]

@@ -1399,6 +1399,9 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
                                 "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
                                                               "refiner_rate_rule": ALPHABET_FIT_3}}}})
     assert "- Served with its bursts clocked by" not in card(shipped)
+    fitted_on = shipped["fit"]["rate_rule"]
+    assert ("- Served on the `alphabet_fit_3_low_snr` rate rule it was fitted on; model.json's refiner.serve_rate_rule "
+            "names it, so the light variant's bursts are clocked by it too.") in card({**shipped, "serve_rate_rule": fitted_on})
     named_card = card({**shipped, "serve_rate_rule": ALPHABET_FIT_3})
     assert ("- Served with its bursts clocked by the `alphabet_fit_3` rate rule (model.json's "
             "refiner.serve_rate_rule; fitted on `alphabet_fit_3_low_snr`)") in named_card
@@ -1444,7 +1447,7 @@ def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_
     assert ref.describe()["em_channel_classes"] == em_channel.FAST_CLASSES
     probs = _probs("32QAM", 0.5)
     probs[LABELS.index("16PSK")], probs[LABELS.index("64QAM")], probs[LABELS.index("16QAM")] = 0.2, 0.1, 0.01
-    labels_fitted, picked = ref.em_arguments([probs])
+    labels_fitted, picked = ref.em_arguments([probs], [20.0])
     assert labels_fitted == classes and list(picked[0]) == [0, 2, 3]      # 16PSK, 32QAM, 64QAM
     measured = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picked[0])
     np.testing.assert_array_equal(ref.refine(probs, 20.0, burst), ref.refine_measured([probs], [20.0], [measured])[0])
@@ -1471,9 +1474,82 @@ def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
 
 
-def test_a_fit_with_em_scores_measures_them_for_the_networks_top_classes_as_served(tiny_model_dir):
+def test_an_em_gate_holds_bursts_back_from_the_em_fit_served_and_stored(tiny_model_dir, tmp_path):
+    """A gated refiner fits the EM scores only for the bursts its gate passes (a dense QAM
+    near the top of the network's ranking, above an SNR); the others get zeros, as in its
+    fit. The gate is stored with it, and an unknown one in its file does not load."""
+    from rfclassify.dsp import em_channel
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import STRONGEST_LINE
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import burst_statistics
+
+    classes = ("16PSK", "16QAM", "32QAM", "64QAM")
+    burst = synthesize(["64QAM"], 1024, np.random.default_rng(11), 25.0, ChannelConfig()).iq[0]
+    n_in, n_em = N_FEATURES + em_channel.n_scores(classes), em_channel.n_scores(classes)
+    ref = Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                  mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                  w1=np.random.default_rng(0).normal(size=(n_in, 4)).astype(np.float32), b1=np.ones(4, np.float32),
+                  w2=np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32), b2=np.zeros(4, np.float32),
+                  em_channel=True, em_gate="dense_top1_snr5")
+    qam, psk = _probs("64QAM", 0.6), _probs("16PSK", 0.6)
+    _, picked = ref.em_arguments([qam, qam, psk], [20.0, 3.0, 20.0])
+    assert picked[0].size == em_channel.FAST_CLASSES and 3 in picked[0]          # 64QAM and two of the tied
+    assert picked[1].size == 0 and picked[2].size == 0
+    fitted = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picked[0])
+    held_back = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picked[2])
+    np.testing.assert_array_equal(held_back[:-n_em], fitted[:-n_em])
+    assert not np.any(held_back[-n_em:]) and np.any(fitted[-n_em:])
+    np.testing.assert_array_equal(ref.refine(qam, 3.0, burst), ref.refine_measured([qam], [3.0], [held_back])[0])
+    np.testing.assert_array_equal(ref.refine(qam, 20.0, burst), ref.refine_measured([qam], [20.0], [fitted])[0])
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    assert Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS).em_gate == "dense_top1_snr5"
+    _with_refiner(model_dir, replace(ref, em_gate="dense_top"))
+    with pytest.raises(ModelNotFoundError, match="unknown gate 'dense_top'"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_gated_fit_zeroes_the_em_scores_it_holds_back_and_takes_examples_made_for_every_burst(tmp_path):
+    """gate_em_columns reads the gate from each row's network log-probabilities and SNR
+    estimate and zeroes the EM scores of the rows it holds back; examples with every burst's
+    EM scores serve a gated fit, but gated examples do not serve an ungated one."""
+    from rfclassify.dsp import em_channel
+    from rfclassify.engine.refiner import Refiner as R
+    from rfclassify.model.refiner_fit import (RefinerFitConfig, examples_key, gate_em_columns, load_examples,
+                                              save_examples)
+
+    classes = ("16PSK", "16QAM", "32QAM", "64QAM")
+    n_em = em_channel.n_scores(classes)
+    rows = [(_probs("64QAM", 0.6), 20.0), (_probs("64QAM", 0.6), 2.0), (_probs("16PSK", 0.6), 20.0)]
+    stats = np.ones((3, N_INVARIANTS + n_em), np.float32)
+    features = R.features(np.stack([p for p, _ in rows]), np.array([s for _, s in rows]), stats)
+    gated = gate_em_columns(features, LABELS, classes, "dense_top1_snr5")
+    np.testing.assert_array_equal(gated[:, :-n_em], features[:, :-n_em])
+    assert np.all(gated[0, -n_em:] == 1) and not np.any(gated[1:, -n_em:])
+    assert gate_em_columns(features, LABELS, classes, em_channel.ALL_BURSTS) is features
+    with pytest.raises(ConfigError, match="em_gate must be"):
+        RefinerFitConfig(em_channel=True, em_gate="dense_top")
+    with pytest.raises(ConfigError, match="add --em-channel"):
+        RefinerFitConfig(em_gate="dense_top2")
+
+    ex = {"features": features, "truth": np.zeros(3, np.int64), "network_top": np.zeros(3, np.int64),
+          "snr_db": np.zeros(3, np.float32), "length": np.full(3, 1024, np.int64)}
+    every = examples_key("m", classes, None, "coherence", (), False, em_channel=True)
+    gated_key = examples_key("m", classes, None, "coherence", (), False, em_channel=True, em_gate="dense_top2")
+    cfg = RefinerFitConfig(em_channel=True)
+    load_examples(save_examples(tmp_path / "every.npz", ex, every, cfg), gated_key)
+    with pytest.raises(ConfigError, match="em_gate: 'dense_top2' there, 'all' here"):
+        load_examples(save_examples(tmp_path / "gated.npz", ex, gated_key, cfg), every)
+
+
+@pytest.mark.parametrize("gate", ["all", "dense5_top4_snr6"])
+def test_a_fit_with_em_scores_measures_them_for_the_networks_top_classes_as_served(tiny_model_dir, gate):
     """fit-refiner's examples carry, last, the EM scores fitted for the classes the network
-    ranks highest, as Refiner.em_arguments picks them when the burst is served."""
+    ranks highest, as Refiner.em_arguments picks them when the burst is served, and zeros
+    for the bursts the EM gate holds back."""
     from rfclassify.dsp import em_channel
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.symbol_clock import COHERENCE
@@ -1488,13 +1564,17 @@ def test_a_fit_with_em_scores_measures_them_for_the_networks_top_classes_as_serv
     n_stats = N_INVARIANTS + em_channel.n_scores(HIGH_ORDER_LABELS)
     with Classifier.load(tiny_model_dir, backend="onnxruntime", refiner=False) as clf:
         keep, features, _ = _chunk_examples(clf, bursts, index, n_stats, None, (), COHERENCE, None,
-                                            HIGH_ORDER_LABELS)
-        probs = [np.asarray(r.probabilities) for r in clf.classify(bursts)]
+                                            HIGH_ORDER_LABELS, gate)
+        results = clf.classify(bursts)
     assert keep.size and features.shape == (keep.size, N_FEATURES + em_channel.n_scores(HIGH_ORDER_LABELS))
+    fitted = []
     for row, i in enumerate(keep):
-        top = em_channel.top_classes(probs[i][index])
+        top = em_channel.em_classes(np.asarray(results[i].probabilities)[index], HIGH_ORDER_LABELS,
+                                    results[i].snr_db, gate)
         stats = burst_statistics(bursts[i], None, (), COHERENCE, HIGH_ORDER_LABELS, top)
         np.testing.assert_allclose(features[row, N_FEATURES:], stats[N_INVARIANTS:])
+        fitted.append(bool(np.any(stats[N_INVARIANTS:])))
+    assert all(fitted) if gate == "all" else not any(fitted)   # the tiny model's SNR estimates are all under 6 dB
 
 
 def test_a_fit_leaves_out_exactly_the_equalized_or_the_em_scores():

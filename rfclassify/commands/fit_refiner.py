@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--em-channel", action="store_true",
                         help="add each class's score by a channel estimate fitted by EM, for the network's "
                              "top 3 classes (rfclassify.dsp.em_channel; docs/model.md, thirty-eighth session)")
+    parser.add_argument("--em-gate", default="all", metavar="GATE",
+                        help="which bursts get the EM scores, from the network's ranking of the refiner's classes "
+                             "and its SNR estimate: all, or dense_top<k>[_snr<dB>] (a 32-256QAM among its top k, "
+                             "the SNR at least that) / dense5_top<k>[_snr<dB>] (16QAM too); the others get zeros. "
+                             "Examples with every burst's scores fit any gate (docs/model.md, thirty-ninth session)")
     parser.add_argument("--save-examples", default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
     parser.add_argument("--examples", default=None, metavar="NPZ",
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
                            blind_reader=args.blind_reader, power_lines=args.power_lines, em_channel=args.em_channel,
-                           trees=args.trees,
+                           em_gate=args.em_gate, trees=args.trees,
                            tree_leaves=args.tree_leaves, tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,

@@ -32,12 +32,18 @@ matched-filter outputs and are taken out of the samples before its fit.
 The refiner's form (scores_at_clock) fits only the classes it names (the network's top
 FAST_CLASSES; the others score ABSENT_MARGIN under the worst fitted) with FAST_PASSES, in
 windows of WINDOW_SAMPLES samples over which the channel and the carrier hold still, and
-averages the windows' scores.
+averages the windows' scores. A refiner can gate them (passes_gate, em_classes): only the
+bursts with a dense QAM near the top of the network's ranking get them, where all their gain
+was (thirty-ninth session).
+
+The alphabets of a burst are fitted side by side (em_alphabets): each pass is one set of
+array operations over all of them, not one per alphabet, for the same arithmetic.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,6 +74,11 @@ CROP_MARGIN = 16                     # symbols kept beyond MAX_SYMBOLS on each s
 #: 87.5 % from two and 90.6 % from four. The cost grows with the windows.
 WINDOW_SAMPLES = 1024
 MAX_WINDOWS = 4
+#: which bursts the refiner fits EM scores for (passes_gate): its gain was all in the dense
+#: QAMs (thirty-eighth session), so a gate on the network's ranking saves the others' cost
+ALL_BURSTS = "all"
+DENSE_QAM = ("32QAM", "64QAM", "128QAM", "256QAM")
+_GATE = re.compile(r"(?P<set>dense5?)_top(?P<top>[1-9])(?:_snr(?P<snr>-?[0-9]+))?")
 UNIT_POWER, OUTPUT_LIKELIHOOD, RESIDUAL = "EM, unit power", "EM, output likelihood", "EM, residual"
 SCORES = (OUTPUT_LIKELIHOOD, UNIT_POWER, RESIDUAL)
 
@@ -98,28 +109,43 @@ class SampledBurst:
         return out
 
     def design(self, m: np.ndarray) -> np.ndarray:
-        """(N, taps) E[X]: column j is the symbols' means m through the pulse, delayed j samples."""
+        """(..., N, taps) E[X]: column j is the symbols' means m (..., symbols) through the
+        pulse, delayed j samples."""
         n, taps = self.r.size, self.taps
         lead = -int(self.offsets[0])                      # the first symbol may start before the burst
-        up = np.zeros(self.index.size * self.sps, complex)
-        up[::self.sps] = m
-        full = np.convolve(up, self.p)                   # starts at the first symbol's response
+        up = np.zeros(m.shape[:-1] + (self.index.size * self.sps,), complex)
+        up[..., ::self.sps] = m
+        full = _convolve_last(up, self.p)                # starts at the first symbol's response
         # sample t of the burst holds full[t + lead - j] for tap j: a window over full, padded
         extra = max(0, -lead)
-        padded = np.concatenate([np.zeros(taps - 1 + extra, complex), full, np.zeros(n + taps + abs(lead), complex)])
-        windows = np.lib.stride_tricks.sliding_window_view(padded, taps)
+        pad = [(0, 0)] * (m.ndim - 1)
+        padded = np.pad(full, pad + [(taps - 1 + extra, n + taps + abs(lead))])
+        windows = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)
         first = lead + extra
-        return windows[first:first + n, ::-1]
+        return windows[..., first:first + n, ::-1]
 
     def filtered(self, w: np.ndarray, offset: int, r: np.ndarray | None = None) -> np.ndarray:
         """w^H r over each symbol's MMSE window (zeros outside the burst); r the burst's samples
         unless given."""
         r = self.r if r is None else r
-        pad = w.size + abs(offset) + self.p.size + self.taps
-        rp = np.concatenate([np.zeros(pad, complex), r, np.zeros(pad, complex)])
-        starts = self.offsets + offset + pad
-        windows = np.lib.stride_tricks.sliding_window_view(rp, w.size)[starts]
-        return windows @ w.conj()
+        return self.filtered_many(w[None, :], np.array([offset]), r[None, :])[0]
+
+    def filtered_many(self, w: np.ndarray, offset: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """(A, symbols) filtered for filters w (A, L), each with its window's offset[a] and
+        samples r[a] (A, N)."""
+        pad = w.shape[1] + int(np.abs(offset).max()) + self.p.size + self.taps
+        rp = np.pad(r, [(0, 0), (pad, pad)])
+        starts = self.offsets[None, :] + offset[:, None] + pad
+        windows = np.lib.stride_tricks.sliding_window_view(rp, w.shape[1], axis=1)
+        return np.einsum("asl,al->as", windows[np.arange(len(w))[:, None], starts], w.conj())
+
+
+def _convolve_last(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The full convolution of each row of x (..., n) with p (np.convolve's, row by row: the
+    rows are few, the pulse long)."""
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.stack([np.convolve(row, p) for row in rows])
+    return out.reshape(x.shape[:-1] + (out.shape[-1],))
 
 
 def pulse_correlation(p: np.ndarray, taps: int = EM_TAPS) -> np.ndarray:
@@ -135,55 +161,88 @@ def mmse_filter(g: np.ndarray, sps: int, n0: float) -> tuple[np.ndarray, int, fl
     unit-energy i.i.d. symbols sent with response g in noise n0 per sample: (filter w,
     offset of the window's first sample from the symbol's first response sample, beta =
     w^H G e: the filter's gain on its symbol, so E|w^H r - beta s|^2 = beta (1 - beta))."""
+    w, offset, beta = mmse_filters(g[None, :], sps, np.array([n0]))
+    return w[0], int(offset[0]), float(beta[0])
+
+
+def mmse_filters(g: np.ndarray, sps: int, n0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """mmse_filter for A responses g (A, G) and noises n0 (A,) at once: (w (A, L), offset
+    (A,), beta (A,))."""
     length = EQ_SYMBOLS * sps
-    offset = int(np.argmax(np.abs(g))) - length // 2     # the window is centred on the response's peak
+    offset = np.argmax(np.abs(g), axis=1) - length // 2  # the window is centred on the response's peak
     # G[i, j]: sample offset + i of the window holds symbol (j - before)'s response at offset + i - (j - before) sps
-    before = -(-(length + g.size) // sps)
-    lag = np.arange(length)[:, None] + offset - (np.arange(2 * before + 1)[None, :] - before) * sps
-    gmat = np.where((lag >= 0) & (lag < g.size), g[np.clip(lag, 0, g.size - 1)], 0)
-    cov = gmat @ gmat.conj().T + n0 * np.eye(length)
-    w = np.linalg.solve(cov, gmat[:, before])
-    beta = float(np.real(np.vdot(w, gmat[:, before])))
+    before = -(-(length + g.shape[1]) // sps)
+    lag = (np.arange(length)[None, :, None] + offset[:, None, None]
+           - (np.arange(2 * before + 1)[None, None, :] - before) * sps)
+    inside = (lag >= 0) & (lag < g.shape[1])
+    rows = np.arange(len(g))[:, None, None]
+    gmat = np.where(inside, g[rows, np.clip(lag, 0, g.shape[1] - 1)], 0)
+    cov = gmat @ gmat.conj().transpose(0, 2, 1) + n0[:, None, None] * np.eye(length)
+    target = gmat[:, :, before]
+    w = np.linalg.solve(cov, target[:, :, None])[:, :, 0]
+    beta = np.real(np.einsum("al,al->a", w.conj(), target))
     return w, offset, beta
 
 
-def posteriors(z: np.ndarray, bank: ce.AlphabetBank, a: int, s2: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each symbol's posterior mean and variance over alphabet a's NEIGHBOURS nearest points."""
-    cand = bank.candidates(z[None, :], np.array([a]))[0]                   # (n, K)
-    e = -np.abs(z[:, None] - cand) ** 2 / s2
-    w = np.exp(e - e.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    m = (w * cand).sum(axis=1)
-    v = np.maximum((w * np.abs(cand) ** 2).sum(axis=1) - np.abs(m) ** 2, 0.0)
+def posteriors(z: np.ndarray, bank: ce.AlphabetBank, which: np.ndarray, s2: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each symbol's posterior mean and variance (A, n) over its alphabet's NEIGHBOURS
+    nearest points, for symbols z (A, n) in alphabets `which` (A,) at variances s2 (A,)."""
+    cand = bank.candidates(z, which)                                        # (A, n, K)
+    d = z[:, :, None] - cand
+    e = -(d.real ** 2 + d.imag ** 2) / s2[:, None, None]
+    w = np.exp(e - e.max(axis=2, keepdims=True))
+    w /= w.sum(axis=2, keepdims=True)
+    m = (w * cand).sum(axis=2)
+    v = np.maximum((w * (cand.real ** 2 + cand.imag ** 2)).sum(axis=2) - (m.real ** 2 + m.imag ** 2), 0.0)
     return m, v
 
 
 def em_alphabet(burst: SampledBurst, z0: np.ndarray, bank: ce.AlphabetBank, a: int, rp: np.ndarray,
                 passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES)) -> tuple[np.ndarray, float, float]:
     """(outputs of the final E-step, its residual (1 - beta) / beta, the M-step's noise per
-    sample) for alphabet a, from unit-power start symbols z0, after passes[0] annealed passes
-    and passes[1] at the filter's residual. The burst's extra regressors are fitted beside
-    the taps and taken out before the MMSE filter. The channel is frozen over the burst
-    (taps varying linearly over it, with an MMSE filter per third of the burst, read 52
-    against 58 % of 60 faded bursts with a Doppler above 5e-5 cycles/sample: thirty-seventh
-    session, scratch)."""
-    z, s2_filter = z0, 1.0
+    sample) for alphabet a, from unit-power start symbols z0: em_alphabets for one."""
+    z, s2, n0 = em_alphabets(burst, z0[None, :], bank, np.array([a]), rp, passes)
+    return z[0], float(s2[0]), float(n0[0])
+
+
+def em_alphabets(burst: SampledBurst, z0: np.ndarray, bank: ce.AlphabetBank, which: np.ndarray, rp: np.ndarray,
+                 passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES), rotors: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(outputs of the final E-step (A, symbols), its residual (1 - beta) / beta (A,), the
+    M-step's noise per sample (A,)) of each alphabet which[a], fitted on its own, from
+    unit-power start symbols z0[a], after passes[0] annealed passes and passes[1] at the
+    filter's residual; the A fits run side by side as array operations (one fit's
+    interpreter overhead, not A). rotors (A, N) turn the samples per alphabet first (its
+    residual carrier), where given. The burst's extra regressors are fitted beside the taps
+    and taken out before the MMSE filter. The channel is frozen over the burst (taps varying
+    linearly over it, with an MMSE filter per third of the burst, read 52 against 58 % of 60
+    faded bursts with a Doppler above 5e-5 cycles/sample: thirty-seventh session, scratch)."""
+    count, n = len(which), burst.r.size
+    r = np.broadcast_to(burst.r, (count, n)) if rotors is None else burst.r[None, :] * rotors
+    extra = (np.broadcast_to(burst.extra, (count,) + burst.extra.shape) if rotors is None
+             else burst.extra[None, :, :] * rotors[:, :, None])
+    z, s2_filter = z0, np.ones(count)
     floors = list(np.geomspace(*ce.SOFT_VARIANCE, passes[0])) + [0.0] * passes[1]
-    n0 = 1.0
-    n_extra, taps = burst.extra.shape[1], burst.taps
-    spread = np.zeros((taps + n_extra, taps + n_extra), complex)
+    n0 = np.ones(count)
+    taps = burst.taps
+    eye = np.eye(taps + extra.shape[2])
     for floor in floors:
-        m, v = posteriors(z, bank, a, max(s2_filter, floor, 1e-4))
-        x = np.hstack([burst.design(m), burst.extra])
-        spread[:taps, :taps] = v.sum() * rp
-        gram = x.conj().T @ x + spread
-        gram += RIDGE * np.trace(gram[:taps, :taps]).real / taps * np.eye(gram.shape[0])
-        fit = np.linalg.solve(gram, x.conj().T @ burst.r)
-        resid = burst.r - x @ fit
-        n0 = max(float((np.vdot(resid, resid).real + np.vdot(fit, spread @ fit).real) / burst.r.size), 1e-8)
-        w, offset, beta = mmse_filter(np.convolve(burst.p, fit[:taps]), burst.sps, n0)
-        beta = min(max(beta, 1e-3), 1 - 1e-6)
-        z = burst.filtered(w, offset, burst.r - burst.extra @ fit[taps:]) / beta
+        m, v = posteriors(z, bank, which, np.maximum(np.maximum(s2_filter, floor), 1e-4))
+        x = np.concatenate([burst.design(m), extra], axis=2)                  # (A, N, taps + E)
+        xh = x.conj().transpose(0, 2, 1)
+        gram = xh @ x
+        gram[:, :taps, :taps] += v.sum(axis=1)[:, None, None] * rp
+        ridge = RIDGE * np.trace(gram[:, :taps, :taps], axis1=1, axis2=2).real / taps
+        gram += ridge[:, None, None] * eye
+        fit = np.linalg.solve(gram, (xh @ r[:, :, None]))[:, :, 0]
+        resid = r - (x @ fit[:, :, None])[:, :, 0]
+        spread = v.sum(axis=1) * np.einsum("at,ts,as->a", fit[:, :taps].conj(), rp, fit[:, :taps]).real
+        n0 = np.maximum(((resid.real ** 2 + resid.imag ** 2).sum(axis=1) + spread) / n, 1e-8)
+        w, offset, beta = mmse_filters(_convolve_last(fit[:, :taps], burst.p), burst.sps, n0)
+        beta = np.clip(beta, 1e-3, 1 - 1e-6)
+        clean = r - (extra @ fit[:, taps:, None])[:, :, 0]
+        z = burst.filtered_many(w, offset, clean) / beta[:, None]
         s2_filter = (1 - beta) / beta
     return z, s2_filter, n0
 
@@ -195,18 +254,12 @@ def em_totals(burst: SampledBurst, own: np.ndarray, bank: ce.AlphabetBank, start
     its start symbols starts[a] (every symbol of burst.index), scored on the `own` symbols.
     rotors (A, N) turn the samples per alphabet first (its residual carrier), where given."""
     rp = pulse_correlation(burst.p, burst.taps)
-    totals = {k: np.empty(bank.sizes.size) for k in SCORES}
-    outputs = []
-    for a in range(bank.sizes.size):
-        b = burst if rotors is None else burst.turned(rotors[a])
-        z, s2, n0 = em_alphabet(b, starts[a], bank, a, rp, passes)
-        zo = z[own]
-        totals[OUTPUT_LIKELIHOOD][a] = zo.size * bank.loglik(zo[None, :], np.array([a]),
-                                                             np.array([[max(s2, ce.N0_FLOOR)]]))[0, 0]
-        totals[RESIDUAL][a] = -burst.r.size * math.log(n0)
-        outputs.append(zo)
-    z_all = np.stack(outputs)
-    decided = bank.decide_exactly(z_all, np.arange(bank.sizes.size))
+    which = np.arange(bank.sizes.size)
+    z_all, s2, n0 = em_alphabets(burst, starts, bank, which, rp, passes, rotors)
+    z_all = z_all[:, own]
+    totals = {OUTPUT_LIKELIHOOD: z_all.shape[1] * bank.loglik(z_all, which, np.maximum(s2, ce.N0_FLOOR)[:, None])[:, 0],
+              RESIDUAL: -burst.r.size * np.log(n0)}
+    decided = bank.decide_exactly(z_all, which)
     ll, _ = ce.unit_power_logliks(z_all.copy(), decided, bank)
     totals[UNIT_POWER] = ll * z_all.shape[1]
     return totals
@@ -337,6 +390,51 @@ def top_classes(probs: np.ndarray, count: int = FAST_CLASSES) -> np.ndarray:
     """The indices of the `count` largest of probs (one burst's probabilities over a
     refiner's classes), in increasing order: the classes scores_at_clock fits."""
     return np.sort(np.argsort(np.asarray(probs))[::-1][:count])
+
+
+def em_classes(probs: np.ndarray, labels: Sequence[str], snr_db: float, gate: str = ALL_BURSTS) -> np.ndarray:
+    """The classes scores_at_clock fits for one burst (indices into labels, increasing), from
+    the network's probabilities over a refiner's classes `labels` and its SNR estimate: the
+    top_classes, or none (an empty array: the refiner's EM scores are zeros) where `gate`
+    holds the burst back (passes_gate, the classes ranked by probs)."""
+    if gate != ALL_BURSTS:
+        order = np.argsort(np.asarray(probs))[::-1]
+        if not passes_gate(gate, [labels[i] for i in order], snr_db):
+            return np.zeros(0, np.int64)
+    return top_classes(probs)
+
+
+def gate_is_valid(gate: str) -> bool:
+    """Whether `gate` names a gate passes_gate knows: ALL_BURSTS, or `dense_top<k>` /
+    `dense5_top<k>`, optionally followed by `_snr<dB>`."""
+    return gate == ALL_BURSTS or _GATE.fullmatch(gate) is not None
+
+
+def gate_terms(gate: str) -> tuple[tuple[str, ...], int, float | None] | None:
+    """(the QAMs it looks for, among how many of the top classes, the least SNR estimate in dB
+    or None) of a `dense...` gate; None for ALL_BURSTS or a name gate_is_valid refuses."""
+    m = _GATE.fullmatch(gate)
+    if m is None:
+        return None
+    qams = DENSE_QAM if m["set"] == "dense" else ("16QAM",) + DENSE_QAM
+    return qams, int(m["top"]), None if m["snr"] is None else float(m["snr"])
+
+
+def passes_gate(gate: str, ranked: Sequence[str], snr_db: float) -> bool:
+    """Whether a burst gets EM scores under `gate`, from the refiner's classes ranked by the
+    network's probability (most probable first) and its SNR estimate: ALL_BURSTS every
+    burst; `dense_top<k>[_snr<s>]` a burst with one of DENSE_QAM among its top k classes
+    (`dense5`: DENSE_QAM and 16QAM) and, where named, an SNR estimate of at least s dB.
+    ValueError for a gate gate_is_valid refuses."""
+    if gate == ALL_BURSTS:
+        return True
+    terms = gate_terms(gate)
+    if terms is None:
+        raise ValueError(f"unknown EM gate {gate!r}")
+    qams, top, least_snr = terms
+    if least_snr is not None and snr_db < least_snr:
+        return False
+    return any(c in qams for c in ranked[:top])
 
 
 def n_scores(labels: Sequence[str]) -> int:

@@ -52,6 +52,7 @@ import numpy as np
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp import em_channel
+from rfclassify.dsp.em_channel import ALL_BURSTS
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
@@ -86,7 +87,8 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     `equalizer`'s classes, their equalized scores (class_equalizer.class_scores; zeros where
     there are too few symbols), then, for classes em_labels, their scores by a channel
     estimate fitted by EM for each of the classes em_classes (indices into em_labels;
-    em_channel.scores_at_clock at the same blind clock; zeros where it has none).
+    em_channel.scores_at_clock at the same blind clock; zeros where it has none, and where
+    em_classes is empty: the refiner's EM gate held the burst back).
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
     second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
     if sequence_net is None and not equalizer and not em_labels:
@@ -108,7 +110,8 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
     if em_labels:
-        em_scores = em_channel.scores_at_clock(found, em_labels, em_classes)
+        gated_out = em_classes is not None and len(em_classes) == 0
+        em_scores = None if gated_out else em_channel.scores_at_clock(found, em_labels, em_classes)
         parts.append(np.zeros(em_channel.n_scores(em_labels), np.float32) if em_scores is None else em_scores)
     return np.concatenate(parts).astype(np.float32)
 
@@ -309,6 +312,10 @@ class Refiner:
     #: its classes' scores by an EM channel estimate (rfclassify.dsp.em_channel) come last in
     #: the perceptron's input, fitted for the network's em_channel.FAST_CLASSES top ones
     em_channel: bool = False
+    #: which bursts get the EM scores (em_channel.passes_gate; the others get zeros, as in
+    #: the fit): a gate on the network's ranking and SNR estimate spares the bursts they do
+    #: not help their cost
+    em_gate: str = ALL_BURSTS
 
     @property
     def n_features(self) -> int:
@@ -413,20 +420,23 @@ class Refiner:
         if not todo:
             return probs
         stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule,
-                                *self.em_arguments([probs[i] for i in todo]))
+                                *self.em_arguments([probs[i] for i in todo], [snr_db[i] for i in todo]))
         out = list(probs)
         for i, p in zip(todo, self.refine_measured([probs[i] for i in todo], [snr_db[i] for i in todo], stats),
                         strict=True):
             out[i] = p
         return out
 
-    def em_arguments(self, probs: Sequence[np.ndarray]) -> tuple[tuple[str, ...], list[np.ndarray] | None]:
+    def em_arguments(self, probs: Sequence[np.ndarray], snr_db: Sequence[float]
+                     ) -> tuple[tuple[str, ...], list[np.ndarray] | None]:
         """statistics_many's em_labels and em_classes for bursts of network probabilities
-        `probs` (over the model's labels): this refiner's classes, and each burst's
-        em_channel.FAST_CLASSES most probable of them; ((), None) without EM scores."""
+        `probs` (over the model's labels) and SNR estimates snr_db: this refiner's classes,
+        and each burst's em_channel.em_classes of them under its em_gate (the
+        em_channel.FAST_CLASSES most probable, or none); ((), None) without EM scores."""
         if not self.em_channel:
             return (), None
-        return self.labels, [em_channel.top_classes(np.asarray(p)[self.index]) for p in probs]
+        return self.labels, [em_channel.em_classes(np.asarray(p)[self.index], self.labels, s, self.em_gate)
+                             for p, s in zip(probs, snr_db, strict=True)]
 
     def refine_measured(self, probs: list[np.ndarray], snr_db: list[float],
                         stats: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -465,6 +475,7 @@ class Refiner:
             extra.update(self.trees.arrays(TREES_PREFIX))
         if self.em_channel:
             extra["em_channel"] = np.bool_(True)
+            extra["em_gate"] = np.array(self.em_gate)
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
                  rate_rule=np.array(self.rate_rule),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
@@ -497,6 +508,7 @@ class Refiner:
                     sequence = dataclasses.replace(sequence, power_lines=True)
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
                 em = "em_channel" in z and bool(z["em_channel"])
+                em_gate = str(z["em_gate"]) if "em_gate" in z else em_channel.ALL_BURSTS
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
@@ -508,6 +520,8 @@ class Refiner:
         unscored = [lb for lb in equalizer if not scorable(lb)]
         if unscored:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
+        if not em_channel.gate_is_valid(em_gate):
+            raise ModelNotFoundError(f"{path}: its EM scores are gated by an unknown gate {em_gate!r}")
         unfitted = [lb for lb in labels if em and not scorable(lb)]
         if unfitted:
             raise ModelNotFoundError(f"{path}: the EM scores have no alphabets for {unfitted}")
@@ -525,7 +539,7 @@ class Refiner:
                                      f"classes, its perceptrons {expected} into {len(labels)}")
         index = np.array([model_labels.index(lb) for lb in labels])
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   rate_rule=rate_rule, trees=trees, em_channel=em, **arrays)
+                   rate_rule=rate_rule, trees=trees, em_channel=em, em_gate=em_gate, **arrays)
 
 
 def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:

@@ -120,7 +120,8 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
                       "to them (rfclassify/dsp/class_equalizer.py)")
     if cfg.get("em_channel"):
         seq_input += (", and, for the network's top three of those classes, how well their alphabets explain the "
-                      "burst through a channel estimated for each by EM (rfclassify/dsp/em_channel.py)")
+                      "burst through a channel estimated for each by EM (rfclassify/dsp/em_channel.py)"
+                      + _em_gate_words(cfg.get("em_gate", "all")))
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
@@ -173,11 +174,25 @@ def _fuser_parts(acc: dict[str, float], acc10: dict[str, float]) -> str:
             f">= 10 dB), trees {_pct(acc['trees'])} ({_pct(acc10['trees'])}).")
 
 
+def _em_gate_words(gate: str) -> str:
+    """What a refiner's EM gate (em_channel.passes_gate) passes, in words ('' for every burst)."""
+    from rfclassify.dsp.em_channel import gate_terms
+
+    terms = gate_terms(gate)
+    if terms is None:
+        return ""
+    qams, top, least_snr = terms
+    snr = f" and an SNR estimate of at least {least_snr:g} dB" if least_snr is not None else ""
+    return (f", only for the bursts with one of {', '.join(qams)} among the network's top {top} of them{snr} "
+            f"(EM gate `{gate}`; the others get zeros there)")
+
+
 def _fit_flags(cfg: dict[str, Any]) -> str:
     """The fit-refiner options beyond --per-class, --seed and --sequence-net that shaped a refiner."""
     flags = [f" --rate-rule {cfg['rate_rule']}"] if cfg.get("rate_rule") else []
     options = ("blind_view", "power_lines", "sequence_features", "equalizer", "em_channel", "dc_pass")
     flags += [f" --{name.replace('_', '-')}" for name in options if cfg.get(name)]
+    flags += [f" --em-gate {cfg['em_gate']}"] if cfg.get("em_gate", "all") != "all" else []
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     flags += [f" --members {cfg['members']}"] if cfg.get("members", 1) > 1 else []
@@ -195,6 +210,9 @@ def _serving_clock_lines(serve: str | None, fitted: str | None) -> list[str]:
     """The rate rule the refiner's bursts are clocked by when served, where the model names one."""
     if not serve:
         return []
+    if serve == fitted:
+        return [f"- Served on the `{serve}` rate rule it was fitted on; model.json's refiner.serve_rate_rule names "
+                "it, so the light variant's bursts are clocked by it too."]
     return [f"- Served with its bursts clocked by the `{serve}` rate rule (model.json's refiner.serve_rate_rule; "
             f"fitted on `{fitted or 'strongest_line'}`); `[model] refiner_rate_rule` or `--refiner-rate-rule` "
             "choose another."]

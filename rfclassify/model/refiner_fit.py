@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections import deque
 from concurrent.futures import Executor, Future
 import dataclasses
@@ -126,6 +126,9 @@ class RefinerFitConfig:
     #: each class's score by a channel estimate fitted by EM for the network's top
     #: em_channel.FAST_CLASSES classes (rfclassify.dsp.em_channel) joins them, last
     em_channel: bool = False
+    #: the bursts that get them (em_channel.passes_gate); the others get zeros, in the fit
+    #: and when served
+    em_gate: str = em_scores.ALL_BURSTS
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -147,6 +150,11 @@ class RefinerFitConfig:
             raise ConfigError("the low-order refiner uses the invariants alone: the sequence network, the "
                               "equalizer and the EM scores are made for the high-order alphabets (leave out "
                               "--sequence-net, --equalizer and --em-channel)")
+        if not em_scores.gate_is_valid(self.em_gate):
+            raise ConfigError(f"em_gate must be {em_scores.ALL_BURSTS!r} or dense_top<k>[_snr<dB>] / "
+                              f"dense5_top<k>[_snr<dB>], got {self.em_gate!r}")
+        if self.em_gate != em_scores.ALL_BURSTS and not self.em_channel:
+            raise ConfigError("em_gate picks the bursts that get the EM scores (add --em-channel)")
         if self.sequence_features and not self.sequence_net:
             raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
         if self.blind_view and not self.sequence_net:
@@ -195,7 +203,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
                           setup=(_load_worker_network, (str(model_dir), cfg.backend)))
     try:
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule,
-                                dc_route(model_dir, cfg, classes), em_labels)
+                                dc_route(model_dir, cfg, classes), em_labels, cfg.em_gate)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -231,23 +239,25 @@ def _load_worker_network(model_dir: str, backend: str) -> None:
 
 
 def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int, route: FitRoute | None,
-                  em_labels: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  em_labels: tuple[str, ...] = (), em_gate: str = em_scores.ALL_BURSTS
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """_chunk_examples in a fit worker, with its network and statistics settings."""
     sequence_net, equalizer, rate_rule = worker_statistics_settings()
     return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
-                           em_labels)
+                           em_labels, em_gate)
 
 
 def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
                    sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str,
-                   route: FitRoute | None = None, em_labels: tuple[str, ...] = ()
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   route: FitRoute | None = None, em_labels: tuple[str, ...] = (),
+                   em_gate: str = em_scores.ALL_BURSTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's examples: which bursts the network `clf` (a Classifier without a refiner)
     routes to the classes of model label indices `index` (positions into the chunk), their
     feature rows (Refiner.features) and the network's top class (model label index). With a
     DC pass `route`, the bursts it cleans are routed and measured as cleaned. With em_labels
     (the classes of `index`), each burst's EM scores are fitted for the network's top
-    em_channel.FAST_CLASSES of them, as Refiner.em_arguments picks them when served. A burst whose
+    em_channel.FAST_CLASSES of them, or not at all where em_gate holds it back, as
+    Refiner.em_arguments picks them when served. A burst whose
     statistics fail (none should: burst_statistics does not raise) gets the invalid vector,
     as a burst without a clock does."""
     results = clf.classify(bursts)
@@ -260,7 +270,8 @@ def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_sta
     keep = np.flatnonzero(np.isin(top, index))
     if not keep.size:
         return keep, np.zeros((0, len(probs[0]) + 1 + n_stats), np.float32), keep
-    em_classes = [em_scores.top_classes(probs[i][index]) for i in keep] if em_labels else None
+    em_classes = ([em_scores.em_classes(probs[i][index], em_labels, snrs[i], em_gate) for i in keep]
+                  if em_labels else None)
     stats = statistics_many([bursts[i] for i in keep], sequence_net, None, equalizer, rate_rule, em_labels,
                             em_classes)
     inv = np.stack([v if v is not None else np.zeros(n_stats, np.float32) for v in stats])
@@ -271,8 +282,8 @@ def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_sta
 def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...],
                      progress: Callable[[str], None] | None, pool: Executor | None,
                      sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
-                     rate_rule: str, route: FitRoute | None, em_labels: tuple[str, ...] = ()
-                     ) -> dict[str, np.ndarray]:
+                     rate_rule: str, route: FitRoute | None, em_labels: tuple[str, ...] = (),
+                     em_gate: str = em_scores.ALL_BURSTS) -> dict[str, np.ndarray]:
     from rfclassify.dsp.synth import synthesize
     from rfclassify.model.meta import ModelMeta
     from rfclassify.model.training_data import DataRecipe
@@ -315,10 +326,10 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             snr = rng.uniform(snr_lo, snr_hi, lab.size)
             bursts = list(synthesize(list(lab), length, rng, snr, channel).iq)
             if pool is not None:
-                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels)
+                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels, em_gate)
             else:
                 out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
-                                      em_labels)
+                                      em_labels, em_gate)
             in_flight.append((lab, length, snr, out))
             while len(in_flight) > ahead:
                 take_oldest()
@@ -340,19 +351,21 @@ _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
                  blind_view: bool = False, blind_reader: str | None = None,
-                 power_lines: bool = False, em_channel: bool = False) -> dict[str, Any]:
+                 power_lines: bool = False, em_channel: bool = False,
+                 em_gate: str = em_scores.ALL_BURSTS) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
     statistics came from, whether its pooled features, its blind view (and which blind
-    reader, by sha256), the power lines and the EM scores are among them, the equalized
-    classes, and whether the DC pass cleaned their bursts first. Examples are reused only
-    where it matches."""
+    reader, by sha256), the power lines and the EM scores are among them (and which bursts
+    got the latter: em_gate), the equalized classes, and whether the DC pass cleaned their
+    bursts first. Examples are reused only where it matches, but examples with every burst's
+    EM scores serve a fit with any gate (gate_em_columns)."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
             "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
             "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None,
-            "power_lines": bool(power_lines), "em_channel": bool(em_channel)}
+            "power_lines": bool(power_lines), "em_channel": bool(em_channel), "em_gate": em_gate}
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -379,14 +392,33 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         stored.setdefault("blind_reader_sha256", None)  # or a blind reader
         stored.setdefault("power_lines", False)         # or the power lines
         stored.setdefault("em_channel", False)          # or the EM scores
+        stored.setdefault("em_gate", em_scores.ALL_BURSTS)  # or a gate on them
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
         raise ConfigError(f"{path}: not an examples file from fit-refiner --save-examples ({e})") from None
-    differ = "; ".join(f"{k}: {stored.get(k)!r} there, {key[k]!r} here" for k in key if stored.get(k) != key[k])
+    differ = "; ".join(f"{k}: {stored.get(k)!r} there, {key[k]!r} here" for k in key
+                       if stored.get(k) != key[k] and not (k == "em_gate" and stored[k] == em_scores.ALL_BURSTS))
     if differ:
         raise ConfigError(f"{path}: examples made for another fit ({differ})")
     return ex, made
+
+
+def gate_em_columns(features: np.ndarray, model_labels: Sequence[str], classes: tuple[str, ...],
+                    gate: str) -> np.ndarray:
+    """Feature rows (Refiner.features, the EM scores of `classes` last) with the EM scores
+    zeroed where em_channel.passes_gate holds the burst back, as a gated refiner's are when
+    served; the gate reads each row's network log-probabilities and SNR estimate (its first
+    columns). So examples made with every burst's EM scores fit a gated refiner."""
+    if gate == em_scores.ALL_BURSTS:
+        return features
+    columns = [list(model_labels).index(c) for c in classes]
+    ranked = np.array(classes)[np.argsort(-features[:, columns], axis=1, kind="stable")]
+    snr = features[:, len(model_labels)].astype(np.float64) * 10.0
+    held_back = np.array([not em_scores.passes_gate(gate, r, s) for r, s in zip(ranked, snr)], bool)
+    out = features.copy()
+    out[held_back, -em_scores.n_scores(classes):] = 0.0
+    return out
 
 
 def holdout_split(n: int, cfg: RefinerFitConfig) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
@@ -487,7 +519,8 @@ def train_trees(x: np.ndarray, y: np.ndarray, n_classes: int, hold: np.ndarray, 
 
 def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
                    classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
-                   equalizer: tuple[str, ...] = (), em_channel: bool = False) -> tuple[Refiner, dict[str, Any]]:
+                   equalizer: tuple[str, ...] = (), em_channel: bool = False,
+                   em_gate: str = em_scores.ALL_BURSTS) -> tuple[Refiner, dict[str, Any]]:
     """A refiner trained on `features` (rows of ex, clocked by rate_rule), its min_samples
     chosen and its held-out scores against the network's, as served (shorter bursts keep the
     network's answer)."""
@@ -496,7 +529,7 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
                          else (None, None))
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
-                      trees=trees, em_channel=em_channel, **weights)
+                      trees=trees, em_channel=em_channel, em_gate=em_gate, **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -588,7 +621,8 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     equalizer = classes if cfg.equalizer else ()
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
-                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines, cfg.em_channel)
+                       cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines, cfg.em_channel,
+                       cfg.em_gate)
     if examples is not None:
         ex, made = load_examples(examples, key)
         cfg = dataclasses.replace(cfg, **made)
@@ -597,9 +631,11 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         if save_examples_to is not None:
             save_examples(save_examples_to, ex, key, cfg)
     t_data = time.time() - t0
+    if cfg.em_channel:
+        ex["features"] = gate_em_columns(ex["features"], meta.labels, classes, cfg.em_gate)
     index = np.array([meta.labels.index(c) for c in classes])
     refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer,
-                                     cfg.em_channel)
+                                     cfg.em_channel, cfg.em_gate)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
