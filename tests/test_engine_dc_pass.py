@@ -102,7 +102,7 @@ def test_the_network_and_the_refiner_see_the_burst_without_its_offset():
     from rfclassify.serve.bursts import Burst
     from rfclassify.serve.pipeline import EngineAdapter
 
-    x = _qam_burst(27)
+    x = _qam_burst(32)      # misled by the offset without the pass (seed 27 no longer is: the EM scores read it)
     burst = (x + _offset(x, -15.0)).astype(np.complex64)
     with Classifier.load(backend="onnxruntime") as clf, \
             Classifier.load(backend="onnxruntime", dc_pass=False) as plain, \

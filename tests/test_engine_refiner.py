@@ -1400,11 +1400,11 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
                                                               "refiner_rate_rule": ALPHABET_FIT_3}}}})
     assert "- Served with its bursts clocked by" not in card(shipped)
     fitted_on = shipped["fit"]["rate_rule"]
-    assert ("- Served on the `alphabet_fit_3_low_snr` rate rule it was fitted on; model.json's refiner.serve_rate_rule "
-            "names it, so the light variant's bursts are clocked by it too.") in card({**shipped, "serve_rate_rule": fitted_on})
+    assert ("- Served on the `coherence` rate rule it was fitted on; model.json's refiner.serve_rate_rule names it, "
+            "so the light variant's bursts are clocked by it too.") in card({**shipped, "serve_rate_rule": fitted_on})
     named_card = card({**shipped, "serve_rate_rule": ALPHABET_FIT_3})
     assert ("- Served with its bursts clocked by the `alphabet_fit_3` rate rule (model.json's "
-            "refiner.serve_rate_rule; fitted on `alphabet_fit_3_low_snr`)") in named_card
+            "refiner.serve_rate_rule; fitted on `coherence`)") in named_card
     assert "with the DC pass and the constellation refiner (its bursts clocked by `alphabet_fit_3`), " in named_card
     meta = ModelMeta.load(model_dir)
     meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": "loudest_line"}).save(model_dir)

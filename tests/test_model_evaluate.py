@@ -175,14 +175,18 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
 
 def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     """The refiner section's fit command carries the options that shaped the refiner (the
-    shipped one: its rate rule, the blind view, the power lines, its ten perceptrons and its
-    trees), and says what the blind view and the power lines read and what decides."""
+    shipped one: its rate rule, the blind view, the power lines, the gated EM scores, its ten
+    perceptrons and its trees), and says what the blind view, the power lines and the EM
+    scores read and what decides."""
     from rfclassify.model.card import _fit_flags, _refiner_lines
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     lines = "\n".join(_refiner_lines(ModelMeta.load(default_model_dir()).refiner))
-    assert ("--sequence-net seq_shipped.npz --rate-rule alphabet_fit_3_low_snr --blind-view --power-lines "
-            "--members 10 --trees`" in lines)
+    assert ("--sequence-net seq_shipped.npz --rate-rule coherence --blind-view --power-lines --em-channel "
+            "--em-gate dense_top2_snr5 --members 10 --trees`" in lines)
+    assert ("how well their alphabets explain the burst through a channel estimated for each by EM "
+            "(rfclassify/dsp/em_channel.py), only for the bursts with one of 32QAM, 64QAM, 128QAM, 256QAM among the "
+            "network's top 2 of them and an SNR estimate of at least 5 dB (EM gate `dense_top2_snr5`") in lines
     assert "the coherent power lines of those symbols, raw, after that filter and after a constant-modulus" in lines
     assert "mean class probabilities of 10 two-layer perceptrons" in lines
     assert "mixed 0.5 : 0.5 with the class probabilities of" in lines and "gradient-boosted trees (15 leaves" in lines
@@ -201,7 +205,8 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     info = ModelMeta.load(default_model_dir()).refiner
     info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
     lines = "\n".join(_refiner_lines(info))
-    assert "read by a second network" in lines and "--blind-view --power-lines --blind-reader rd.npz --members 10 --trees`" in lines
+    assert "read by a second network" in lines and ("--blind-view --power-lines --em-channel --em-gate dense_top2_snr5 "
+                                                    "--blind-reader rd.npz --members 10 --trees`") in lines
     info["fit"]["config"]["members"] = 1
     lines = "\n".join(_refiner_lines(info))
     assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz --trees`" in lines
