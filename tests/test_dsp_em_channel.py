@@ -195,6 +195,7 @@ def test_the_refiners_scores_fit_only_the_classes_named():
         assert np.allclose(others, half[classes].min() - em.ABSENT_MARGIN)
     assert HIGH_ORDER_LABELS[int(np.argmax(v[:12]))] == "16QAM"
     assert em.scores_at_clock(None, HIGH_ORDER_LABELS, classes) is None
+    assert em.scores_at_clock(found, HIGH_ORDER_LABELS, np.zeros(0, np.int64)) is None    # a gate held it back
 
 
 def test_the_alphabets_fitted_side_by_side_are_each_fitted_alone():

@@ -460,9 +460,10 @@ def scores_at_clock(found: BlindSymbols | None, labels: tuple[str, ...], classes
     by the outputs' own likelihood, less the best: blind_class_scores of each window of the
     burst (window_starts; the clock's timing moved with it, the DC tone fitted at the
     burst's clock carrier), fitting only `classes` (indices into labels; None: all) with
-    `passes`, averaged over the windows that hold enough symbols. None where the clock found
-    nothing or no window holds enough symbols, or a score is not finite."""
-    if found is None:
+    `passes`, averaged over the windows that hold enough symbols. None where `classes` is
+    empty (em_classes: a gate held the burst back), the clock found nothing or no window
+    holds enough symbols, or a score is not finite."""
+    if found is None or (classes is not None and len(classes) == 0):
         return None
     fitted = []
     for start in window_starts(found.baseband.size, window, max_windows):

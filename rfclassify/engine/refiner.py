@@ -110,8 +110,7 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
     if em_labels:
-        gated_out = em_classes is not None and len(em_classes) == 0
-        em_scores = None if gated_out else em_channel.scores_at_clock(found, em_labels, em_classes)
+        em_scores = em_channel.scores_at_clock(found, em_labels, em_classes)
         parts.append(np.zeros(em_channel.n_scores(em_labels), np.float32) if em_scores is None else em_scores)
     return np.concatenate(parts).astype(np.float32)
 
@@ -508,7 +507,7 @@ class Refiner:
                     sequence = dataclasses.replace(sequence, power_lines=True)
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
                 em = "em_channel" in z and bool(z["em_channel"])
-                em_gate = str(z["em_gate"]) if "em_gate" in z else em_channel.ALL_BURSTS
+                em_gate = str(z["em_gate"]) if "em_gate" in z else ALL_BURSTS
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
