@@ -53,6 +53,10 @@ The candidates (each a function of one burst's views, returning a fixed-length v
   EM_FAST_PASSES passes (+2.1 +- 0.4 there at 44-48 ms a burst).
 - em_channel_fast_two_starts: em_channel_fast with a second start per alphabet from the
   class-blind filter's output (reads more alone, adds no more fused: +1.9 +- 0.4).
+- em_channel_fast4, em_channel_fast_network, em_channel_fast_network4: em_channel_fast for
+  the served answer's top 4, the network's own top 3 (collect runs the network alone too)
+  or its top 4 (fortieth session: the served answer's top 3 screened +0.74 +- 0.18 over the
+  network's; served as `fit-refiner --em-ranker`, it did not carry over).
 - channel_oracle: the channel the file recorded (multipath, delay spread, fading, Doppler,
   rate, roll-off, DC offset, PA, phase noise), which no receiver has: the most any input
   describing the burst's conditions could add. Scored also crossed with the served outputs.
@@ -121,6 +125,7 @@ class BurstViews:
     found: Any = None            # the blind clock's BlindSymbols the symbols came from
     carrier: str = "lines"       # their second carrier pass
     served: np.ndarray | None = None   # the served probabilities over LABELS, where collect has them
+    network: np.ndarray | None = None  # the network's own (no refiners, no DC pass), where collect has them
 
     @functools.cached_property
     def unit_blind(self) -> np.ndarray:
@@ -367,14 +372,17 @@ def em_channel_features(views: BurstViews) -> np.ndarray | None:
     return _em_scores(views)
 
 
-def em_channel_fast_features(views: BurstViews, blind_start: bool = False) -> np.ndarray | None:
-    """em_channel at a fraction of its cost: only the EM_FAST_CLASSES high-order classes the
-    served answer rates highest are fitted, with EM_FAST_PASSES passes (None without the
-    served probabilities); blind_start: em_channel.blind_class_scores'."""
-    if views.served is None:
+def em_channel_fast_features(views: BurstViews, blind_start: bool = False, ranking: str = "served",
+                             count: int = EM_FAST_CLASSES) -> np.ndarray | None:
+    """em_channel at a fraction of its cost: only the `count` high-order classes that the
+    `ranking` probabilities (views.served or views.network) rate highest are fitted, with
+    EM_FAST_PASSES passes (None without those probabilities); blind_start:
+    em_channel.blind_class_scores'."""
+    probs = getattr(views, ranking)
+    if probs is None:
         return None
     high = np.array([LABELS.index(c) for c in HIGH_ORDER_LABELS])
-    top = np.sort(np.argsort(views.served[high])[::-1][:EM_FAST_CLASSES])
+    top = em_channel.top_classes(probs[high], count)
     return _em_scores(views, classes=top, passes=EM_FAST_PASSES, blind_start=blind_start)
 
 
@@ -401,6 +409,13 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
     "em_channel": (2 * len(HIGH_ORDER_LABELS), em_channel_features),
     "em_channel_fast": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_features),
     "em_channel_fast_two_starts": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_two_starts_features),
+    # which classes the refiner's EM fit should take (thirty-ninth session's item 1): the
+    # served answer's top four, the network's top three (what the shipped refiner fits) or four
+    "em_channel_fast4": (2 * len(HIGH_ORDER_LABELS), functools.partial(em_channel_fast_features, count=4)),
+    "em_channel_fast_network": (2 * len(HIGH_ORDER_LABELS),
+                                functools.partial(em_channel_fast_features, ranking="network")),
+    "em_channel_fast_network4": (2 * len(HIGH_ORDER_LABELS),
+                                 functools.partial(em_channel_fast_features, ranking="network", count=4)),
 }
 
 
@@ -439,12 +454,13 @@ def register_torch_arms(path: Path) -> list[str]:
 
 
 def burst_views(iq: np.ndarray, rate_rule: str, carrier: str, channel: np.void | None = None,
-                reader: Any = None, served: np.ndarray | None = None) -> BurstViews:
+                reader: Any = None, served: np.ndarray | None = None,
+                network: np.ndarray | None = None) -> BurstViews:
     """The refiner's clock and symbols of one burst (its rate rule and carrier pass) and their blind filter."""
     found = blind_symbols(np.asarray(iq, np.complex64), rate_rule)
     y = clocked_symbols(found, carrier=carrier)
     return BurstViews(np.asarray(iq), y, None if y is None else blind_filtered(y), channel, reader, found, carrier,
-                      served)
+                      served, network)
 
 
 def candidate_row(views: BurstViews, names: list[str]) -> tuple[np.ndarray, bool]:
@@ -581,10 +597,12 @@ def _start_worker(rate_rule: str, carrier: str, reader: Any, names: list[str], t
     _WORKER.update(rate_rule=rate_rule, carrier=carrier, reader=reader, names=names)
 
 
-def _worker_row(job: tuple[np.ndarray, np.void | None, np.ndarray | None]) -> tuple[np.ndarray, bool]:
-    """candidate_row of one (burst, its recorded channel, its served probabilities)."""
+def _worker_row(job: tuple[np.ndarray, np.void | None, np.ndarray | None, np.ndarray | None]
+                ) -> tuple[np.ndarray, bool]:
+    """candidate_row of one (burst, its recorded channel, its served probabilities, the network's)."""
     w = _WORKER
-    return candidate_row(burst_views(job[0], w["rate_rule"], w["carrier"], job[1], w["reader"], job[2]), w["names"])
+    return candidate_row(burst_views(job[0], w["rate_rule"], w["carrier"], job[1], w["reader"], job[2], job[3]),
+                         w["names"])
 
 
 def collect(args: argparse.Namespace) -> int:
@@ -614,18 +632,22 @@ def collect(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     results = clf.classify(bursts)
     served_s = time.perf_counter() - t0
+    network = [None] * len(results)
+    if any(n.startswith("em_channel_fast_network") for n in names):
+        alone = Classifier.load(args.model_dir, backend="onnxruntime", refiner=False)
+        network = [r.probabilities for r in alone.classify(bursts)]
     t0 = time.perf_counter()
     reader = ref.sequence if ref is not None else None
     if reader is not None and len(reader.labels) != len(HIGH_ORDER_LABELS):
         reader = None               # directed_reading's width assumes a network over the 12
-    jobs = [(b, c, r.probabilities) for b, c, r in zip(bursts, channels, results)]
+    jobs = [(b, c, r.probabilities, n) for b, c, r, n in zip(bursts, channels, results, network)]
     if args.workers > 1:
         with ProcessPoolExecutor(args.workers, initializer=_start_worker,
                                  initargs=(rate_rule, carrier, reader, names, args.torch_arms)) as pool:
             rows = list(pool.map(_worker_row, jobs, chunksize=4))
     else:
-        rows = [candidate_row(burst_views(b, rate_rule, carrier, c, reader, served), names)
-                for b, c, served in jobs]
+        rows = [candidate_row(burst_views(b, rate_rule, carrier, c, reader, served, net), names)
+                for b, c, served, net in jobs]
     features_s = time.perf_counter() - t0
     np.savez(args.out, probs=np.stack([r.probabilities for r in results]).astype(np.float32),
              snr_estimate=np.array([r.snr_db for r in results], float), truth=labels[idx], snr_db=snr[idx],
