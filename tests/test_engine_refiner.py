@@ -1586,3 +1586,123 @@ def test_a_fit_leaves_out_exactly_the_equalized_or_the_em_scores():
     assert list(last_blocks_kept(10, 0, 2, keep_em=False)) == list(range(8))
     with pytest.raises(ConfigError, match="made for the high-order alphabets"):
         RefinerFitConfig(group="low-order", em_channel=True)
+
+
+def _random_refiner(classes: tuple[str, ...], n_in: int, seed: int, **fields) -> Refiner:
+    rng = np.random.default_rng(seed)
+    return Refiner(labels=classes, index=np.array([LABELS.index(c) for c in classes]),
+                   mean=np.zeros(n_in, np.float32), scale=np.ones(n_in, np.float32),
+                   w1=rng.normal(size=(n_in, 4)).astype(np.float32), b1=np.ones(4, np.float32),
+                   w2=rng.normal(size=(4, len(classes))).astype(np.float32),
+                   b2=np.zeros(len(classes), np.float32), **fields)
+
+
+def test_an_em_ranker_picks_the_em_classes_from_the_other_statistics_served_pooled_and_stored(tiny_model_dir,
+                                                                                               tmp_path):
+    """With an EM ranker, a burst's EM classes are the ranker's top three (and its gate reads
+    the ranker's ranking), from the network's outputs and the statistics before the EM
+    scores: picked in the worker that measures them, so served, pooled and stored alike. A
+    ranker whose inputs do not fit, or one without EM scores to pick for, does not load."""
+    from rfclassify.dsp import em_channel
+    from rfclassify.dsp.channel import ChannelConfig
+    from rfclassify.dsp.symbol_clock import STRONGEST_LINE
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.refiner import EmPick, burst_statistics, statistics_many
+
+    classes = ("16PSK", "16QAM", "32QAM", "64QAM")
+    n_em = em_channel.n_scores(classes)
+    burst = synthesize(["64QAM"], 1024, np.random.default_rng(12), 25.0, ChannelConfig()).iq[0]
+    probs = _probs("16PSK", 0.6)                     # the network's top three: 16PSK and two tied
+    base = burst_statistics(burst)
+    # a ranker that ranks 64QAM, 32QAM, 16QAM above 16PSK whatever it reads
+    ranker = replace(_random_refiner(classes, N_FEATURES, 2), w2=np.zeros((4, 4), np.float32),
+                     b2=np.array([0.0, 1.0, 2.0, 3.0], np.float32))
+    ref = _random_refiner(classes, N_FEATURES + n_em, 3, em_channel=True, em_ranker=ranker)
+    assert ref.describe()["em_ranked_by"] == "refiner"
+    labels_fitted, picks = ref.em_arguments([probs], [20.0])
+    assert labels_fitted == classes and isinstance(picks[0], EmPick)
+    assert list(picks[0].classes(ranker, classes, base)) == [1, 2, 3]
+    assert list(replace(ref, em_ranker=None).em_arguments([probs], [20.0])[1][0]) != [1, 2, 3]
+    ranked = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picks[0], ranker)
+    np.testing.assert_array_equal(ranked, burst_statistics(burst, None, (), STRONGEST_LINE, classes,
+                                                           np.array([1, 2, 3])))
+    with pytest.raises(ValueError, match="needs the refiner's EM ranker"):
+        burst_statistics(burst, None, (), STRONGEST_LINE, classes, picks[0])
+    # the gate reads the ranker's ranking: 64QAM on top passes it where the network's 16PSK would not
+    gated = replace(ref, em_gate="dense_top1")
+    assert list(gated.em_arguments([probs], [20.0])[1][0].classes(ranker, classes, base)) == [1, 2, 3]
+    assert replace(gated, em_ranker=None).em_arguments([probs], [20.0])[1][0].size == 0
+    np.testing.assert_array_equal(ref.refine(probs, 20.0, burst), ref.refine_measured([probs], [20.0], [ranked])[0])
+
+    with_trees = replace(ref, em_ranker=replace(ranker, trees=_tree_of_one_split(4, 0, N_FEATURES)))
+    back = _stored_and_loaded(tiny_model_dir, tmp_path, with_trees)
+    assert back.em_ranker is not None and back.em_ranker.trees is not None and not back.em_ranker.em_channel
+    for k in ("w1", "b2", "mean"):
+        np.testing.assert_array_equal(getattr(back.em_ranker, k), getattr(ranker, k))
+    np.testing.assert_array_equal(back.refine(probs, 20.0, burst), with_trees.refine(probs, 20.0, burst))
+    pool = back.start_pool(2)
+    try:
+        there = statistics_many([burst, burst[:700]], None, pool, (), STRONGEST_LINE, *back.em_arguments(
+            [probs, probs], [20.0, 20.0]))
+    finally:
+        pool.shutdown()
+    np.testing.assert_array_equal(there[0], burst_statistics(burst, None, (), STRONGEST_LINE, classes,
+                                                             back.em_arguments([probs], [20.0])[1][0],
+                                                             back.em_ranker))
+    assert there[1].shape == there[0].shape
+    for broken in (replace(ref, em_ranker=_random_refiner(classes, N_FEATURES + 1, 2)),
+                   replace(ref, em_channel=False, w1=ref.w1[:N_FEATURES], mean=ref.mean[:N_FEATURES],
+                           scale=ref.scale[:N_FEATURES])):
+        _with_refiner(tmp_path / "m", broken)
+        with pytest.raises(ModelNotFoundError, match="EM ranker does not read"):
+            Refiner.load(tmp_path / "m", ModelMeta.load(tmp_path / "m").refiner, LABELS)
+
+
+def test_a_fit_with_an_em_ranker_finds_its_examples_bursts_again_and_measures_the_picks_that_changed(
+        tiny_model_dir, tmp_path):
+    """em_columns regenerates the fit's bursts and finds each example's again: for the
+    network's picks it measures exactly the EM scores the examples were made with, and
+    examples of another seed are refused. A fit with an EM ranker keeps the stored scores
+    whose picks agree with its ranker's out-of-fold ones, measures the others, and serves
+    the ranker it fitted."""
+    pytest.importorskip("torch")
+    from rfclassify.dsp import em_channel
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import (RefinerFitConfig, em_columns, examples_key, fit_refiner,
+                                              routed_examples, save_examples, stored_em_picks)
+
+    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, seed=7, em_channel=True)
+    ex = routed_examples(tiny_model_dir, cfg)
+    n_em = em_channel.n_scores(HIGH_ORDER_LABELS)
+    key = examples_key(ModelMeta.load(tiny_model_dir).model_id, tuple(HIGH_ORDER_LABELS), None, "strongest_line",
+                       (), False, em_channel=True)
+    network = stored_em_picks(ex, key, LABELS, tuple(HIGH_ORDER_LABELS))
+    assert all(p.size == em_channel.FAST_CLASSES for p in network)
+    again = em_columns(tiny_model_dir, cfg, tuple(HIGH_ORDER_LABELS), ex, network, "strongest_line")
+    np.testing.assert_array_equal(again, ex["features"][:, -n_em:])
+    none = em_columns(tiny_model_dir, cfg, tuple(HIGH_ORDER_LABELS), ex, [np.zeros(0, np.int64)] * len(network),
+                      "strongest_line")
+    assert not np.any(none)
+    with pytest.raises(ConfigError, match="found again"):
+        em_columns(tiny_model_dir, replace(cfg, seed=8), tuple(HIGH_ORDER_LABELS), ex, network, "strongest_line")
+    with pytest.raises(ConfigError, match="add --em-channel"):
+        RefinerFitConfig(em_ranker=True)
+    with pytest.raises(ConfigError, match="leave out --dc-pass"):
+        RefinerFitConfig(em_channel=True, em_ranker=True, dc_pass=True)
+
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    saved = save_examples(tmp_path / "ex.npz", ex, key, cfg)
+    rep = fit_refiner(model_dir, replace(cfg, em_ranker=True), examples=saved,
+                      save_examples_to=tmp_path / "ranked.npz")
+    r = rep["em_ranker"]
+    assert r["bursts_picked"] == rep["bursts_routed"] and r["folds"] == 2
+    assert r["scores_kept"] + r["scores_measured"] == r["bursts_picked"] and r["scores_kept"] > 0
+    assert rep["without_em_channel"] == r["scores"]
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.refiner.em_ranker is not None and clf.refiner.em_channel
+        assert clf.refiner.em_ranker.n_features == clf.refiner.n_features - n_em
+    with np.load(tmp_path / "ranked.npz") as z:
+        assert z["em_picks"].shape == (rep["bursts_routed"], em_channel.FAST_CLASSES)
+        assert json.loads(str(z["key"]))["em_ranker"]

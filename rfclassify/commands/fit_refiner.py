@@ -71,6 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "and its SNR estimate: all, or dense_top<k>[_snr<dB>] (a 32-256QAM among its top k, "
                              "the SNR at least that) / dense5_top<k>[_snr<dB>] (16QAM too); the others get zeros. "
                              "Examples with every burst's scores fit any gate (docs/model.md, thirty-ninth session)")
+    parser.add_argument("--em-ranker", action="store_true",
+                        help="fit the EM scores for the top 3 classes of a first refiner over the other inputs "
+                             "(stored inside refiner.npz), not the network's; the gate reads its ranking too. "
+                             "Takes any --examples: it measures the EM scores its picks need again "
+                             "(docs/model.md, fortieth session)")
     parser.add_argument("--save-examples", default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
     parser.add_argument("--examples", default=None, metavar="NPZ",
@@ -96,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                            rate_rule=args.rate_rule, group=args.group, dc_pass=args.dc_pass,
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
                            blind_reader=args.blind_reader, power_lines=args.power_lines, em_channel=args.em_channel,
-                           em_gate=args.em_gate, trees=args.trees,
+                           em_gate=args.em_gate, em_ranker=args.em_ranker, trees=args.trees,
                            tree_leaves=args.tree_leaves, tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,
@@ -110,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"held-out, perceptrons alone {100 * acc['perceptrons']:.1f} % "
               f"(>= 10 dB {100 * acc10['perceptrons']:.1f} %), trees alone {100 * acc['trees']:.1f} % "
               f"({100 * acc10['trees']:.1f} %); {rep['trees']['trees']} trees, {rep['trees']['rounds']} rounds")
+    if "em_ranker" in rep:
+        r = rep["em_ranker"]
+        among = "" if r["truth_among_picks"] is None else f", the truth among its picks for {100 * r['truth_among_picks']:.1f} %"
+        print(f"EM ranker: {r['bursts_picked']} bursts passed its gate{among}; EM scores kept for "
+              f"{r['scores_kept']}, measured for {r['scores_measured']}")
     for key, what in (("without_equalizer", "the equalizer's scores"), ("without_em_channel", "the EM scores"),
                       ("without_sequence_features", "the sequence network's features"),
                       ("without_blind_view", "the blind view"), ("without_power_lines", "the power lines")):

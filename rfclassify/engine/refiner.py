@@ -15,7 +15,8 @@ blind reader, one trained on such symbols) and, when it has them, how well
 each of its classes' alphabets explains those symbols after an equalizer fitted to it
 (``rfclassify.dsp.class_equalizer``: the multipath the sequence network cannot undo) and,
 with ``em_channel``, how well the alphabets of the network's top three of its classes
-explain the burst through a channel estimated for each by EM (``rfclassify.dsp.em_channel``),
+explain the burst through a channel estimated for each by EM (``rfclassify.dsp.em_channel``;
+with an ``em_ranker``, the top three of a first refiner over the other inputs instead),
 runs a small two-layer perceptron (numpy, on the CPU, whatever backend ran the network; an
 ensemble of them, and gradient-boosted trees beside them when the fit made some,
 ``rfclassify.engine.tree_ensemble``), and shares the probability the network gave those
@@ -71,13 +72,32 @@ REFINER_FILE = "refiner.npz"
 LOW_ORDER_REFINER_FILE = "refiner_low_order.npz"   # the low-order refiner's (model.json's low_order_refiner)
 LIGHT_REFINER_FILE = "refiner_light.npz"   # the invariants-only variant of a refiner with a sequence network
 BLIND_READER_PREFIX = "blind_reader_"   # array names of the blind view's own reader in the refiner's file
+EM_RANKER_PREFIX = "em_ranker_"         # array names of the refiner's EM ranker (Refiner.em_ranker) in its file
 LOG_PROB_FLOOR = 1e-12      # log-probabilities below log(this) are clipped before the perceptron
 _ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
 
 
+@dataclass(frozen=True)
+class EmPick:
+    """What picks one burst's EM classes once its other statistics are measured: its network
+    probabilities (over the model's labels) and SNR estimate, read with those statistics by
+    the refiner's EM ranker (Refiner.em_ranker), whose ranking `gate` reads
+    (em_channel.em_classes)."""
+
+    probs: np.ndarray
+    snr_db: float
+    gate: str = ALL_BURSTS
+
+    def classes(self, ranker: Refiner, em_labels: tuple[str, ...], statistics: np.ndarray) -> np.ndarray:
+        """The classes (indices into em_labels) to fit, from the statistics before the EM scores."""
+        logits = ranker.logits(ranker.features(self.probs, self.snr_db, statistics))[0]
+        return em_channel.em_classes(logits, em_labels, self.snr_db, self.gate)
+
+
 def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
                      equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE,
-                     em_labels: tuple[str, ...] = (), em_classes: np.ndarray | None = None) -> np.ndarray:
+                     em_labels: tuple[str, ...] = (), em_classes: np.ndarray | EmPick | None = None,
+                     em_ranker: Refiner | None = None) -> np.ndarray:
     """The refiner's statistics of one raw burst, float32: its N_INVARIANTS invariants at the
     blind clock (its rate by rate_rule: symbol_clock.blind_clock), then, with a sequence
     network, its outputs for the burst's clocked symbols in its front (sequence_fronts;
@@ -88,7 +108,8 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
     there are too few symbols), then, for classes em_labels, their scores by a channel
     estimate fitted by EM for each of the classes em_classes (indices into em_labels;
     em_channel.scores_at_clock at the same blind clock; zeros where it has none, and where
-    em_classes is empty: the refiner's EM gate held the burst back).
+    em_classes is empty: the refiner's EM gate held the burst back). em_classes may be an
+    EmPick instead: the classes em_ranker ranks highest from the statistics before them.
     One blind clock and one set of clocked symbols serve them all, by the sequence network's
     second carrier pass (symbol_sequence.CARRIER_PASSES; the lines without one)."""
     if sequence_net is None and not equalizer and not em_labels:
@@ -110,6 +131,10 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
         scores = None if y is None else _equalizer_scores(y, equalizer)
         parts.append(np.zeros(len(equalizer), np.float32) if scores is None else scores)
     if em_labels:
+        if isinstance(em_classes, EmPick):
+            if em_ranker is None:
+                raise ValueError("an EmPick needs the refiner's EM ranker")
+            em_classes = em_classes.classes(em_ranker, em_labels, np.concatenate(parts).astype(np.float32))
         em_scores = em_channel.scores_at_clock(found, em_labels, em_classes)
         parts.append(np.zeros(em_channel.n_scores(em_labels), np.float32) if em_scores is None else em_scores)
     return np.concatenate(parts).astype(np.float32)
@@ -144,32 +169,45 @@ def _equalizer_scores(y: np.ndarray, classes: tuple[str, ...]) -> np.ndarray | N
 
 def safe_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
                     equalizer: tuple[str, ...] = (), rate_rule: str = STRONGEST_LINE,
-                    em_labels: tuple[str, ...] = (), em_classes: np.ndarray | None = None) -> np.ndarray | None:
+                    em_labels: tuple[str, ...] = (), em_classes: np.ndarray | EmPick | None = None,
+                    em_ranker: Refiner | None = None) -> np.ndarray | None:
     """burst_statistics, or None (logged) when they fail: that burst keeps the network's answer."""
     try:
-        return burst_statistics(iq, sequence_net, equalizer, rate_rule, em_labels, em_classes)
+        return burst_statistics(iq, sequence_net, equalizer, rate_rule, em_labels, em_classes, em_ranker)
     except Exception:  # noqa: BLE001 - a burst the statistics cannot take keeps the network's answer
         log.warning("refiner: burst statistics failed; the network's decision stands", exc_info=True)
         return None
 
 
+def em_statistics(iq: np.ndarray, rate_rule: str, em_labels: tuple[str, ...], em_classes: np.ndarray) -> np.ndarray:
+    """burst_statistics' EM scores of one raw burst alone (its blind clock by rate_rule): what
+    a fit whose EM classes depend on the other statistics (refiner_fit's EM ranker) measures
+    in a second pass."""
+    found = blind_symbols(iq, rate_rule)
+    scores = em_channel.scores_at_clock(found, em_labels, em_classes)
+    return np.zeros(em_channel.n_scores(em_labels), np.float32) if scores is None else scores
+
+
 _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker
 _worker_equalizer: tuple[str, ...] = ()            # the classes whose equalized scores it computes
 _worker_rate_rule: str = STRONGEST_LINE            # how its blind clock picks the rate
+_worker_em_ranker: Refiner | None = None           # the refiner's EM ranker (EmPick's tasks need it)
 
 
 POOL_START_TIMEOUT_S = 60.0   # how long a starting worker waits for the pool's others
 
 
 def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str, started: Any,
-                 all_started: Any, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None) -> None:
-    """A pool worker's start: keep its copy of the sequence network, the equalizer's classes
-    and the rate rule, and give it one BLAS (and OpenMP) thread (keep_one_blas_thread: the
+                 all_started: Any, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None,
+                 em_ranker: Refiner | None = None) -> None:
+    """A pool worker's start: keep its copy of the sequence network, the equalizer's classes,
+    the rate rule and the EM ranker, and give it one BLAS (and OpenMP) thread (keep_one_blas_thread: the
     workers are the parallelism). Then run `setup` (function, args) where given, and wait,
     through `started` (a shared count) and `all_started` (an event), until all `workers`
     have started (see start_pool)."""
-    global _worker_sequence_net, _worker_equalizer, _worker_rate_rule
+    global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_em_ranker
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
+    _worker_em_ranker = em_ranker
     keep_one_blas_thread()
     if setup is not None:
         setup[0](*setup[1])
@@ -191,9 +229,10 @@ def _wait_for_all(started: Any, all_started: Any, workers: int, timeout_s: float
     return bool(all_started.wait(timeout_s))
 
 
-def _pooled_statistics(iq: np.ndarray, em_classes: np.ndarray | None = None,
+def _pooled_statistics(iq: np.ndarray, em_classes: np.ndarray | EmPick | None = None,
                        em_labels: tuple[str, ...] = ()) -> np.ndarray | None:
-    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule, em_labels, em_classes)
+    return safe_statistics(iq, _worker_sequence_net, _worker_equalizer, _worker_rate_rule, em_labels, em_classes,
+                           _worker_em_ranker)
 
 
 def _pooled_invariants(rate_rule: str, iq: np.ndarray) -> np.ndarray | None:
@@ -203,13 +242,15 @@ def _pooled_invariants(rate_rule: str, iq: np.ndarray) -> np.ndarray | None:
 def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | None = None,
                     pool: Executor | None = None, equalizer: tuple[str, ...] = (),
                     rate_rule: str = STRONGEST_LINE, em_labels: tuple[str, ...] = (),
-                    em_classes: Sequence[np.ndarray] | None = None) -> list[np.ndarray | None]:
+                    em_classes: Sequence[np.ndarray | EmPick] | None = None,
+                    em_ranker: Refiner | None = None) -> list[np.ndarray | None]:
     """safe_statistics of every burst, in order: in `pool` when given and there is more than
     one, else here, one after another. The invariants alone (no sequence network, no
     equalizer, no EM scores) run in any start_pool pool at `rate_rule`; anything more needs a
     pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold
-    that same network, classes and rule. em_labels, em_classes: burst_statistics' (one array
-    of classes per burst; the EM scores' labels travel with the tasks)."""
+    that same network, classes and rule (and em_ranker, for EmPicks). em_labels, em_classes,
+    em_ranker: burst_statistics' (one array of classes or EmPick per burst; the EM scores'
+    labels travel with the tasks)."""
     if em_labels and (em_classes is None or len(em_classes) != len(bursts)):
         raise ValueError("the EM scores need one array of classes per burst")
     each = list(em_classes) if em_labels and em_classes is not None else [None] * len(bursts)
@@ -219,7 +260,7 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
             return list(pool.map(functools.partial(_pooled_invariants, rate_rule), bursts, chunksize=chunk))
         return list(pool.map(functools.partial(_pooled_statistics, em_labels=tuple(em_labels)), bursts, each,
                              chunksize=chunk))
-    return [safe_statistics(x, sequence_net, equalizer, rate_rule, em_labels, c)
+    return [safe_statistics(x, sequence_net, equalizer, rate_rule, em_labels, c, em_ranker)
             for x, c in zip(bursts, each, strict=True)]
 
 
@@ -235,9 +276,10 @@ def _warm_burst() -> np.ndarray:
 
 def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer: tuple[str, ...] = (),
                rate_rule: str = STRONGEST_LINE,
-               setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None) -> Executor:
+               setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None,
+               em_ranker: Refiner | None = None) -> Executor:
     """A pool of `workers` processes for the refiner's statistics (each holding its own copy of
-    sequence_net, the equalizer's classes, the rate rule and one BLAS thread), spawned (so
+    sequence_net, the equalizer's classes, the rate rule, the EM ranker and one BLAS thread), spawned (so
     nothing of the caller's threads or sockets is inherited), all started and each warmed
     with one burst before it returns. `setup` (a module-level function and its arguments)
     runs in each worker as it starts: what else its tasks need (fit-refiner's workers load
@@ -256,7 +298,7 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers,
-                                         setup))
+                                         setup, em_ranker))
     list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
     return pool
 
@@ -315,6 +357,10 @@ class Refiner:
     #: the fit): a gate on the network's ranking and SNR estimate spares the bursts they do
     #: not help their cost
     em_gate: str = ALL_BURSTS
+    #: a refiner over the same inputs without the EM scores, whose ranking of the classes (and
+    #: not the network's) picks the ones the EM scores are fitted for and the gate reads
+    #: (EmPick): its top three hold the truth more often (None: the network's ranking)
+    em_ranker: Refiner | None = None
 
     @property
     def n_features(self) -> int:
@@ -345,7 +391,7 @@ class Refiner:
     def start_pool(self, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None) -> Executor:
         """start_pool for this refiner's statistics (its workers hold its sequence network;
         `setup` as in start_pool)."""
-        return start_pool(workers, self.sequence, self.equalizer, self.rate_rule, setup)
+        return start_pool(workers, self.sequence, self.equalizer, self.rate_rule, setup, self.em_ranker)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """(n, K) outputs of (n, F) feature rows, whose softmax is the refiner's class
@@ -389,6 +435,8 @@ class Refiner:
             out["equalizer_classes"] = len(self.equalizer)
         if self.em_channel:
             out["em_channel_classes"] = em_channel.FAST_CLASSES
+            out["em_gate"] = self.em_gate
+            out["em_ranked_by"] = "refiner" if self.em_ranker is not None else "network"
         if self.members > 1:
             out["perceptrons"] = self.members
         if self.trees is not None:
@@ -419,7 +467,8 @@ class Refiner:
         if not todo:
             return probs
         stats = statistics_many([bursts[i] for i in todo], self.sequence, pool, self.equalizer, self.rate_rule,
-                                *self.em_arguments([probs[i] for i in todo], [snr_db[i] for i in todo]))
+                                *self.em_arguments([probs[i] for i in todo], [snr_db[i] for i in todo]),
+                                em_ranker=self.em_ranker)
         out = list(probs)
         for i, p in zip(todo, self.refine_measured([probs[i] for i in todo], [snr_db[i] for i in todo], stats),
                         strict=True):
@@ -427,13 +476,18 @@ class Refiner:
         return out
 
     def em_arguments(self, probs: Sequence[np.ndarray], snr_db: Sequence[float]
-                     ) -> tuple[tuple[str, ...], list[np.ndarray] | None]:
+                     ) -> tuple[tuple[str, ...], list[np.ndarray | EmPick] | None]:
         """statistics_many's em_labels and em_classes for bursts of network probabilities
         `probs` (over the model's labels) and SNR estimates snr_db: this refiner's classes,
         and each burst's em_channel.em_classes of them under its em_gate (the
-        em_channel.FAST_CLASSES most probable, or none); ((), None) without EM scores."""
+        em_channel.FAST_CLASSES most probable, or none), or with an em_ranker its EmPick
+        (they are picked once the other statistics are measured); ((), None) without EM
+        scores."""
         if not self.em_channel:
             return (), None
+        if self.em_ranker is not None:
+            return self.labels, [EmPick(np.asarray(p, np.float64), float(s), self.em_gate)
+                                 for p, s in zip(probs, snr_db, strict=True)]
         return self.labels, [em_channel.em_classes(np.asarray(p)[self.index], self.labels, s, self.em_gate)
                              for p, s in zip(probs, snr_db, strict=True)]
 
@@ -475,6 +529,10 @@ class Refiner:
         if self.em_channel:
             extra["em_channel"] = np.bool_(True)
             extra["em_gate"] = np.array(self.em_gate)
+        if self.em_ranker is not None:
+            extra.update({EM_RANKER_PREFIX + k: getattr(self.em_ranker, k) for k in _ARRAYS})
+            if self.em_ranker.trees is not None:
+                extra.update(self.em_ranker.trees.arrays(EM_RANKER_PREFIX + TREES_PREFIX))
         np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
                  rate_rule=np.array(self.rate_rule),
                  **{k: getattr(self, k) for k in _ARRAYS}, **extra)
@@ -508,6 +566,10 @@ class Refiner:
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
                 em = "em_channel" in z and bool(z["em_channel"])
                 em_gate = str(z["em_gate"]) if "em_gate" in z else ALL_BURSTS
+                ranker_arrays = ({k: np.asarray(z[EM_RANKER_PREFIX + k], np.float32) for k in _ARRAYS}
+                                 if f"{EM_RANKER_PREFIX}w1" in z else None)
+                ranker_trees = (TreeEnsemble.from_arrays(z, EM_RANKER_PREFIX + TREES_PREFIX)
+                                if f"{EM_RANKER_PREFIX}{TREES_PREFIX}shape" in z else None)
         except (OSError, ValueError, KeyError) as exc:
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc}") from None
         unknown = [lb for lb in labels if lb not in model_labels]
@@ -537,8 +599,18 @@ class Refiner:
             raise ModelNotFoundError(f"{path}: its trees read {trees.n_features} features into {trees.n_classes} "
                                      f"classes, its perceptrons {expected} into {len(labels)}")
         index = np.array([model_labels.index(lb) for lb in labels])
+        ranker = None
+        if ranker_arrays is not None:
+            ranked = expected - n_em      # the ranker reads every input but the EM scores
+            if not em or not _perceptron_shapes_ok(ranker_arrays, ranked, len(labels)) or (
+                    ranker_trees is not None and (ranker_trees.n_features, ranker_trees.n_classes)
+                    != (ranked, len(labels))):
+                raise ModelNotFoundError(f"{path}: its EM ranker does not read the {ranked} inputs before the EM "
+                                         f"scores into {len(labels)} classes (refit it)")
+            ranker = cls(labels=labels, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
+                         trees=ranker_trees, **ranker_arrays)
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   rate_rule=rate_rule, trees=trees, em_channel=em, em_gate=em_gate, **arrays)
+                   rate_rule=rate_rule, trees=trees, em_channel=em, em_gate=em_gate, em_ranker=ranker, **arrays)
 
 
 def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from collections import deque
 from concurrent.futures import Executor, Future
 import dataclasses
@@ -40,6 +40,7 @@ from rfclassify._exceptions import ConfigError
 from rfclassify.dsp import em_channel as em_scores
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
+                                      em_statistics,
                                       file_sha256, start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 FIT_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)   # burst lengths drawn, uniformly
 HIGH_ORDER, LOW_ORDER = "high-order", "low-order"
 TREES_SEED = 1000      # the trees' early-stopping share is drawn by the fit's seed plus this
+RANKER_SEED = 2000     # the EM ranker's folds are drawn by the fit's seed plus this
+RANKER_FOLDS = 2       # the EM ranker's out-of-fold rankings of the fit's own bursts
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,11 @@ class RefinerFitConfig:
     #: the bursts that get them (em_channel.passes_gate); the others get zeros, in the fit
     #: and when served
     em_gate: str = em_scores.ALL_BURSTS
+    #: the EM scores are fitted for the top classes of a first refiner over the other inputs
+    #: (Refiner.em_ranker, fitted here and stored inside refiner.npz), and the gate reads its
+    #: ranking, rather than the network's; the fit's own bursts are ranked out of fold
+    #: (ranker_out_of_fold) and their EM scores measured in a second pass (em_columns)
+    em_ranker: bool = False
 
     def __post_init__(self) -> None:
         if self.per_class < 10:
@@ -155,6 +163,10 @@ class RefinerFitConfig:
                               f"dense5_top<k>[_snr<dB>], got {self.em_gate!r}")
         if self.em_gate != em_scores.ALL_BURSTS and not self.em_channel:
             raise ConfigError("em_gate picks the bursts that get the EM scores (add --em-channel)")
+        if self.em_ranker and not self.em_channel:
+            raise ConfigError("em_ranker picks the classes the EM scores are fitted for (add --em-channel)")
+        if self.em_ranker and self.dc_pass:
+            raise ConfigError("em_ranker measures the EM scores on the bursts as synthesized: leave out --dc-pass")
         if self.sequence_features and not self.sequence_net:
             raise ConfigError("sequence_features needs a sequence network (--sequence-net)")
         if self.blind_view and not self.sequence_net:
@@ -284,21 +296,13 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
                      sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
                      rate_rule: str, route: FitRoute | None, em_labels: tuple[str, ...] = (),
                      em_gate: str = em_scores.ALL_BURSTS) -> dict[str, np.ndarray]:
-    from rfclassify.dsp.synth import synthesize
     from rfclassify.model.meta import ModelMeta
-    from rfclassify.model.training_data import DataRecipe
 
     meta = ModelMeta.load(model_dir)
-    recipe = DataRecipe(channel_overrides=meta.channel_overrides)
-    channel = recipe.channel_config()
-    snr_lo, snr_hi = meta.training_recipe.get("snr_range_db", recipe.snr_range_db)
     index = np.array([meta.labels.index(c) for c in classes])
-    rng = np.random.default_rng(cfg.seed)
-    labels = np.repeat(np.array(classes), cfg.per_class)
-    rng.shuffle(labels)
     n_stats = (N_INVARIANTS + (sequence_net.n_outputs if sequence_net is not None else 0) + len(equalizer)
                + (em_scores.n_scores(em_labels) if em_labels else 0))
-    n_chunks = -(-labels.size // cfg.chunk)
+    n_chunks = -(-cfg.per_class * len(classes) // cfg.chunk)
     clf = None
     if pool is None:
         from rfclassify.engine.classifier import Classifier
@@ -320,11 +324,7 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
             progress(f"synthesized, classified and measured {len(feats)}/{n_chunks} chunks")
 
     try:
-        for start in range(0, labels.size, cfg.chunk):
-            lab = labels[start:start + cfg.chunk]
-            length = int(rng.choice(FIT_LENGTHS))
-            snr = rng.uniform(snr_lo, snr_hi, lab.size)
-            bursts = list(synthesize(list(lab), length, rng, snr, channel).iq)
+        for lab, length, snr, bursts in fit_bursts(model_dir, cfg, classes):
             if pool is not None:
                 out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels, em_gate)
             else:
@@ -348,43 +348,150 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
 _EXAMPLE_ARRAYS = ("features", "truth", "network_top", "snr_db", "length")
 
 
+def fit_bursts(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...]
+               ) -> Iterator[tuple[np.ndarray, int, np.ndarray, list[np.ndarray]]]:
+    """The fit's bursts, chunk by chunk, from one random stream drawn by cfg.seed: (their
+    classes, their length, their SNRs, their samples); cfg.per_class of each of `classes`
+    in all, from the model's training recipe. The same settings give the same bursts, so a
+    second pass over them (em_columns) finds each example's burst again."""
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.model.meta import ModelMeta
+    from rfclassify.model.training_data import DataRecipe
+
+    meta = ModelMeta.load(model_dir)
+    recipe = DataRecipe(channel_overrides=meta.channel_overrides)
+    channel = recipe.channel_config()
+    snr_lo, snr_hi = meta.training_recipe.get("snr_range_db", recipe.snr_range_db)
+    rng = np.random.default_rng(cfg.seed)
+    labels = np.repeat(np.array(classes), cfg.per_class)
+    rng.shuffle(labels)
+    for start in range(0, labels.size, cfg.chunk):
+        lab = labels[start:start + cfg.chunk]
+        length = int(rng.choice(FIT_LENGTHS))
+        snr = rng.uniform(snr_lo, snr_hi, lab.size)
+        yield lab, length, snr, list(synthesize(list(lab), length, rng, snr, channel).iq)
+
+
+def _pooled_em(x: np.ndarray, picks: np.ndarray, classes: tuple[str, ...]) -> np.ndarray:
+    """em_statistics in a fit worker, at its rate rule."""
+    return em_statistics(x, worker_statistics_settings()[2], classes, picks)
+
+
+def em_columns(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str, ...], ex: dict[str, np.ndarray],
+               picks: Sequence[np.ndarray], rate_rule: str,
+               progress: Callable[[str], None] | None = None) -> np.ndarray:
+    """(n, em_channel.n_scores(classes)) float32: each example's EM scores, fitted for the
+    classes picks[i] (indices into `classes`; none: zeros, as a gated-off burst gets), on its
+    burst found again in cfg's stream (fit_bursts): the examples are routed_examples of
+    those bursts, in order, so each chunk's rows are the next of its bursts with their
+    length, true class and SNR (float32). ConfigError where the rows do not follow the
+    stream (examples of another seed, per_class or recipe). Each burst is clocked by
+    rate_rule, as the fit's statistics were; in cfg.workers processes."""
+    n = len(ex["truth"])
+    out = np.zeros((n, em_scores.n_scores(classes)), np.float32)
+    pool = start_pool(cfg.workers, rate_rule=rate_rule) if cfg.workers > 1 else None
+    jobs: list[tuple[int, Any]] = []
+    row = 0
+    try:
+        for lab, length, snr, bursts in fit_bursts(model_dir, cfg, classes):
+            for i, x in enumerate(bursts):
+                if row < n and (int(ex["length"][row]) == length and ex["snr_db"][row] == np.float32(snr[i])
+                                and classes[int(ex["truth"][row])] == lab[i]):
+                    if len(picks[row]):
+                        job = (pool.submit(_pooled_em, x, picks[row], tuple(classes)) if pool is not None
+                               else em_statistics(x, rate_rule, tuple(classes), picks[row]))
+                        jobs.append((row, job))
+                    row += 1
+            if progress is not None and jobs and len(jobs) % 500 < 10:
+                progress(f"EM scores: {row}/{n} examples found again, {len(jobs)} measured or queued")
+        if row != n:
+            raise ConfigError(f"only {row} of {n} examples were found again among the fit's bursts: they were "
+                              "made with another seed, per_class or training recipe")
+        for r, job in jobs:
+            out[r] = job.result() if isinstance(job, Future) else job
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return out
+
+
+def ranker_out_of_fold(ex: dict[str, np.ndarray], features: np.ndarray, cfg: RefinerFitConfig,
+                       classes: tuple[str, ...], index: np.ndarray, sequence: SequenceNet | None, rate_rule: str,
+                       equalizer: tuple[str, ...] = ()) -> np.ndarray:
+    """(n, len(classes)) logits of the EM ranker for the fit's own examples, each from a
+    ranker fitted (as the served one is, on `features`: every input but the EM scores) on
+    the other RANKER_FOLDS - 1 folds: the picks the fit's EM scores are measured for are then
+    as good as the served ranker's on new bursts, not better."""
+    n = len(ex["truth"])
+    fold = np.random.default_rng(cfg.seed + RANKER_SEED).permutation(n) % RANKER_FOLDS
+    logits = np.zeros((n, len(classes)))
+    for f in range(RANKER_FOLDS):
+        rest = fold != f
+        part = {k: v[rest] for k, v in ex.items() if isinstance(v, np.ndarray) and len(v) == n}
+        ranker, _ = _fit_and_score(part, features[rest], cfg, classes, index, sequence, rate_rule, equalizer)
+        logits[~rest] = ranker.logits(features[~rest])
+    return logits
+
+
+def ranked_picks(logits: np.ndarray, features: np.ndarray, model_labels: Sequence[str], classes: tuple[str, ...],
+                 gate: str) -> list[np.ndarray]:
+    """Each row's EM classes (em_channel.em_classes) from the ranker's logits and the row's
+    network SNR estimate (its feature column after the log-probabilities), under `gate`."""
+    snr = features[:, len(model_labels)].astype(np.float64) * 10.0
+    return [em_scores.em_classes(z, classes, s, gate) for z, s in zip(logits, snr)]
+
+
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
                  blind_view: bool = False, blind_reader: str | None = None,
                  power_lines: bool = False, em_channel: bool = False,
-                 em_gate: str = em_scores.ALL_BURSTS) -> dict[str, Any]:
+                 em_gate: str = em_scores.ALL_BURSTS, em_ranker: bool = False) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
     statistics came from, whether its pooled features, its blind view (and which blind
     reader, by sha256), the power lines and the EM scores are among them (and which bursts
-    got the latter: em_gate), the equalized classes, and whether the DC pass cleaned their
-    bursts first. Examples are reused only where it matches, but examples with every burst's
-    EM scores serve a fit with any gate (gate_em_columns)."""
+    got the latter: em_gate; whose ranking picked their classes: em_ranker), the equalized
+    classes, and whether the DC pass cleaned their bursts first. Examples are reused only
+    where it matches, but examples with every burst's EM scores serve a fit with any gate
+    (gate_em_columns), and a fit with an EM ranker takes any (it measures the EM scores its
+    picks need again: EM_RECOMPUTED)."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
             "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
             "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None,
-            "power_lines": bool(power_lines), "em_channel": bool(em_channel), "em_gate": em_gate}
+            "power_lines": bool(power_lines), "em_channel": bool(em_channel), "em_gate": em_gate,
+            "em_ranker": bool(em_ranker)}
+
+
+#: the key's entries a fit with an EM ranker does not need to match: it keeps the stored EM
+#: scores of the examples whose picks agree with its own and measures the others again
+EM_RECOMPUTED = ("em_channel", "em_gate", "em_ranker")
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
     """Write a fit's examples (routed_examples) with their key and the synthesis settings, so
-    perceptron variants can be fitted on them without making them again."""
+    perceptron variants can be fitted on them without making them again; with an EM ranker's
+    picks (ex["em_picks"]: each row's classes, -1 past them), those too."""
     path = Path(path)
     made = {"per_class": cfg.per_class, "seed": cfg.seed, "backend": cfg.backend}
-    np.savez(path, **{k: ex[k] for k in _EXAMPLE_ARRAYS}, key=np.array(json.dumps(key)),
+    extra = {"em_picks": ex["em_picks"]} if "em_picks" in ex else {}
+    np.savez(path, **{k: ex[k] for k in _EXAMPLE_ARRAYS}, **extra, key=np.array(json.dumps(key)),
              made=np.array(json.dumps(made)))
     return path
 
 
-def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Examples save_examples wrote, and how they were made. ConfigError for a missing or
-    foreign file, or examples whose key differs from `key` (another network, sequence
-    network, rate rule, classes or equalizer), naming what differs."""
+def load_examples(path: str | Path, key: dict[str, Any], em_recomputed: bool = False
+                  ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
+    """Examples save_examples wrote, how they were made and their key. ConfigError for a
+    missing or foreign file, or examples whose key differs from `key` (another network,
+    sequence network, rate rule, classes or equalizer), naming what differs; with
+    em_recomputed, the EM_RECOMPUTED entries may differ."""
     try:
         with np.load(Path(path)) as z:
             ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
+            if "em_picks" in z:
+                ex["em_picks"] = z["em_picks"]
             stored, made = json.loads(str(z["key"])), json.loads(str(z["made"]))
         stored.setdefault("dc_pass", False)     # examples saved before the fit had a DC pass
         stored.setdefault("sequence_features", False)   # or the sequence network's features
@@ -393,15 +500,40 @@ def load_examples(path: str | Path, key: dict[str, Any]) -> tuple[dict[str, np.n
         stored.setdefault("power_lines", False)         # or the power lines
         stored.setdefault("em_channel", False)          # or the EM scores
         stored.setdefault("em_gate", em_scores.ALL_BURSTS)  # or a gate on them
+        stored.setdefault("em_ranker", False)           # or an EM ranker
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
         raise ConfigError(f"{path}: not an examples file from fit-refiner --save-examples ({e})") from None
     differ = "; ".join(f"{k}: {stored.get(k)!r} there, {key[k]!r} here" for k in key
-                       if stored.get(k) != key[k] and not (k == "em_gate" and stored[k] == em_scores.ALL_BURSTS))
+                       if stored.get(k) != key[k] and not (em_recomputed and k in EM_RECOMPUTED)
+                       and not (k == "em_gate" and stored[k] == em_scores.ALL_BURSTS and not stored["em_ranker"]))
     if differ:
         raise ConfigError(f"{path}: examples made for another fit ({differ})")
-    return ex, made
+    return ex, made, stored
+
+
+def stored_em_picks(ex: dict[str, np.ndarray], stored: dict[str, Any], model_labels: Sequence[str],
+                    classes: tuple[str, ...]) -> list[np.ndarray]:
+    """The classes each example's stored EM scores were fitted for: an EM ranker's picks as
+    saved, else the network's (em_channel.em_classes from its log-probabilities and SNR
+    estimate, under the stored gate); none for examples without EM scores."""
+    n = len(ex["truth"])
+    if not stored["em_channel"]:
+        return [np.zeros(0, np.int64)] * n
+    if "em_picks" in ex:
+        return [row[row >= 0].astype(np.int64) for row in ex["em_picks"]]
+    f = ex["features"]
+    columns = [list(model_labels).index(c) for c in classes]
+    return ranked_picks(f[:, columns], f, model_labels, classes, stored["em_gate"])
+
+
+def packed_picks(picks: Sequence[np.ndarray]) -> np.ndarray:
+    """(n, em_channel.FAST_CLASSES) int64 of each row's picks, -1 past them (save_examples' em_picks)."""
+    out = np.full((len(picks), em_scores.FAST_CLASSES), -1, np.int64)
+    for i, p in enumerate(picks):
+        out[i, :len(p)] = p
+    return out
 
 
 def gate_em_columns(features: np.ndarray, model_labels: Sequence[str], classes: tuple[str, ...],
@@ -588,6 +720,42 @@ def last_blocks_kept(n_columns: int, n_equalizer: int, n_em: int, keep_equalizer
                  em_start:n_columns if keep_em else em_start]
 
 
+def _ranked_em_examples(model_dir: str | Path, cfg: RefinerFitConfig, model_labels: Sequence[str],
+                        classes: tuple[str, ...], index: np.ndarray, ex: dict[str, np.ndarray], stored: dict[str, Any],
+                        sequence: SequenceNet | None, rule: str, equalizer: tuple[str, ...],
+                        progress: Callable[[str], None] | None) -> tuple[dict[str, np.ndarray], Refiner, dict]:
+    """(the examples with the EM scores of the EM ranker's picks last, the ranker, its report)
+    for a fit with cfg.em_ranker: the ranker fitted on every input but the EM scores (the
+    served one on all examples; out of fold for the picks, ranker_out_of_fold), each row's
+    picks under cfg.em_gate, and the EM scores of the rows whose picks differ from those the
+    stored scores were fitted for (stored: the examples' key) measured again (em_columns)."""
+    n_em = em_scores.n_scores(classes)
+    n = len(ex["truth"])
+    before = stored_em_picks(ex, stored, model_labels, classes)
+    f = ex["features"]
+    base = (f[:, last_blocks_kept(f.shape[1], len(equalizer), n_em, keep_em=False)] if stored["em_channel"]
+            else f)
+    ranker, scores = _fit_and_score(ex, base, cfg, classes, index, sequence, rule, equalizer)
+    if progress is not None:
+        progress("fitting the EM ranker out of fold")
+    picks = ranked_picks(ranker_out_of_fold(ex, base, cfg, classes, index, sequence, rule, equalizer), base,
+                         model_labels, classes, cfg.em_gate)
+    same = np.array([set(a.tolist()) == set(b.tolist()) for a, b in zip(before, picks)], bool)
+    columns = np.zeros((n, n_em), np.float32)
+    if stored["em_channel"]:
+        columns[same] = f[same, -n_em:]
+    again = [p if not s else np.zeros(0, np.int64) for p, s in zip(picks, same)]
+    measured = em_columns(model_dir, cfg, classes, ex, again, rule, progress)
+    columns[~same] = measured[~same]
+    truth_in = np.array([int(t) in set(p.tolist()) for t, p in zip(ex["truth"], picks)], bool)
+    picked = np.array([len(p) > 0 for p in picks], bool)
+    report = {"scores": scores, "folds": RANKER_FOLDS, "bursts_picked": int(picked.sum()),
+              "truth_among_picks": float(truth_in[picked].mean()) if picked.any() else None,
+              "scores_kept": int((same & picked).sum()), "scores_measured": int(sum(len(p) > 0 for p in again))}
+    out = dict(ex, features=np.concatenate([base, columns], axis=1), em_picks=packed_picks(picks))
+    return out, ranker, report
+
+
 def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(),
                 progress: Callable[[str], None] | None = None, examples: str | Path | None = None,
                 save_examples_to: str | Path | None = None) -> dict[str, Any]:
@@ -622,20 +790,30 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
                        cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines, cfg.em_channel,
-                       cfg.em_gate)
+                       cfg.em_gate, cfg.em_ranker)
+    index = np.array([meta.labels.index(c) for c in classes])
+    n_em = em_scores.n_scores(classes) if cfg.em_channel else 0
+    ranker, ranker_report = None, None
     if examples is not None:
-        ex, made = load_examples(examples, key)
+        ex, made, stored = load_examples(examples, key, em_recomputed=cfg.em_ranker)
         cfg = dataclasses.replace(cfg, **made)
     else:
-        ex = routed_examples(model_dir, cfg, classes, progress, sequence)
-        if save_examples_to is not None:
-            save_examples(save_examples_to, ex, key, cfg)
+        # an EM ranker's picks need the other statistics first: the EM scores come in a second pass
+        made_by = (dataclasses.replace(cfg, em_channel=False, em_gate=em_scores.ALL_BURSTS, em_ranker=False)
+                   if cfg.em_ranker else cfg)
+        ex = routed_examples(model_dir, made_by, classes, progress, sequence)
+        stored = dict(key, em_channel=cfg.em_channel and not cfg.em_ranker, em_ranker=False)
+    if cfg.em_ranker:
+        ex, ranker, ranker_report = _ranked_em_examples(model_dir, cfg, meta.labels, classes, index, ex, stored,
+                                                        sequence, rule, equalizer, progress)
+    if save_examples_to is not None and (examples is None or cfg.em_ranker):
+        save_examples(save_examples_to, ex, key, cfg)
     t_data = time.time() - t0
-    if cfg.em_channel:
+    if cfg.em_channel and not cfg.em_ranker:
         ex["features"] = gate_em_columns(ex["features"], meta.labels, classes, cfg.em_gate)
-    index = np.array([meta.labels.index(c) for c in classes])
     refiner, scores = _fit_and_score(ex, ex["features"], cfg, classes, index, sequence, rule, equalizer,
                                      cfg.em_channel, cfg.em_gate)
+    refiner = dataclasses.replace(refiner, em_ranker=ranker)
     report = {
         "classes": list(classes), "config": asdict(cfg), "lengths": list(FIT_LENGTHS),
         "bursts_synthesized": cfg.per_class * len(classes), "bursts_routed": int(len(ex["truth"])),
@@ -645,12 +823,15 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         report["examples"] = Path(examples).name
     info: dict[str, Any] = {"file": GROUPS[cfg.group].file, "classes": list(classes), "fit": report}
     n_invariant = len(meta.labels) + 1 + N_INVARIANTS     # the light variant's columns
-    n_em = em_scores.n_scores(classes) if cfg.em_channel else 0
+    if ranker_report is not None:
+        report["em_ranker"] = ranker_report
     if equalizer:
         keep = last_blocks_kept(ex["features"].shape[1], len(equalizer), n_em, keep_equalizer=False)
         _, report["without_equalizer"] = _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index,
                                                         sequence, rule, (), cfg.em_channel)
-    if n_em:
+    if n_em and ranker_report is not None:      # the ranker is that fit
+        report["without_em_channel"] = ranker_report["scores"]
+    elif n_em:
         keep = last_blocks_kept(ex["features"].shape[1], len(equalizer), n_em, keep_em=False)
         _, report["without_em_channel"] = _fit_and_score(ex, ex["features"][:, keep], cfg, classes, index,
                                                          sequence, rule, equalizer)
