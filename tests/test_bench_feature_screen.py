@@ -260,7 +260,7 @@ def test_a_worker_computes_the_row_the_parent_would():
     iq = _rrc_burst(3.1, -0.004, 7)
     names = ["spectral_lines", "power_lines"]
     fs._start_worker("coherence", "lines", None, names, None)
-    got = fs._worker_row((iq, None, None))
+    got = fs._worker_row((iq, None, None, None))
     want = fs.candidate_row(fs.burst_views(iq, "coherence", "lines"), names)
     assert got[1] == want[1] and np.array_equal(got[0], want[0])
 
@@ -277,6 +277,10 @@ def test_the_fast_em_candidate_fits_only_the_served_top_classes():
         served[LABELS.index(name)] = p
     assert fs.em_channel_fast_features(fs.burst_views(iq, "coherence", "lines")) is None
     got = fs.em_channel_fast_features(fs.burst_views(iq, "coherence", "lines", served=served))
+    # the network's ranking, where collect has it, picks the same way from its own probabilities
+    by_network = fs.FEATURES["em_channel_fast_network"][1]
+    assert by_network(fs.burst_views(iq, "coherence", "lines", served=served)) is None
+    np.testing.assert_array_equal(by_network(fs.burst_views(iq, "coherence", "lines", network=served)), got)
     fitted = [fs.HIGH_ORDER_LABELS.index(c) for c in ("8PSK", "16QAM", "64QAM")]
     rest = np.setdiff1d(np.arange(12), fitted)
     unit = got[:12]
