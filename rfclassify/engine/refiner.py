@@ -135,9 +135,14 @@ def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
             if em_ranker is None:
                 raise ValueError("an EmPick needs the refiner's EM ranker")
             em_classes = em_classes.classes(em_ranker, em_labels, np.concatenate(parts).astype(np.float32))
-        em_scores = em_channel.scores_at_clock(found, em_labels, em_classes)
-        parts.append(np.zeros(em_channel.n_scores(em_labels), np.float32) if em_scores is None else em_scores)
+        parts.append(_em_scores_or_zeros(found, em_labels, em_classes))
     return np.concatenate(parts).astype(np.float32)
+
+
+def _em_scores_or_zeros(found: Any, em_labels: tuple[str, ...], em_classes: np.ndarray | None) -> np.ndarray:
+    """em_channel.scores_at_clock at the blind clock `found`, zeros where it gives none."""
+    scores = em_channel.scores_at_clock(found, em_labels, em_classes)
+    return np.zeros(em_channel.n_scores(em_labels), np.float32) if scores is None else scores
 
 
 def blind_view_outputs(y: np.ndarray | None, sequence_net: SequenceNet,
@@ -183,9 +188,7 @@ def em_statistics(iq: np.ndarray, rate_rule: str, em_labels: tuple[str, ...], em
     """burst_statistics' EM scores of one raw burst alone (its blind clock by rate_rule): what
     a fit whose EM classes depend on the other statistics (refiner_fit's EM ranker) measures
     in a second pass."""
-    found = blind_symbols(iq, rate_rule)
-    scores = em_channel.scores_at_clock(found, em_labels, em_classes)
-    return np.zeros(em_channel.n_scores(em_labels), np.float32) if scores is None else scores
+    return _em_scores_or_zeros(blind_symbols(iq, rate_rule), em_labels, em_classes)
 
 
 _worker_sequence_net: SequenceNet | None = None    # a pool worker's copy, set by _init_worker

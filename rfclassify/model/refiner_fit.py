@@ -393,7 +393,7 @@ def em_columns(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str,
     jobs: list[tuple[int, Any]] = []
     row = 0
     try:
-        for lab, length, snr, bursts in fit_bursts(model_dir, cfg, classes):
+        for chunk, (lab, length, snr, bursts) in enumerate(fit_bursts(model_dir, cfg, classes), 1):
             for i, x in enumerate(bursts):
                 if row < n and (int(ex["length"][row]) == length and ex["snr_db"][row] == np.float32(snr[i])
                                 and classes[int(ex["truth"][row])] == lab[i]):
@@ -402,7 +402,7 @@ def em_columns(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str,
                                else em_statistics(x, rate_rule, tuple(classes), picks[row]))
                         jobs.append((row, job))
                     row += 1
-            if progress is not None and jobs and len(jobs) % 500 < 10:
+            if progress is not None and chunk % 10 == 0:
                 progress(f"EM scores: {row}/{n} examples found again, {len(jobs)} measured or queued")
         if row != n:
             raise ConfigError(f"only {row} of {n} examples were found again among the fit's bursts: they were "
@@ -802,7 +802,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         made_by = (dataclasses.replace(cfg, em_channel=False, em_gate=em_scores.ALL_BURSTS, em_ranker=False)
                    if cfg.em_ranker else cfg)
         ex = routed_examples(model_dir, made_by, classes, progress, sequence)
-        stored = dict(key, em_channel=cfg.em_channel and not cfg.em_ranker, em_ranker=False)
+        stored = dict(key, em_channel=made_by.em_channel, em_ranker=False)
     if cfg.em_ranker:
         ex, ranker, ranker_report = _ranked_em_examples(model_dir, cfg, meta.labels, classes, index, ex, stored,
                                                         sequence, rule, equalizer, progress)
