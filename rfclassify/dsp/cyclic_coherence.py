@@ -100,3 +100,37 @@ def coherence_lines(x: np.ndarray, n_candidates: int = 1) -> list[tuple[float, f
             step = 0.5 * (a - c) / curve if curve < 0 else 0.0
         out.append((float(n_fft / (shifts[p] + step)), float(ratio[p])))
     return out
+
+
+#: cyclic_carrier's band (cycles/sample) over which X(k) X*(k + m) is summed before its power is
+#: taken: 1/32 read the carrier of faded high-order bursts a little closer than 1/64 or 1/128
+#: (forty-first session, benchmarks/blind_front_probe.md)
+CARRIER_SMOOTHING_CYCLES = 1.0 / 32
+
+
+def cyclic_carrier(x: np.ndarray, sps: float) -> float:
+    """The carrier (cycles/sample) of a linearly modulated burst x at sps samples a symbol: the
+    circular centroid of the power of its cyclic spectrum at the symbol rate.
+
+    The spectrum correlates with itself shifted by the symbol rate only where the pulse's two
+    copies overlap, in a band centred on the carrier (the roll-off's excess band, folded onto
+    it), so the products X(k) X*(k + m), m the rate in bins, summed coherently over
+    CARRIER_SMOOTHING_CYCLES and squared, are placed about the carrier whatever the channel
+    does to the band's shape. The band's power centroid (symbol_clock.estimate_carrier_and_noise)
+    moves with the channel's tilt: on faded high-order bursts at >= 10 dB and >= 0.3 symbols of
+    delay spread its error's median was 0.094 cycles a symbol against 0.014 here (forty-first
+    session). 0.0 for a burst without power."""
+    x = np.asarray(x, np.complex128).reshape(-1)
+    n_fft = PAD * x.size
+    spec = np.fft.fft(x, n_fft)
+    m = int(round(n_fft / float(sps)))
+    q = spec * np.conj(np.roll(spec, -m))                # centred on bin k + m / 2
+    width = max(3, int(round(CARRIER_SMOOTHING_CYCLES * n_fft)))
+    kernel = np.ones(width)
+    wrapped = np.r_[q[n_fft - width + 1:], q]
+    summed = np.convolve(wrapped, kernel, "valid")       # Sum_{j<L} q(k - j): centred at k - (L - 1) / 2
+    weight = np.abs(summed) ** 2
+    if not np.any(weight > 0):
+        return 0.0
+    centre = (np.arange(n_fft) - (width - 1) / 2 + m / 2) / n_fft
+    return float(np.angle(np.sum(weight * np.exp(2j * np.pi * centre))) / (2 * np.pi))

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rfclassify.dsp import class_equalizer, measure
-from rfclassify.dsp.cyclic_coherence import coherence_lines
+from rfclassify.dsp.cyclic_coherence import coherence_lines, cyclic_carrier
 from rfclassify.dsp.linear import RRC_SPAN_SYMBOLS
 from rfclassify.dsp.pulses import rrc
 from rfclassify.dsp.rate import SPS_CLIP, estimate_sps
@@ -70,9 +70,16 @@ STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR = "strongest_line_low_snr", "alph
 #: timing from the |x|^2 line's phase at that rate: multipath and low roll-offs hide the |x|^2
 #: line, not the coherence (thirty-first session, docs/model.md)
 COHERENCE = "coherence"
-#: how blind_clock picks the rate (a name keeps its meaning: it is stored with refiners and
-#: sequence networks)
-RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3, STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR, COHERENCE)
+#: COHERENCE's rate and timing, the carrier from the cyclic spectrum at that rate
+#: (cyclic_coherence.cyclic_carrier) instead of the band's power centroid, which multipath's
+#: tilt of the band moves: on faded high-order bursts at >= 10 dB the centroid was more than
+#: 0.07 cycles a symbol off for 34-58 % of them, out of reach of the refiner's carrier fits
+#: (forty-first session, benchmarks/blind_front_probe.md)
+COHERENCE_CYCLIC = "coherence_cyclic"
+#: how blind_clock picks the rate, and with COHERENCE_CYCLIC the carrier (a name keeps its
+#: meaning: it is stored with refiners and sequence networks)
+RATE_RULES = (STRONGEST_LINE, ALPHABET_FIT, ALPHABET_FIT_3, STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR, COHERENCE,
+              COHERENCE_CYCLIC)
 LOW_SNR_RULES = frozenset({STRONGEST_LINE_LOW_SNR, ALPHABET_FIT_3_LOW_SNR})
 OCCUPIED_FRACTION = 0.94             # coarse_sps: the share of the signal's power its band holds
 RATE_CANDIDATES = 4                  # ALPHABET_FIT(_3): the lines weighed, strongest first
@@ -353,7 +360,7 @@ class BlindSymbols(NamedTuple):
     symbols: np.ndarray     # RRC (BLIND_ROLLOFF) matched-filter outputs at the clock's instants
     sps: float              # samples per symbol
     timing_samples: float   # the first symbol instant, in samples
-    carrier: float = 0.0    # cycles/sample the baseband was derotated by (the band centroid)
+    carrier: float = 0.0    # cycles/sample the baseband was derotated by (the band centroid, or by rule the cyclic carrier)
 
 
 def timing_at_rate(x: np.ndarray, sps: float) -> float:
@@ -420,7 +427,8 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     (RATE_FIT_LABELS); the LOW_SNR_RULES as their namesakes, the line searched near
     coarse_sps(low_snr=True); COHERENCE the strongest peak of the burst's spectral coherence
     over the whole range (cyclic_coherence.coherence_lines), its timing from the |x|^2 line's
-    phase at that rate. ValueError for an unknown rule."""
+    phase at that rate; COHERENCE_CYCLIC the same with the carrier from the cyclic spectrum at
+    that rate (cyclic_coherence.cyclic_carrier). ValueError for an unknown rule."""
     if rate_rule not in RATE_RULES:
         raise ValueError(f"unknown rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
     if not np.any(np.abs(x) > 0):  # a pure DC burst has nothing left
@@ -428,7 +436,7 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
     n = RATE_CANDIDATES if fit_by else 1
     spectrum = _periodogram(x)                  # the low-SNR band's and the carrier's
-    if rate_rule == COHERENCE:
+    if rate_rule in (COHERENCE, COHERENCE_CYCLIC):
         found = [(sps, timing_at_rate(x, sps), strength) for sps, strength in coherence_lines(x)]
     else:
         found = rate_lines(x, coarse_sps(x, rate_rule in LOW_SNR_RULES, spectrum), n, nfft=line_search_nfft(x.size))
@@ -437,6 +445,8 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     if not lines:
         return None
     sps, timing, _ = lines[choose_rate(x, lines, fit_by) if fit_by and len(lines) > 1 else 0]
+    if rate_rule == COHERENCE_CYCLIC:
+        return sps, timing, cyclic_carrier(x, sps)
     f0, _, _ = _band_and_floor(*spectrum, sps)     # estimate_carrier_and_noise's carrier
     return sps, timing, f0
 

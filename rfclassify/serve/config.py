@@ -27,7 +27,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 # "" and rfclassify.dsp.symbol_clock.RATE_RULES, written out so that reading a config does not
 # import the dsp code (a test keeps them equal)
 REFINER_RATE_RULES = ("", "strongest_line", "alphabet_fit", "alphabet_fit_3", "strongest_line_low_snr",
-                      "alphabet_fit_3_low_snr", "coherence")
+                      "alphabet_fit_3_low_snr", "coherence", "coherence_cyclic")
 
 MiB = 1024 * 1024
 
