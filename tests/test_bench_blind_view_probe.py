@@ -36,5 +36,5 @@ def test_the_probe_scores_every_view_of_the_same_bursts(tmp_path):
     for row in table.values():
         assert set(row) == {"bursts", "raw", "blind", "sum", "cma", "either_raw_or_blind"}
         assert row["either_raw_or_blind"] >= max(row["raw"], row["blind"])
-    assert out["rate_rule"] == "coherence"     # the shipped refiner's serving clock (model.json serve_rate_rule)
+    assert out["rate_rule"] == "coherence_cyclic"     # the shipped refiner's serving clock (model.json serve_rate_rule)
     assert table["all"]["raw"] >= 50.0      # the shipped network on clean-ish high-order bursts
