@@ -45,7 +45,7 @@ from rfclassify.dsp import em_channel  # noqa: E402
 from rfclassify.dsp.cyclic_coherence import cyclic_carrier  # noqa: E402
 from rfclassify.dsp.channel import FAMILIES, ChannelConfig  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
-from rfclassify.dsp.symbol_clock import (COHERENCE, MAX_CLOCK_SAMPLES, at_clock, blind_symbols,  # noqa: E402
+from rfclassify.dsp.symbol_clock import (COHERENCE, COHERENCE_CYCLIC, MAX_CLOCK_SAMPLES, at_clock, blind_symbols,  # noqa: E402
                                          remove_dc_line, timing_at_rate)
 from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -59,7 +59,9 @@ SPREAD_BINS = ((0.0, 1e-9, "unfaded"), (1e-9, 0.1, "< 0.1"), (0.1, 0.3, "0.1-0.3
 def spread_symbols(params: np.void) -> float:
     """The burst's rms delay spread in symbols (0 without multipath)."""
     tau = float(params["delay_spread_samples"])
-    return 0.0 if not math.isfinite(tau) or int(params["fading_type"]) == 0 else tau / float(params["samples_per_symbol"])
+    if not math.isfinite(tau) or int(params["fading_type"]) == 0:
+        return 0.0
+    return tau / float(params["samples_per_symbol"])
 
 
 def em_decision(found, passes: tuple[int, int]) -> int:
@@ -91,8 +93,7 @@ def read_burst(job: tuple[np.ndarray, np.void, tuple[int, int], tuple[str, ...]]
             "true_timing": lambda: at_clock(prepared, sps, true_timing, found.carrier),
             "true_carrier": lambda: at_clock(prepared, sps, true_timing, true_f0),
             "rate_and_carrier": lambda: at_clock(prepared, sps, line_timing, true_f0),
-            "cyclic_carrier": lambda: at_clock(prepared, found.sps, found.timing_samples,
-                                               cyclic_carrier(prepared, found.sps)),
+            "cyclic_carrier": lambda: blind_symbols(iq, COHERENCE_CYCLIC),
         }
         for arm in arms:
             out["decisions"][arm] = em_decision(clocks[arm](), passes)
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=1))
     if args.json:
         np.savez(args.json.with_suffix(".npz"), index=idx, truth=truth, spread=spread,
-                 **{a: np.array([r["decisions"][a] for r in rows]) for a in arms},
+                 **{arm: np.array([r["decisions"][arm] for r in rows]) for arm in arms},
                  rate_error=np.array([r["rate_error"] for r in rows]),
                  timing_error=np.array([r["timing_error"] for r in rows]),
                  carrier_error=np.array([r["carrier_error"] for r in rows]),

@@ -360,7 +360,7 @@ class BlindSymbols(NamedTuple):
     symbols: np.ndarray     # RRC (BLIND_ROLLOFF) matched-filter outputs at the clock's instants
     sps: float              # samples per symbol
     timing_samples: float   # the first symbol instant, in samples
-    carrier: float = 0.0    # cycles/sample the baseband was derotated by (the band centroid, or by rule the cyclic carrier)
+    carrier: float = 0.0    # cycles/sample the baseband was derotated by (by rule: the band centroid or cyclic carrier)
 
 
 def timing_at_rate(x: np.ndarray, sps: float) -> float:
@@ -435,7 +435,7 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
         return None
     fit_by = RATE_FIT_LABELS.get(rate_rule)     # None: take the strongest line
     n = RATE_CANDIDATES if fit_by else 1
-    spectrum = _periodogram(x)                  # the low-SNR band's and the carrier's
+    spectrum = None if rate_rule == COHERENCE_CYCLIC else _periodogram(x)   # the low-SNR band's and the carrier's
     if rate_rule in (COHERENCE, COHERENCE_CYCLIC):
         found = [(sps, timing_at_rate(x, sps), strength) for sps, strength in coherence_lines(x)]
     else:
@@ -445,7 +445,7 @@ def blind_clock(x: np.ndarray, rate_rule: str = STRONGEST_LINE) -> tuple[float, 
     if not lines:
         return None
     sps, timing, _ = lines[choose_rate(x, lines, fit_by) if fit_by and len(lines) > 1 else 0]
-    if rate_rule == COHERENCE_CYCLIC:
+    if spectrum is None:
         return sps, timing, cyclic_carrier(x, sps)
     f0, _, _ = _band_and_floor(*spectrum, sps)     # estimate_carrier_and_noise's carrier
     return sps, timing, f0
