@@ -163,9 +163,9 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
     assert json.loads((tmp_path / "nodc" / "evaluation.json").read_text())["run"]["dc_pass"] is False
     md = (tmp_path / "card" / "MODEL_CARD.md").read_text()
-    # the shipped refiner's serving rule (since the thirty-first session), and the low-order refiner
+    # the shipped refiner's serving rule (since the forty-first session), and the low-order refiner
     # beside it (since the twenty-ninth)
-    served = "the constellation refiner (its bursts clocked by `coherence`) and the low-order refiner, "
+    served = "the constellation refiner (its bursts clocked by `coherence_cyclic`) and the low-order refiner, "
     assert md.count(f"with the DC pass and {served}") == 2
     assert md.count(f"on cpu, with {served}") == 1
     capsys.readouterr()
