@@ -45,7 +45,7 @@ from rfclassify.dsp import em_channel  # noqa: E402
 from rfclassify.dsp.cyclic_coherence import cyclic_carrier  # noqa: E402
 from rfclassify.dsp.channel import FAMILIES, ChannelConfig  # noqa: E402
 from rfclassify.dsp.synth import synthesize  # noqa: E402
-from rfclassify.dsp.symbol_clock import (COHERENCE, COHERENCE_CYCLIC, MAX_CLOCK_SAMPLES, at_clock, blind_symbols,  # noqa: E402
+from rfclassify.dsp.symbol_clock import (COHERENCE, MAX_CLOCK_SAMPLES, at_clock, blind_symbols,  # noqa: E402
                                          remove_dc_line, timing_at_rate)
 from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
@@ -87,13 +87,14 @@ def read_burst(job: tuple[np.ndarray, np.void, tuple[int, int], tuple[str, ...]]
         n_mid = iq.size / 2
         true_f0 = float(params["cfo_cyc_per_sample"]) + float(params["cfo_drift_cyc_per_sample2"]) * n_mid
         line_timing = timing_at_rate(prepared, sps)
+        cyclic_f0 = cyclic_carrier(prepared, found.sps)   # the coherence_cyclic rule's carrier at the blind rate
         clocks = {
             "blind": lambda: found,
             "true_rate": lambda: at_clock(prepared, sps, line_timing, found.carrier),
             "true_timing": lambda: at_clock(prepared, sps, true_timing, found.carrier),
             "true_carrier": lambda: at_clock(prepared, sps, true_timing, true_f0),
             "rate_and_carrier": lambda: at_clock(prepared, sps, line_timing, true_f0),
-            "cyclic_carrier": lambda: blind_symbols(iq, COHERENCE_CYCLIC),
+            "cyclic_carrier": lambda: at_clock(prepared, found.sps, found.timing_samples, cyclic_f0),
         }
         for arm in arms:
             out["decisions"][arm] = em_decision(clocks[arm](), passes)
@@ -102,7 +103,7 @@ def read_burst(job: tuple[np.ndarray, np.void, tuple[int, int], tuple[str, ...]]
     out["rate_error"] = found.sps / sps - 1
     out["timing_error"] = float(dt - round(dt))
     out["carrier_error"] = float(((found.carrier - true_f0 + 0.5) % 1.0 - 0.5) * sps)   # cycles a symbol
-    out["cyclic_carrier_error"] = float(((cyclic_carrier(prepared, found.sps) - true_f0 + 0.5) % 1.0 - 0.5) * sps)
+    out["cyclic_carrier_error"] = float(((cyclic_f0 - true_f0 + 0.5) % 1.0 - 0.5) * sps)
     return out
 
 

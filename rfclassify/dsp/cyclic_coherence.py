@@ -41,6 +41,14 @@ LOCAL_MEAN_SHIFTS = 41               # a peak is scored against S's mean over th
 MIN_SAMPLES = 16                     # shorter bursts have no rate here
 
 
+def _circular_sum(v: np.ndarray, width: int) -> np.ndarray:
+    """Sum_{j<width} v(k - j) for every k, v circular: a running sum ending at each bin (so
+    centred (width - 1) / 2 bins before it)."""
+    if width <= 1:
+        return v
+    return np.convolve(np.r_[v[v.size - width + 1:], v], np.ones(width), "valid")
+
+
 def smoothing_bins(n_fft: int) -> int:
     """L: the transform bins of SMOOTHING_CYCLES in an n_fft-point transform, within MIN_BINS..MAX_BINS."""
     return int(min(max(round(SMOOTHING_CYCLES * n_fft), MIN_BINS), MAX_BINS))
@@ -60,7 +68,7 @@ def coherence(x: np.ndarray, bins: int | None = None) -> np.ndarray:
         lag = np.fft.ifft(np.abs(np.fft.fft(q)) ** 2).real  # Sum_k Q_d(k + m) Q_d*(k), every m
         num += (width if d == 0 else 2 * (width - d)) * lag  # Q_-d is Q_d conjugated and moved: twice its real part
     power = np.abs(spec) ** 2
-    banded = np.convolve(np.r_[power[n_fft - width + 1:], power], np.ones(width), "valid") if width > 1 else power
+    banded = _circular_sum(power, width)
     den = np.fft.ifft(np.abs(np.fft.fft(banded)) ** 2).real
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
@@ -126,10 +134,7 @@ def cyclic_carrier(x: np.ndarray, sps: float) -> float:
     m = int(round(n_fft / float(sps)))
     q = spec * np.conj(np.roll(spec, -m))                # centred on bin k + m / 2
     width = max(3, int(round(CARRIER_SMOOTHING_CYCLES * n_fft)))
-    kernel = np.ones(width)
-    wrapped = np.r_[q[n_fft - width + 1:], q]
-    summed = np.convolve(wrapped, kernel, "valid")       # Sum_{j<L} q(k - j): centred at k - (L - 1) / 2
-    weight = np.abs(summed) ** 2
+    weight = np.abs(_circular_sum(q, width)) ** 2
     if not np.any(weight > 0):
         return 0.0
     centre = (np.arange(n_fft) - (width - 1) / 2 + m / 2) / n_fft
