@@ -14,7 +14,9 @@ the served blind clock and through clocks that know more, one part at a time:
 - ``true_carrier``: the recorded rate, timing and carrier offset (at the burst's centre);
 - ``rate_and_carrier``: the recorded rate and carrier, the line's timing;
 - ``cyclic_carrier``: the blind rate and timing, the carrier from the cyclic spectrum
-  (cyclic_coherence.cyclic_carrier: the coherence_cyclic rule's clock).
+  (cyclic_coherence.cyclic_carrier: the coherence_cyclic rule's clock);
+- ``filtered_start``: that clock, each alphabet's fit started from the class-blind filter's
+  outputs instead of the matched filter's (em_channel.START_FILTERED; forty-second session).
 
 Each arm fits every high-order class's alphabets with em_channel's passes (the refiner's fast
 ones unless --passes says) and decides by the best unit-power score (EM alone, no network).
@@ -50,9 +52,10 @@ from rfclassify.dsp.symbol_clock import (COHERENCE, MAX_CLOCK_SAMPLES, at_clock,
 from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS, LABELS  # noqa: E402
 
-ARMS = ("blind", "true_rate", "true_timing", "true_carrier", "rate_and_carrier", "cyclic_carrier")
+ARMS = ("blind", "true_rate", "true_timing", "true_carrier", "rate_and_carrier", "cyclic_carrier", "filtered_start")
 STEPS = (("blind", "true_rate"), ("true_rate", "true_timing"), ("true_timing", "true_carrier"),
-         ("true_rate", "rate_and_carrier"), ("blind", "cyclic_carrier"), ("cyclic_carrier", "rate_and_carrier"))
+         ("true_rate", "rate_and_carrier"), ("blind", "cyclic_carrier"), ("cyclic_carrier", "rate_and_carrier"),
+         ("cyclic_carrier", "filtered_start"))
 SPREAD_BINS = ((0.0, 1e-9, "unfaded"), (1e-9, 0.1, "< 0.1"), (0.1, 0.3, "0.1-0.3"), (0.3, np.inf, ">= 0.3"))
 
 
@@ -64,9 +67,9 @@ def spread_symbols(params: np.void) -> float:
     return tau / float(params["samples_per_symbol"])
 
 
-def em_decision(found, passes: tuple[int, int]) -> int:
+def em_decision(found, passes: tuple[int, int], fit_start: str = em_channel.START_MATCHED) -> int:
     """The high-order class (index into HIGH_ORDER_LABELS) EM alone picks at a clock, -1 if none."""
-    s = em_channel.scores_at_clock(found, HIGH_ORDER_LABELS, None, passes=passes)
+    s = em_channel.scores_at_clock(found, HIGH_ORDER_LABELS, None, passes=passes, fit_start=fit_start)
     return -1 if s is None else int(np.argmax(s[:len(HIGH_ORDER_LABELS)]))
 
 
@@ -96,8 +99,10 @@ def read_burst(job: tuple[np.ndarray, np.void, tuple[int, int], tuple[str, ...]]
             "rate_and_carrier": lambda: at_clock(prepared, sps, line_timing, true_f0),
             "cyclic_carrier": lambda: at_clock(prepared, found.sps, found.timing_samples, cyclic_f0),
         }
+        clocks["filtered_start"] = clocks["cyclic_carrier"]
         for arm in arms:
-            out["decisions"][arm] = em_decision(clocks[arm](), passes)
+            start = em_channel.START_FILTERED if arm == "filtered_start" else em_channel.START_MATCHED
+            out["decisions"][arm] = em_decision(clocks[arm](), passes, start)
     # Timing error in symbols, at the true rate (the blind timing moved to the nearest symbol).
     dt = (line_timing - true_timing) / sps
     out["rate_error"] = found.sps / sps - 1

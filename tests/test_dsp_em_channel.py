@@ -90,10 +90,10 @@ def test_two_per_symbol_interpolates_a_band_limited_burst_at_the_clock():
     assert np.allclose(x2, np.exp(2j * np.pi * f * t), atol=1e-9)
 
 
-@pytest.mark.parametrize("blind_start", [False, True])
-def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock(blind_start):
+@pytest.mark.parametrize("start", em.EM_STARTS)
+def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock(start):
     """A 16APSK burst at 4.5 samples a symbol, two paths, 30 dB, clocked at its true rate and
-    timing: twelve scores, the best 0, and it is 16APSK's, from one start or two."""
+    timing: twelve scores, the best 0, and it is 16APSK's, from either start or both."""
     rng = np.random.default_rng(3)
     a = ce.class_alphabets("16APSK")[0]
     s = a[rng.integers(0, a.size, 300)]
@@ -103,10 +103,32 @@ def test_blind_scores_pick_the_class_of_a_clean_burst_at_its_clock(blind_start):
     from rfclassify.dsp.pulses import rrc
     x = (rrc(u, 0.35) @ s) * 0.8 + 0.3j * np.roll(rrc(u, 0.35) @ s, 3)
     x += 0.01 * (rng.standard_normal(x.size) + 1j * rng.standard_normal(x.size))
-    out = em.blind_class_scores(x[:1024], sps, timing, HIGH_ORDER_LABELS, blind_start=blind_start)
+    out = em.blind_class_scores(x[:1024], sps, timing, HIGH_ORDER_LABELS, fit_start=start)
     for k in em.SCORES:
         assert out[k].shape == (12,) and out[k].max() == 0.0
     assert HIGH_ORDER_LABELS[int(np.argmax(out["EM, unit power"]))] == "16APSK"
+
+
+def test_an_unknown_start_is_refused():
+    x = np.exp(2j * np.pi * 0.01 * np.arange(1024))
+    with pytest.raises(ValueError, match="unknown EM start"):
+        em.blind_class_scores(x, 4.0, 0.0, HIGH_ORDER_LABELS, fit_start="sideways")
+
+
+def test_the_filtered_start_replaces_the_bursts_own_symbols_alone():
+    """The start symbols outside the burst stay the matched filter's; the own ones are the
+    class-blind filter's outputs, at unit power."""
+    from rfclassify.dsp.sequence_fronts import blind_filtered
+    rng = np.random.default_rng(11)
+    y = (rng.standard_normal(200) + 1j * rng.standard_normal(200)) / np.sqrt(2)
+    own = np.zeros(200, bool)
+    own[10:190] = True
+    out = em._filtered_start(y, own)
+    assert np.array_equal(out[~own], y[~own])
+    assert np.mean(np.abs(out[own]) ** 2) == pytest.approx(1.0)
+    z = blind_filtered(y[own])[0]
+    assert np.allclose(out[own], z / np.sqrt(np.mean(np.abs(z) ** 2)))
+    assert not np.allclose(out[own], y[own])
 
 
 def test_two_per_symbol_is_the_fourier_series_of_the_band():

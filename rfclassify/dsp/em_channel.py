@@ -80,6 +80,15 @@ ALL_BURSTS = "all"
 DENSE_QAM = ("32QAM", "64QAM", "128QAM", "256QAM")
 _GATE = re.compile(r"(?P<set>dense5?)_top(?P<top>[1-9])(?:_snr(?P<snr>-?[0-9]+))?")
 UNIT_POWER, OUTPUT_LIKELIHOOD, RESIDUAL = "EM, unit power", "EM, output likelihood", "EM, residual"
+#: where each alphabet's fit starts (blind_class_scores): the matched-filter outputs, the
+#: class-blind filter's outputs, or both (the better fit kept). Multipath smears the
+#: matched-filter outputs, and the carrier fit on them picks a wrong frequency for the true
+#: alphabet on 40 % of faded bursts (the frozen chain at a known clock), 29 % on the filter's.
+#: EM alone reads +3.6 points of big1024's high-order bursts from the filter's start; the
+#: refiner served with it gains nothing (forty-second session, benchmarks/blind_front_probe.md),
+#: so it serves the matched-filter start
+START_MATCHED, START_FILTERED, START_BOTH = "matched", "filtered", "both"
+EM_STARTS = (START_MATCHED, START_FILTERED, START_BOTH)
 SCORES = (OUTPUT_LIKELIHOOD, UNIT_POWER, RESIDUAL)
 
 
@@ -319,10 +328,22 @@ def _fitted_from(burst: SampledBurst, y: np.ndarray, own: np.ndarray, bank: ce.A
     return em_totals(burst, own, bank, starts, rotors, passes)
 
 
+def _filtered_start(y: np.ndarray, own: np.ndarray) -> np.ndarray | None:
+    """The start symbols y (unit power, every symbol of the fit) with the own ones replaced by
+    the class-blind filter's outputs at unit power (sequence_fronts.blind_filtered), or None
+    where the filter gives none."""
+    filtered = blind_filtered(y[own])
+    if filtered is None:
+        return None
+    out = y.copy()
+    out[own] = filtered[0] / math.sqrt(max(float(np.mean(np.abs(filtered[0]) ** 2)), 1e-30))
+    return out
+
+
 def blind_class_scores(x: np.ndarray, sps: float, timing: float, labels: tuple[str, ...],
                        dc_carrier: float | None = None, classes: np.ndarray | None = None,
                        passes: tuple[int, int] = (ANNEAL_PASSES, FINAL_PASSES),
-                       rolloff: float = BLIND_ROLLOFF, blind_start: bool = False) -> dict[str, np.ndarray] | None:
+                       rolloff: float = BLIND_ROLLOFF, fit_start: str = START_MATCHED) -> dict[str, np.ndarray] | None:
     """{score: (len(labels),) class log-likelihoods per symbol less the best} of a burst at its
     blind clock (x the prepared, derotated burst, sps and timing as
     symbol_clock.blind_symbols found them), for classes `labels` (class_equalizer.scorable
@@ -337,11 +358,14 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, labels: tuple[s
     of 40 it had right: thirty-seventh session, scratch). classes (indices into labels): fit
     only their alphabets; the others score ABSENT_MARGIN under the worst fitted. passes:
     em_alphabet's. rolloff: the pulse's (the receiver does not know it; a caller that does
-    can say). blind_start: a second start per alphabet from the class-blind filter's output
-    (sequence_fronts.blind_filtered of the matched-filter outputs, its own carrier fit), each
-    alphabet keeping the start whose fit scores higher at unit power (twice the cost; no
-    gain over the served answer screened). None for a burst of fewer than
-    class_equalizer.MIN_SYMBOLS symbols."""
+    can say). fit_start (one of EM_STARTS): where each alphabet's fit starts, START_MATCHED the
+    matched-filter outputs, START_FILTERED the class-blind filter's outputs
+    (sequence_fronts.blind_filtered of them; the matched-filter outputs where it gives none),
+    START_BOTH each of them, each alphabet keeping the fit that scores higher at unit power
+    (twice the cost). Either way the carrier fit reads the same symbols the fit starts from.
+    None for a burst of fewer than class_equalizer.MIN_SYMBOLS symbols."""
+    if fit_start not in EM_STARTS:
+        raise ValueError(f"unknown EM start {fit_start!r} (one of {', '.join(EM_STARTS)})")
     keep = int(math.ceil((ce.MAX_SYMBOLS + 2 * CROP_MARGIN) * sps))
     if x.size > keep:
         cut = (x.size - keep) // 2
@@ -369,13 +393,14 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, labels: tuple[s
     if classes is not None:
         bank = bank.subset(np.asarray(classes))
     k0 = int(burst.index[own][0])                             # carrier_fit's time 0
-    totals = _fitted_from(burst, y, own, bank, n_min, k0, passes)
-    if blind_start:
-        filtered = blind_filtered(y[own])
-        if filtered is not None:
-            yb = y.copy()
-            yb[own] = filtered[0] / math.sqrt(max(float(np.mean(np.abs(filtered[0]) ** 2)), 1e-30))
-            other = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
+    yb = _filtered_start(y, own) if fit_start != START_MATCHED else None
+    if yb is None or fit_start == START_BOTH:
+        totals = _fitted_from(burst, y, own, bank, n_min, k0, passes)
+    if yb is not None:
+        other = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
+        if fit_start == START_FILTERED:
+            totals = other
+        else:
             better = other[UNIT_POWER] > totals[UNIT_POWER]
             totals = {k: np.where(better, other[k], totals[k]) for k in SCORES}
     out = {}
@@ -455,7 +480,7 @@ def window_starts(n_samples: int, window: int = WINDOW_SAMPLES, max_windows: int
 
 def scores_at_clock(found: BlindSymbols | None, labels: tuple[str, ...], classes: np.ndarray | None,
                     passes: tuple[int, int] = FAST_PASSES, window: int = WINDOW_SAMPLES,
-                    max_windows: int = MAX_WINDOWS) -> np.ndarray | None:
+                    max_windows: int = MAX_WINDOWS, fit_start: str = START_MATCHED) -> np.ndarray | None:
     """The refiner's input: (n_scores(labels),) float32, each class's score at unit power then
     by the outputs' own likelihood, less the best: blind_class_scores of each window of the
     burst (window_starts; the clock's timing moved with it, the DC tone fitted at the
@@ -469,7 +494,7 @@ def scores_at_clock(found: BlindSymbols | None, labels: tuple[str, ...], classes
     for start in window_starts(found.baseband.size, window, max_windows):
         with np.errstate(all="ignore"):
             s = blind_class_scores(found.baseband[start:start + window], found.sps, found.timing_samples - start,
-                                   labels, dc_carrier=found.carrier, classes=classes, passes=passes)
+                                   labels, dc_carrier=found.carrier, classes=classes, passes=passes, fit_start=fit_start)
         if s is not None:
             fitted.append(np.concatenate([s[UNIT_POWER], s[OUTPUT_LIKELIHOOD]]))
     if not fitted:
