@@ -372,23 +372,23 @@ def em_channel_features(views: BurstViews) -> np.ndarray | None:
     return _em_scores(views)
 
 
-def em_channel_fast_features(views: BurstViews, start: str = em_channel.START_MATCHED, ranking: str = "served",
+def em_channel_fast_features(views: BurstViews, fit_start: str = em_channel.START_MATCHED, ranking: str = "served",
                              count: int = EM_FAST_CLASSES) -> np.ndarray | None:
     """em_channel at a fraction of its cost: only the `count` high-order classes that the
     `ranking` probabilities (views.served or views.network) rate highest are fitted, with
-    EM_FAST_PASSES passes (None without those probabilities); start:
+    EM_FAST_PASSES passes (None without those probabilities); fit_start:
     em_channel.blind_class_scores'."""
     probs = getattr(views, ranking)
     if probs is None:
         return None
     high = np.array([LABELS.index(c) for c in HIGH_ORDER_LABELS])
     top = em_channel.top_classes(probs[high], count)
-    return _em_scores(views, classes=top, passes=EM_FAST_PASSES, fit_start=start)
+    return _em_scores(views, classes=top, passes=EM_FAST_PASSES, fit_start=fit_start)
 
 
 def em_channel_fast_two_starts_features(views: BurstViews) -> np.ndarray | None:
     """em_channel_fast with a second start per alphabet from the class-blind filter's output."""
-    return em_channel_fast_features(views, start=em_channel.START_BOTH)
+    return em_channel_fast_features(views, fit_start=em_channel.START_BOTH)
 
 
 #: candidates that describe the burst's conditions rather than its class: scored also with their

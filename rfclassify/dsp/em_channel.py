@@ -80,6 +80,7 @@ ALL_BURSTS = "all"
 DENSE_QAM = ("32QAM", "64QAM", "128QAM", "256QAM")
 _GATE = re.compile(r"(?P<set>dense5?)_top(?P<top>[1-9])(?:_snr(?P<snr>-?[0-9]+))?")
 UNIT_POWER, OUTPUT_LIKELIHOOD, RESIDUAL = "EM, unit power", "EM, output likelihood", "EM, residual"
+SCORES = (OUTPUT_LIKELIHOOD, UNIT_POWER, RESIDUAL)
 #: where each alphabet's fit starts (blind_class_scores): the matched-filter outputs, the
 #: class-blind filter's outputs, or both (the better fit kept). Multipath smears the
 #: matched-filter outputs, and the carrier fit on them picks a wrong frequency for the true
@@ -89,7 +90,6 @@ UNIT_POWER, OUTPUT_LIKELIHOOD, RESIDUAL = "EM, unit power", "EM, output likeliho
 #: so it serves the matched-filter start
 START_MATCHED, START_FILTERED, START_BOTH = "matched", "filtered", "both"
 EM_STARTS = (START_MATCHED, START_FILTERED, START_BOTH)
-SCORES = (OUTPUT_LIKELIHOOD, UNIT_POWER, RESIDUAL)
 
 
 def unit_pulse(sps: int, rolloff: float) -> np.ndarray:
