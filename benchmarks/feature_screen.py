@@ -53,6 +53,8 @@ The candidates (each a function of one burst's views, returning a fixed-length v
   EM_FAST_PASSES passes (+2.1 +- 0.4 there at 44-48 ms a burst).
 - em_channel_fast_two_starts: em_channel_fast with a second start per alphabet from the
   class-blind filter's output (reads more alone, adds no more fused: +1.9 +- 0.4).
+- em_channel_fast_filtered: em_channel_fast started from the class-blind filter's output
+  alone (em_channel.START_FILTERED; forty-second session).
 - em_channel_fast4, em_channel_fast_network, em_channel_fast_network4: em_channel_fast for
   the served answer's top 4, the network's own top 3 (collect runs the network alone too)
   or its top 4 (fortieth session: the served answer's top 3 screened +0.74 +- 0.18 over the
@@ -391,6 +393,11 @@ def em_channel_fast_two_starts_features(views: BurstViews) -> np.ndarray | None:
     return em_channel_fast_features(views, fit_start=em_channel.START_BOTH)
 
 
+def em_channel_fast_filtered_features(views: BurstViews) -> np.ndarray | None:
+    """em_channel_fast started from the class-blind filter's output alone (START_FILTERED)."""
+    return em_channel_fast_features(views, fit_start=em_channel.START_FILTERED)
+
+
 #: candidates that describe the burst's conditions rather than its class: scored also with their
 #: first two columns multiplied into the served log-probabilities (a linear fusion can only
 #: weigh its other inputs by them that way)
@@ -409,6 +416,7 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
     "em_channel": (2 * len(HIGH_ORDER_LABELS), em_channel_features),
     "em_channel_fast": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_features),
     "em_channel_fast_two_starts": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_two_starts_features),
+    "em_channel_fast_filtered": (2 * len(HIGH_ORDER_LABELS), em_channel_fast_filtered_features),
     # which classes the refiner's EM fit should take (thirty-ninth session's item 1): the
     # served answer's top four, the network's top three (what the shipped refiner fits) or four
     "em_channel_fast4": (2 * len(HIGH_ORDER_LABELS), functools.partial(em_channel_fast_features, count=4)),
