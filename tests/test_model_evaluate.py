@@ -156,6 +156,10 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
                      "--predictions", "--refiner-workers", workers, *card, "--name", f"workers {workers}"]) == 0
     alone, pooled = load_predictions(tmp_path / "0"), load_predictions(tmp_path / "2")
     assert alone["truth"].size == 24 and np.array_equal(alone["pred"], pooled["pred"])
+    # the served probabilities come with the answers: their argmax is the answer, and the SNR
+    # estimates are the model's, most of them within 2 dB of these bursts' 14 and 30 dB
+    assert np.array_equal(alone["probabilities"].astype(np.float32).argmax(1), alone["pred"])
+    assert np.median(np.abs(alone["snr_estimate_db"] - alone["snr_db"])) < 2.0
     run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
     assert run["refiner"] and run["refiner_workers"] == 2 and run["dc_pass"]
     # --no-dc-pass: recorded, and the card says how each evaluation was served

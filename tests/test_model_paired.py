@@ -99,6 +99,14 @@ def test_predictions_round_trip_and_bad_files(tmp_path):
     for k in ("truth", "pred", "snr_db", "bucket"):
         assert np.array_equal(back[k], a[k])
     assert back["dataset"] == "test.h5|seed=777|n=50"
+    assert "probabilities" not in back and "snr_estimate_db" not in back   # an older file's fields only
+    probs = np.random.default_rng(5).dirichlet(np.ones(28), size=50)
+    save_predictions(tmp_path / "with.npz", {**DATASET, "n_bursts": 50}, a["truth"], a["pred"],
+                     a["snr_db"], a["bucket"], probs, a["snr_db"] + 1.0)
+    back = load_predictions(tmp_path / "with.npz")
+    assert back["probabilities"].dtype == np.float16 and back["probabilities"].shape == (50, 28)
+    assert np.allclose(back["probabilities"], probs, atol=1e-3)
+    assert np.allclose(back["snr_estimate_db"], a["snr_db"] + 1.0)
     with pytest.raises(ConfigError, match="no such predictions file"):
         load_predictions(tmp_path / "nowhere")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")

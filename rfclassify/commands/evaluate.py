@@ -42,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compute the refiner's statistics in N processes (default 0: in this one); "
                              "the results are the same, sooner on a box with cores to spare")
     parser.add_argument("--predictions", action="store_true",
-                        help="also write each burst's outcome (predictions.npz) for a burst-for-burst comparison "
-                             "of two evaluations (benchmarks/paired_compare.py)")
+                        help="also write each burst's outcome, served probabilities and SNR estimate "
+                             "(predictions.npz) for a burst-for-burst comparison of two evaluations "
+                             "(benchmarks/paired_compare.py)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
     parser.add_argument("--card-dir", default=None, help="where the card goes (default: the model directory)")

@@ -238,7 +238,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         if predictions:
             from rfclassify.model.paired import PREDICTIONS_FILE, save_predictions
 
-            save_predictions(out / PREDICTIONS_FILE, info, y, pred, snr, bucket)
+            save_predictions(out / PREDICTIONS_FILE, info, y, pred, snr, bucket, probs, snr_est)
         write_json(out / EVAL_FILE, res)
     return res
 

@@ -22,23 +22,34 @@ from rfclassify.model.evaluate import HIGH_SNR_DB, snr_bin_centres
 
 PREDICTIONS_FILE = "predictions.npz"
 _FIELDS = ("truth", "pred", "snr_db", "bucket")
+_OPTIONAL_FIELDS = ("probabilities", "snr_estimate_db")   # files written before the forty-third session lack them
 
 
 def save_predictions(path: str | Path, dataset: dict[str, Any], truth: np.ndarray, pred: np.ndarray,
-                     snr_db: np.ndarray, bucket: np.ndarray) -> Path:
+                     snr_db: np.ndarray, bucket: np.ndarray, probabilities: np.ndarray | None = None,
+                     snr_estimate_db: np.ndarray | None = None) -> Path:
     """Write one evaluation's per-burst outcome: true and predicted label index (-1: not
     classified or not a model label), true SNR, the burst's bucket, and what identifies the
-    dataset (file name, seed, burst count) so that only evaluations of the same one compare."""
+    dataset (file name, seed, burst count) so that only evaluations of the same one compare.
+    Where given, also the served probabilities over the model's labels (float16; zeros for a
+    burst not classified) and the model's SNR estimate, for decision-level studies that
+    should not classify the bursts again."""
     path = Path(path)
+    extra: dict[str, np.ndarray] = {}
+    if probabilities is not None:
+        extra["probabilities"] = np.asarray(probabilities, np.float16)
+    if snr_estimate_db is not None:
+        extra["snr_estimate_db"] = np.asarray(snr_estimate_db, np.float32)
     np.savez_compressed(path, truth=np.asarray(truth, np.int16), pred=np.asarray(pred, np.int16),
                         snr_db=np.asarray(snr_db, np.float32), bucket=np.asarray(bucket, np.int32),
-                        dataset=np.array(f"{dataset['file']}|seed={dataset['seed']}|n={dataset['n_bursts']}"))
+                        dataset=np.array(f"{dataset['file']}|seed={dataset['seed']}|n={dataset['n_bursts']}"),
+                        **extra)
     return path
 
 
 def load_predictions(path: str | Path) -> dict[str, Any]:
-    """A predictions.npz (or the evaluation directory holding one) as arrays and its dataset key.
-    ConfigError for a missing file or one that is not a predictions file."""
+    """A predictions.npz (or the evaluation directory holding one) as arrays and its dataset key,
+    with the probabilities and SNR estimates where the file has them. ConfigError for a missing file or one that is not a predictions file."""
     path = Path(path)
     if path.is_dir():
         path = path / PREDICTIONS_FILE
@@ -46,6 +57,7 @@ def load_predictions(path: str | Path) -> dict[str, Any]:
         with np.load(path) as z:
             out: dict[str, Any] = {k: z[k] for k in _FIELDS}
             out["dataset"] = str(z["dataset"])
+            out.update({k: z[k] for k in _OPTIONAL_FIELDS if k in z.files})
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such predictions file (rfclassify evaluate --predictions writes one)") from None
     except (KeyError, ValueError, OSError) as e:
