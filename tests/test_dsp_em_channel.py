@@ -258,6 +258,8 @@ def test_the_em_gate_passes_a_dense_qam_near_the_top_above_its_snr():
     labels = ("8PSK", "16PSK", "32PSK", "64QAM", "16APSK")
     assert list(em.em_classes(probs, labels, 20.0)) == [1, 3, 4]
     assert list(em.em_classes(probs, labels, 20.0, "dense_top2")) == [1, 3, 4]
+    assert list(em.em_classes(np.array([0.06, 0.5, 0.04, 0.3, 0.1]), labels, 20.0, count=4)) == [0, 1, 3, 4]
+    assert list(em.em_classes(probs, labels, 20.0, "dense_top2", 1)) == [1]
     assert em.em_classes(probs, labels, 20.0, "dense_top1").size == 0
     assert em.em_classes(probs, labels, 0.0, "dense_top2_snr5").size == 0
 

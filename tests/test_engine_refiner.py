@@ -1321,6 +1321,20 @@ def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_
         RefinerFitConfig(rate_rule="loudest")
 
 
+def _daemon_refiner(model_dir, **model_keys):
+    """The constellation refiner the daemon's load_engine serves for a [model] section naming
+    model_dir and model_keys (its classifier closed again)."""
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
+                                                     "warmup": False, **model_keys}}))
+    try:
+        return engine.classifier.refiner
+    finally:
+        engine.classifier.close()
+
+
 def test_serving_can_clock_a_refiner_by_another_rate_rule(tiny_model_dir, tmp_path, random_sequence_net):
     """Classifier.load(refiner_rate_rule=...) and `[model] refiner_rate_rule` clock the
     refiner's bursts by that rule, its weights as fitted; "" or None keep its own; an unknown
@@ -1329,7 +1343,6 @@ def test_serving_can_clock_a_refiner_by_another_rate_rule(tiny_model_dir, tmp_pa
     from rfclassify.engine.classifier import Classifier
     from rfclassify.engine.refiner import burst_statistics
     from rfclassify.serve.config import REFINER_RATE_RULES, config_from_dict
-    from rfclassify.serve.daemon import load_engine
 
     assert REFINER_RATE_RULES == ("", *RATE_RULES)      # the config's copy of the rules
     classes = ("16PSK", "32PSK", "16QAM")
@@ -1352,12 +1365,7 @@ def test_serving_can_clock_a_refiner_by_another_rate_rule(tiny_model_dir, tmp_pa
     with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):
         Classifier.load(model_dir, backend="onnxruntime", refiner_rate_rule="loudest_line")
     for rule, expected in (("", STRONGEST_LINE), (ALPHABET_FIT, ALPHABET_FIT)):
-        engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
-                                                         "warmup": False, "refiner_rate_rule": rule}}))
-        try:
-            assert engine.classifier.refiner.rate_rule == expected
-        finally:
-            engine.classifier.close()
+        assert _daemon_refiner(model_dir, refiner_rate_rule=rule).rate_rule == expected
     with pytest.raises(ConfigError, match="refiner_rate_rule: must be one of"):
         config_from_dict({"model": {"refiner_rate_rule": "loudest_line"}})
 
@@ -1370,8 +1378,6 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
     from rfclassify.dsp.symbol_clock import ALPHABET_FIT_3, STRONGEST_LINE
     from rfclassify.engine.classifier import Classifier
     from rfclassify.model.card import render_markdown
-    from rfclassify.serve.config import config_from_dict
-    from rfclassify.serve.daemon import load_engine
 
     classes = ("16PSK", "32PSK", "16QAM")
     model_dir = tmp_path / "m"
@@ -1383,12 +1389,7 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
             Classifier.load(model_dir, backend="onnxruntime", refiner_rate_rule=STRONGEST_LINE) as named:
         assert served.refiner.rate_rule == ALPHABET_FIT_3 and named.refiner.rate_rule == STRONGEST_LINE
         np.testing.assert_array_equal(served.refiner.w1, named.refiner.w1)
-    engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
-                                                     "warmup": False, "refiner_rate_rule": ""}}))
-    try:
-        assert engine.classifier.refiner.rate_rule == ALPHABET_FIT_3
-    finally:
-        engine.classifier.close()
+    assert _daemon_refiner(model_dir, refiner_rate_rule="").rate_rule == ALPHABET_FIT_3
     # a refiner served on the rule it was fitted on names none (the shipped one is served on another)
     shipped = {k: v for k, v in ModelMeta.load(default_model_dir()).refiner.items() if k != "serve_rate_rule"}
 
@@ -1399,6 +1400,10 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
                                 "evaluations": {"e": {"run": {"refiner": list(classes), "dc_pass": True,
                                                               "refiner_rate_rule": ALPHABET_FIT_3}}}})
     assert "- Served with its bursts clocked by" not in card(shipped)
+    assert "- Served with the EM scores fitted for the network's top 4 of its classes" in card(
+        {**shipped, "serve_em_classes": 4})
+    assert "- Served with the EM scores fitted" not in card({k: v for k, v in shipped.items()
+                                                           if k != "serve_em_classes"})
     fitted_on = shipped["fit"]["rate_rule"]
     assert ("- Served on the `coherence` rate rule it was fitted on; model.json's refiner.serve_rate_rule names it, "
             "so the light variant's bursts are clocked by it too.") in card({**shipped, "serve_rate_rule": fitted_on})
@@ -1410,6 +1415,28 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
     meta.with_updates(refiner={**meta.refiner, "serve_rate_rule": "loudest_line"}).save(model_dir)
     with pytest.raises(ConfigError, match="unknown refiner rate rule 'loudest_line'"):
         Classifier.load(model_dir, backend="onnxruntime")
+
+
+def _serves_its_em_count(model_dir):
+    """model.json's refiner.serve_em_classes is how many classes get the EM scores when served
+    (the API, the daemon's 0, evaluate's run record); a count the caller names wins; a count the
+    refiner cannot serve fails the load and the daemon's config."""
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.serve.config import config_from_dict
+
+    meta = ModelMeta.load(model_dir)
+    meta.with_updates(refiner={**meta.refiner, "serve_em_classes": 4}).save(model_dir)
+    with Classifier.load(model_dir, backend="onnxruntime") as served, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_em_classes=2) as named:
+        assert served.refiner.em_count == 4 and named.refiner.em_count == 2
+    for asked, expected in ((0, 4), (1, 1)):
+        assert _daemon_refiner(model_dir, refiner_em_classes=asked).em_count == expected
+    with pytest.raises(ConfigError, match="refiner_em_classes"):
+        config_from_dict({"model": {"refiner_em_classes": -1}})
+    meta.with_updates(refiner={**meta.refiner, "serve_em_classes": 9}).save(model_dir)
+    with pytest.raises(ConfigError, match="a count in 1..4, got 9"):
+        Classifier.load(model_dir, backend="onnxruntime")
+    meta.save(model_dir)                                     # back as fitted
 
 
 def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_and_stores_them(tiny_model_dir,
@@ -1449,6 +1476,12 @@ def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_
     probs[LABELS.index("16PSK")], probs[LABELS.index("64QAM")], probs[LABELS.index("16QAM")] = 0.2, 0.1, 0.01
     labels_fitted, picked = ref.em_arguments([probs], [20.0])
     assert labels_fitted == classes and list(picked[0]) == [0, 2, 3]      # 16PSK, 32QAM, 64QAM
+    four = ref.fitting_em_classes(4)                                       # served for one more class
+    assert list(four.em_arguments([probs], [20.0])[1][0]) == [0, 1, 2, 3] and four.describe()["em_channel_classes"] == 4
+    np.testing.assert_array_equal(four.w1, ref.w1)
+    for bad in (0, 5, 2.5, True):
+        with pytest.raises(ConfigError, match="a count in 1..4"):
+            ref.fitting_em_classes(bad)
     measured = burst_statistics(burst, None, (), STRONGEST_LINE, classes, picked[0])
     np.testing.assert_array_equal(ref.refine(probs, 20.0, burst), ref.refine_measured([probs], [20.0], [measured])[0])
     assert not np.array_equal(measured, stats)                           # other classes fitted, other scores
@@ -1457,7 +1490,8 @@ def test_a_refiner_with_em_scores_fits_the_networks_top_classes_feeds_them_last_
     shutil.copytree(tiny_model_dir, model_dir)
     _with_refiner(model_dir, ref)
     back = Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
-    assert back.em_channel
+    assert back.em_channel and back.em_count == em_channel.FAST_CLASSES
+    _serves_its_em_count(model_dir)
     np.testing.assert_array_equal(back.refine(probs, 20.0, burst), ref.refine(probs, 20.0, burst))
     pool = back.start_pool(2)
     try:

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-rate-rule", choices=RATE_RULES, default=None,
                         help="clock the refiner's bursts by this rate rule (default: the model's serving rule, "
                              "model.json refiner.serve_rate_rule, else the one it was fitted on)")
+    parser.add_argument("--refiner-em-classes", type=int, default=None, metavar="N",
+                        help="fit the refiner's EM scores for the network's top N classes (default: model.json "
+                             "refiner.serve_em_classes, else the count it was fitted with, 3)")
     parser.add_argument("--no-dc-pass", action="store_true",
                         help="leave out the DC pass before the refiners (engine.dc_pass: each burst's receiver DC "
                              "offset found and taken out, the network run again on it)")
@@ -86,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
-                            dc_pass=not args.no_dc_pass, low_order_refiner=not args.no_low_order_refiner)
+                            dc_pass=not args.no_dc_pass, low_order_refiner=not args.no_low_order_refiner,
+                            refiner_em_classes=args.refiner_em_classes)
         if args.card:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         _print(res)

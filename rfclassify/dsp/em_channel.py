@@ -417,16 +417,17 @@ def top_classes(probs: np.ndarray, count: int = FAST_CLASSES) -> np.ndarray:
     return np.sort(np.argsort(np.asarray(probs))[::-1][:count])
 
 
-def em_classes(probs: np.ndarray, labels: Sequence[str], snr_db: float, gate: str = ALL_BURSTS) -> np.ndarray:
+def em_classes(probs: np.ndarray, labels: Sequence[str], snr_db: float, gate: str = ALL_BURSTS,
+               count: int = FAST_CLASSES) -> np.ndarray:
     """The classes scores_at_clock fits for one burst (indices into labels, increasing), from
     the network's probabilities over a refiner's classes `labels` and its SNR estimate: the
-    top_classes, or none (an empty array: the refiner's EM scores are zeros) where `gate`
-    holds the burst back (passes_gate, the classes ranked by probs)."""
+    top_classes (`count` of them), or none (an empty array: the refiner's EM scores are
+    zeros) where `gate` holds the burst back (passes_gate, the classes ranked by probs)."""
     if gate != ALL_BURSTS:
         order = np.argsort(np.asarray(probs))[::-1]
         if not passes_gate(gate, [labels[i] for i in order], snr_db):
             return np.zeros(0, np.int64)
-    return top_classes(probs)
+    return top_classes(probs, count)
 
 
 def gate_is_valid(gate: str) -> bool:

@@ -99,6 +99,7 @@ class Classifier:
              max_batch_size: int = DEFAULT_BATCH_SIZES[-1], warmup: bool = False,
              threads: int | None = None, refiner: bool = True, refiner_workers: int = 0,
              refiner_sequence: bool = True, refiner_rate_rule: str | None = None,
+             refiner_em_classes: int | None = None,
              dc_pass: bool = True, low_order_refiner: bool = True) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
@@ -117,7 +118,10 @@ class Classifier:
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
         rule; None: the model's serving rule (model.json's refiner.serve_rate_rule) where it names
         one, else the rule the refiner was fitted on (the shipped refiner's own is
-        alphabet_fit_3_low_snr since the twenty-fifth session, docs/model.md); dc_pass=False
+        alphabet_fit_3_low_snr since the twenty-fifth session, docs/model.md);
+        refiner_em_classes fits the EM scores of that many of the network's top classes for a
+        refiner that has them; None: model.json's refiner.serve_em_classes where it names a
+        count, else the count it was fitted with (em_channel.FAST_CLASSES); dc_pass=False
         leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do);
         low_order_refiner=False leaves out the model's low-order refiner alone (about a sixth
         of the shipped model's CPU per burst; docs/engine.md).
@@ -138,6 +142,9 @@ class Classifier:
                 rule = refiner_rate_rule if refiner_rate_rule is not None else meta.refiner.get("serve_rate_rule")
                 if rule is not None:
                     refine = refine.clocked_by(rule)
+                count = refiner_em_classes if refiner_em_classes is not None else meta.refiner.get("serve_em_classes")
+                if count is not None and refine.em_channel:
+                    refine = refine.fitting_em_classes(count)
             if low_order_info:
                 low_order = Refiner.load(model_dir, low_order_info, meta.labels)
             disjoint_refiners(refine, low_order)

@@ -53,7 +53,7 @@ import numpy as np
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp import em_channel
-from rfclassify.dsp.em_channel import ALL_BURSTS
+from rfclassify.dsp.em_channel import ALL_BURSTS, FAST_CLASSES
 from rfclassify.dsp.class_equalizer import class_scores, scorable
 from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LINE, blind_symbols, burst_invariants,
                                          found_invariants)
@@ -87,11 +87,12 @@ class EmPick:
     probs: np.ndarray
     snr_db: float
     gate: str = ALL_BURSTS
+    count: int = FAST_CLASSES      # how many of the ranker's top classes are fitted
 
     def classes(self, ranker: Refiner, em_labels: tuple[str, ...], statistics: np.ndarray) -> np.ndarray:
         """The classes (indices into em_labels) to fit, from the statistics before the EM scores."""
         logits = ranker.logits(ranker.features(self.probs, self.snr_db, statistics))[0]
-        return em_channel.em_classes(logits, em_labels, self.snr_db, self.gate)
+        return em_channel.em_classes(logits, em_labels, self.snr_db, self.gate, self.count)
 
 
 def burst_statistics(iq: np.ndarray, sequence_net: SequenceNet | None = None,
@@ -364,6 +365,10 @@ class Refiner:
     #: not the network's) picks the ones the EM scores are fitted for and the gate reads
     #: (EmPick): its top three hold the truth more often (None: the network's ranking)
     em_ranker: Refiner | None = None
+    #: how many of the top-ranked classes get their EM scores fitted when served (the others
+    #: score em_channel.ABSENT_MARGIN under the worst fitted, as in the fit); every fit so
+    #: far used em_channel.FAST_CLASSES, and a model may serve more (fitting_em_classes)
+    em_count: int = FAST_CLASSES
 
     @property
     def n_features(self) -> int:
@@ -390,6 +395,16 @@ class Refiner:
         if rate_rule not in RATE_RULES:
             raise ConfigError(f"unknown refiner rate rule {rate_rule!r} (one of {', '.join(RATE_RULES)})")
         return dataclasses.replace(self, rate_rule=rate_rule)
+
+    def fitting_em_classes(self, count: int) -> Refiner:
+        """This refiner with the EM scores of its `count` top-ranked classes fitted when served
+        (its weights as they are). ConfigError for a refiner without EM scores or a count
+        outside 1..its classes."""
+        if not self.em_channel:
+            raise ConfigError("this refiner has no EM scores to fit for more or fewer classes")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(self.labels):
+            raise ConfigError(f"the EM classes served must be a count in 1..{len(self.labels)}, got {count!r}")
+        return dataclasses.replace(self, em_count=count)
 
     def start_pool(self, workers: int, setup: tuple[Callable[..., None], tuple[Any, ...]] | None = None) -> Executor:
         """start_pool for this refiner's statistics (its workers hold its sequence network;
@@ -437,7 +452,7 @@ class Refiner:
         if self.equalizer:
             out["equalizer_classes"] = len(self.equalizer)
         if self.em_channel:
-            out["em_channel_classes"] = em_channel.FAST_CLASSES
+            out["em_channel_classes"] = self.em_count
             out["em_gate"] = self.em_gate
             out["em_ranked_by"] = "refiner" if self.em_ranker is not None else "network"
         if self.members > 1:
@@ -482,16 +497,17 @@ class Refiner:
                      ) -> tuple[tuple[str, ...], list[np.ndarray | EmPick] | None]:
         """statistics_many's em_labels and em_classes for bursts of network probabilities
         `probs` (over the model's labels) and SNR estimates snr_db: this refiner's classes,
-        and each burst's em_channel.em_classes of them under its em_gate (the
-        em_channel.FAST_CLASSES most probable, or none), or with an em_ranker its EmPick
+        and each burst's em_channel.em_classes of them under its em_gate (its em_count
+        most probable, or none), or with an em_ranker its EmPick
         (they are picked once the other statistics are measured); ((), None) without EM
         scores."""
         if not self.em_channel:
             return (), None
         if self.em_ranker is not None:
-            return self.labels, [EmPick(np.asarray(p, np.float64), float(s), self.em_gate)
+            return self.labels, [EmPick(np.asarray(p, np.float64), float(s), self.em_gate, self.em_count)
                                  for p, s in zip(probs, snr_db, strict=True)]
-        return self.labels, [em_channel.em_classes(np.asarray(p)[self.index], self.labels, s, self.em_gate)
+        return self.labels, [em_channel.em_classes(np.asarray(p)[self.index], self.labels, s, self.em_gate,
+                                                   self.em_count)
                              for p, s in zip(probs, snr_db, strict=True)]
 
     def refine_measured(self, probs: list[np.ndarray], snr_db: list[float],

@@ -149,6 +149,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."
             + _fuser_parts(acc, acc10),
             *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
+            *_serving_em_lines(r.get("serve_em_classes")),
             *_light_lines(r.get("light"))]
 
 
@@ -216,6 +217,17 @@ def _serving_clock_lines(serve: str | None, fitted: str | None) -> list[str]:
     return [f"- Served with its bursts clocked by the `{serve}` rate rule (model.json's refiner.serve_rate_rule; "
             f"fitted on `{fitted or 'strongest_line'}`); `[model] refiner_rate_rule` or `--refiner-rate-rule` "
             "choose another."]
+
+
+def _serving_em_lines(count: int | None) -> list[str]:
+    """How many classes get the refiner's EM scores when served, where the model names a count."""
+    if not count:
+        return []
+    from rfclassify.dsp.em_channel import FAST_CLASSES
+
+    return [f"- Served with the EM scores fitted for the network's top {count} of its classes (model.json's "
+            f"refiner.serve_em_classes; fitted for its top {FAST_CLASSES}); `[model] refiner_em_classes` or "
+            "`--refiner-em-classes` choose another."]
 
 
 def _low_order_refiner_lines(r: dict[str, Any]) -> list[str]:

@@ -158,12 +158,13 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                   out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
                   predictions: bool = False, refiner_rate_rule: str | None = None,
-                  refiner_workers: int = 0, dc_pass: bool = True, low_order_refiner: bool = True) -> dict[str, Any]:
+                  refiner_workers: int = 0, dc_pass: bool = True, low_order_refiner: bool = True,
+                  refiner_em_classes: int | None = None) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's refiners unless refiner=False, its low-order one unless
     low_order_refiner=False; the constellation refiner's bursts clocked by refiner_rate_rule
-    where given, their statistics in refiner_workers processes, the DC pass unless
-    dc_pass=False: Classifier.load).
+    and its EM scores fitted for refiner_em_classes classes where given, their statistics in
+    refiner_workers processes, the DC pass unless dc_pass=False: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -177,6 +178,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                                                                 refiner_sequence=refiner_sequence,
                                                                 refiner_rate_rule=refiner_rate_rule,
                                                                 refiner_workers=refiner_workers,
+                                                                refiner_em_classes=refiner_em_classes,
                                                                 dc_pass=dc_pass,
                                                                 low_order_refiner=low_order_refiner) as clf:
         info = _dataset_info(reader, path)
@@ -210,6 +212,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "refiner": list(clf.refiner.labels) if clf.refiner else None,
                "refiner_sequence_net": bool(clf.refiner is not None and clf.refiner.sequence is not None),
                "refiner_rate_rule": clf.refiner.rate_rule if clf.refiner else None,
+               "refiner_em_classes": clf.refiner.em_count if clf.refiner and clf.refiner.em_channel else None,
                "dc_pass": bool(clf.dc_pass and clf.refiners),
                "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
                "refiner_workers": refiner_workers if clf.refiner or clf.low_order_refiner else 0}

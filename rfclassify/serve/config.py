@@ -84,6 +84,9 @@ class ModelConfig:
     # "": the model's serving rule (model.json refiner.serve_rate_rule), else the refiner's own;
     # else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
     refiner_rate_rule: str = field(default="", metadata=_check(REFINER_RATE_RULES))
+    # 0: the model's count (model.json refiner.serve_em_classes, else the fit's); else how many of
+    # the network's top classes get the refiner's EM scores fitted (a refiner without them ignores it)
+    refiner_em_classes: int = field(default=0, metadata=_check(lo=0, hi=64))
     dc_pass: bool = True        # with the refiners: each burst's receiver DC offset found and taken out first
     low_order_refiner: bool = True  # the model's low-order refiner, when it has one (false: its CPU back)
 

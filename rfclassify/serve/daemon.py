@@ -42,7 +42,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
     clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision, device=m.device or None,
                           max_batch_size=max(max_batch, 1024), warmup=False, threads=m.threads or None,
                           refiner=m.refiner, refiner_workers=m.refiner_workers, refiner_sequence=m.refiner_sequence,
-                          refiner_rate_rule=m.refiner_rate_rule or None, dc_pass=m.dc_pass,
+                          refiner_rate_rule=m.refiner_rate_rule or None,
+                          refiner_em_classes=m.refiner_em_classes or None, dc_pass=m.dc_pass,
                           low_order_refiner=m.low_order_refiner)
     if m.warmup:
         # every bucket at batch 1 and a typical batch: first calls pay allocation, not traffic
