@@ -49,7 +49,8 @@ def save_predictions(path: str | Path, dataset: dict[str, Any], truth: np.ndarra
 
 def load_predictions(path: str | Path) -> dict[str, Any]:
     """A predictions.npz (or the evaluation directory holding one) as arrays and its dataset key,
-    with the probabilities and SNR estimates where the file has them. ConfigError for a missing file or one that is not a predictions file."""
+    with the probabilities and SNR estimates where the file has them. ConfigError for a
+    missing file or one that is not a predictions file."""
     path = Path(path)
     if path.is_dir():
         path = path / PREDICTIONS_FILE
