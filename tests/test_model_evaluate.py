@@ -162,7 +162,7 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
     assert np.median(np.abs(alone["snr_estimate_db"] - alone["snr_db"])) < 2.0
     run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
     assert run["refiner"] and run["refiner_workers"] == 2 and run["dc_pass"]
-    assert run["refiner_em_classes"] == 4          # model.json's serve_em_classes (forty-third session)
+    assert run["refiner_em_classes"] == 5          # model.json's serve_em_classes (forty-third session)
     # --no-dc-pass: recorded, and the card says how each evaluation was served
     assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / "nodc"),
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
