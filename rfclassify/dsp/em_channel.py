@@ -394,15 +394,15 @@ def blind_class_scores(x: np.ndarray, sps: float, timing: float, labels: tuple[s
         bank = bank.subset(np.asarray(classes))
     k0 = int(burst.index[own][0])                             # carrier_fit's time 0
     yb = _filtered_start(y, own) if fit_start != START_MATCHED else None
-    if yb is None or fit_start == START_BOTH:
+    if yb is None:                                            # the matched start, or the filter gave none
         totals = _fitted_from(burst, y, own, bank, n_min, k0, passes)
-    if yb is not None:
-        other = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
-        if fit_start == START_FILTERED:
-            totals = other
-        else:
-            better = other[UNIT_POWER] > totals[UNIT_POWER]
-            totals = {k: np.where(better, other[k], totals[k]) for k in SCORES}
+    elif fit_start == START_FILTERED:
+        totals = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
+    else:                                                     # START_BOTH: each alphabet keeps the better fit
+        matched = _fitted_from(burst, y, own, bank, n_min, k0, passes)
+        filtered = _fitted_from(burst, yb, own, bank, n_min, k0, passes)
+        better = filtered[UNIT_POWER] > matched[UNIT_POWER]
+        totals = {k: np.where(better, filtered[k], matched[k]) for k in SCORES}
     out = {}
     for k in SCORES:
         t = class_totals(totals[k], bank, len(labels)) / own.sum()
