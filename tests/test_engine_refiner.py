@@ -1740,3 +1740,81 @@ def test_a_fit_with_an_em_ranker_finds_its_examples_bursts_again_and_measures_th
     with np.load(tmp_path / "ranked.npz") as z:
         assert z["em_picks"].shape == (rep["bursts_routed"], em_channel.FAST_CLASSES)
         assert json.loads(str(z["key"]))["em_ranker"]
+
+
+def test_a_fit_with_another_em_count_measures_that_many_classes_and_its_refiner_serves_it(tiny_model_dir, tmp_path):
+    """fit-refiner --em-classes N fits each example's EM scores for the network's top N classes,
+    stores N in its examples' key and in refiner.npz, and the model serves N without a
+    serve_em_classes; its examples serve no fit of another count, except one with an EM ranker
+    (which measures what its own picks need: that many of its ranking's top classes)."""
+    pytest.importorskip("torch")
+    from rfclassify.dsp import em_channel
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.labels import HIGH_ORDER_LABELS
+    from rfclassify.model.refiner_fit import (RefinerFitConfig, em_columns, examples_key, fit_refiner,
+                                              load_examples, packed_picks, ranked_picks, stored_em_picks)
+
+    classes = tuple(HIGH_ORDER_LABELS)
+    cfg = RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, seed=7, em_channel=True, em_classes=5)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    rep = fit_refiner(model_dir, cfg, save_examples_to=tmp_path / "ex5.npz")
+    assert rep["config"]["em_classes"] == 5
+    model_id = ModelMeta.load(model_dir).model_id
+    ex, _, stored = load_examples(tmp_path / "ex5.npz", examples_key(model_id, classes, None, "strongest_line", (),
+                                                                       False, em_channel=True, em_classes=5))
+    assert stored["em_classes"] == 5
+    picks = stored_em_picks(ex, stored, LABELS, classes)
+    assert all(p.size == 5 for p in picks)
+    n_em, rows = em_channel.n_scores(classes), np.arange(6)     # measured again for a few rows only
+    none = [np.zeros(0, np.int64)] * (len(picks) - rows.size)
+    five = em_columns(model_dir, cfg, classes, ex, picks[:rows.size] + none, "strongest_line")
+    np.testing.assert_array_equal(five[rows], ex["features"][rows, -n_em:])
+    three = em_columns(model_dir, cfg, classes, ex, [p[:3] for p in picks[:rows.size]] + none, "strongest_line")
+    assert not np.array_equal(three[rows], five[rows])
+    with Classifier.load(model_dir, backend="onnxruntime") as clf:
+        assert clf.refiner.em_count == 5 and "serve_em_classes" not in ModelMeta.load(model_dir).refiner
+    with np.load(model_dir / REFINER_FILE) as z:
+        assert int(z["em_count"]) == 5
+
+    with pytest.raises(ConfigError, match="em_classes: 5 there, 3 here"):
+        fit_refiner(model_dir, RefinerFitConfig(per_class=30, workers=0, epochs=5, chunk=96, seed=7,
+                                                em_channel=True), examples=tmp_path / "ex5.npz")
+    load_examples(tmp_path / "ex5.npz", examples_key(model_id, classes, None, "strongest_line", (), False,
+                                                      em_channel=True), em_recomputed=True)
+    logits = np.random.default_rng(2).normal(size=(len(picks), len(classes)))
+    four = ranked_picks(logits, ex["features"], LABELS, classes, "all", 4)
+    assert all(set(p.tolist()) == set(np.argsort(-z)[:4].tolist()) for p, z in zip(four, logits))
+    assert packed_picks(four, 4).shape == (len(picks), 4) and np.all(packed_picks(four, 4) >= 0)
+    for bad in (0, 13, True):
+        with pytest.raises(ConfigError, match="count in 1..12"):
+            RefinerFitConfig(em_channel=True, em_classes=bad)
+    with pytest.raises(ConfigError, match="add --em-channel"):
+        RefinerFitConfig(em_classes=4)
+
+
+def test_a_refiner_file_keeps_its_em_count_and_older_files_read_as_three(tiny_model_dir, tmp_path):
+    """refiner.npz stores the EM count its scores are fitted for (Refiner.em_count); a file
+    from before it was stored was fitted for em_channel.FAST_CLASSES, and a count outside
+    1..its classes does not load."""
+    from rfclassify.dsp import em_channel
+
+    classes = ("16PSK", "16QAM", "32QAM", "64QAM")
+    ref = _random_refiner(classes, N_FEATURES + em_channel.n_scores(classes), 3, em_channel=True, em_count=2)
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, ref)
+    assert Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS).em_count == 2
+
+    def rewrite(**change):
+        with np.load(model_dir / REFINER_FILE) as z:
+            arrays = {k: z[k] for k in z.files if k != "em_count"}
+        np.savez(model_dir / REFINER_FILE, **arrays, **change)
+        meta = ModelMeta.load(model_dir)
+        meta.with_updates(refiner={**meta.refiner, "sha256": file_sha256(model_dir / REFINER_FILE)}).save(model_dir)
+
+    rewrite()
+    assert Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS).em_count == em_channel.FAST_CLASSES
+    rewrite(em_count=np.int64(5))
+    with pytest.raises(ModelNotFoundError, match="fitted for 5 classes, not 1..4"):
+        Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)

@@ -216,6 +216,24 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     lines = "\n".join(_refiner_lines(info))
     assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz --trees`" in lines
     assert _fit_flags({"members": 1}) == ""
+    assert _fit_flags({"em_channel": True, "em_classes": 5}) == " --em-channel --em-classes 5"
+    assert _fit_flags({"em_channel": True, "em_classes": 3}) == " --em-channel"
+
+
+def test_the_card_says_how_many_classes_get_the_em_scores_fitted_and_served():
+    """The refiner section names the EM count of the fit and, where model.json's
+    serve_em_classes differs, the one served; a fit of the default count served as fitted
+    says nothing more."""
+    from rfclassify.model.card import _serving_em_lines
+
+    three, five = {"em_channel": True}, {"em_channel": True, "em_classes": 5}
+    assert _serving_em_lines(None, three) == [] and _serving_em_lines(4, {}) == []
+    assert "top 5 of its classes (model.json's refiner.serve_em_classes; fitted for its top 3)" in \
+        _serving_em_lines(5, three)[0]
+    assert "top 5 of its classes, as in its fit" in _serving_em_lines(None, five)[0]
+    assert _serving_em_lines(5, five) == _serving_em_lines(None, five)
+    assert "top 4 of its classes (model.json's refiner.serve_em_classes; fitted for its top 5)" in \
+        _serving_em_lines(4, five)[0]
 
 
 def test_the_shipped_card_links_only_to_figures_it_ships():

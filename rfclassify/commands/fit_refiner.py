@@ -65,16 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(rfclassify.dsp.class_equalizer; about 3.4x the refiner's CPU per burst)")
     parser.add_argument("--em-channel", action="store_true",
                         help="add each class's score by a channel estimate fitted by EM, for the network's "
-                             "top 3 classes (rfclassify.dsp.em_channel; docs/model.md, thirty-eighth session)")
+                             "top 3 classes or --em-classes (rfclassify.dsp.em_channel; docs/model.md, "
+                             "thirty-eighth session)")
+    parser.add_argument("--em-classes", type=int, default=None, metavar="N",
+                        help="how many of the top-ranked classes get the EM scores, in the fit and when served "
+                             "(stored in refiner.npz; default 3; docs/model.md, forty-fourth session); needs "
+                             "--em-channel")
     parser.add_argument("--em-gate", default="all", metavar="GATE",
                         help="which bursts get the EM scores, from the network's ranking of the refiner's classes "
                              "and its SNR estimate: all, or dense_top<k>[_snr<dB>] (a 32-256QAM among its top k, "
                              "the SNR at least that) / dense5_top<k>[_snr<dB>] (16QAM too); the others get zeros. "
                              "Examples with every burst's scores fit any gate (docs/model.md, thirty-ninth session)")
     parser.add_argument("--em-ranker", action="store_true",
-                        help="fit the EM scores for the top 3 classes of a first refiner over the other inputs "
-                             "(stored inside refiner.npz), not the network's; the gate reads its ranking too. "
-                             "Takes any --examples: it measures the EM scores its picks need again "
+                        help="fit the EM scores for the top 3 (or --em-classes) classes of a first refiner over "
+                             "the other inputs (stored inside refiner.npz), not the network's; the gate reads its "
+                             "ranking too. Takes any --examples: it measures the EM scores its picks need again "
                              "(docs/model.md, fortieth session)")
     parser.add_argument("--save-examples", default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                            sequence_features=args.sequence_features, blind_view=args.blind_view,
                            blind_reader=args.blind_reader, power_lines=args.power_lines, em_channel=args.em_channel,
                            em_gate=args.em_gate, em_ranker=args.em_ranker, trees=args.trees,
+                           **({"em_classes": args.em_classes} if args.em_classes is not None else {}),
                            tree_leaves=args.tree_leaves, tree_lr=args.tree_lr, tree_share=args.tree_share)
     model_dir = args.model_dir or default_model_dir()
     rep = fit_refiner(model_dir, cfg, progress=lambda line: print(f"  {line}", flush=True), examples=args.examples,

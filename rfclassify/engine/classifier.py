@@ -121,7 +121,7 @@ class Classifier:
         alphabet_fit_3_low_snr since the twenty-fifth session, docs/model.md);
         refiner_em_classes fits the EM scores of that many of the network's top classes for a
         refiner that has them; None: model.json's refiner.serve_em_classes where it names a
-        count, else the count it was fitted with (em_channel.FAST_CLASSES); dc_pass=False
+        count, else the count it was fitted with (Refiner.em_count); dc_pass=False
         leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do);
         low_order_refiner=False leaves out the model's low-order refiner alone (about a sixth
         of the shipped model's CPU per burst; docs/engine.md).

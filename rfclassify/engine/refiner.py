@@ -355,7 +355,7 @@ class Refiner:
     #: probabilities are mixed with the perceptrons' by their share (None: the perceptrons alone)
     trees: TreeEnsemble | None = None
     #: its classes' scores by an EM channel estimate (rfclassify.dsp.em_channel) come last in
-    #: the perceptron's input, fitted for the network's em_channel.FAST_CLASSES top ones
+    #: the perceptron's input, fitted for the network's em_count top ones
     em_channel: bool = False
     #: which bursts get the EM scores (em_channel.passes_gate; the others get zeros, as in
     #: the fit): a gate on the network's ranking and SNR estimate spares the bursts they do
@@ -366,8 +366,9 @@ class Refiner:
     #: (EmPick): its top three hold the truth more often (None: the network's ranking)
     em_ranker: Refiner | None = None
     #: how many of the top-ranked classes get their EM scores fitted when served (the others
-    #: score em_channel.ABSENT_MARGIN under the worst fitted, as in the fit); every fit so
-    #: far used em_channel.FAST_CLASSES, and a model may serve more (fitting_em_classes)
+    #: score em_channel.ABSENT_MARGIN under the worst fitted, as in the fit): the fit's count
+    #: (fit-refiner --em-classes, stored in refiner.npz; files from before it was stored were
+    #: fitted with em_channel.FAST_CLASSES), and a model may serve another (fitting_em_classes)
     em_count: int = FAST_CLASSES
 
     @property
@@ -548,6 +549,7 @@ class Refiner:
         if self.em_channel:
             extra["em_channel"] = np.bool_(True)
             extra["em_gate"] = np.array(self.em_gate)
+            extra["em_count"] = np.int64(self.em_count)
         if self.em_ranker is not None:
             extra.update({EM_RANKER_PREFIX + k: getattr(self.em_ranker, k) for k in _ARRAYS})
             if self.em_ranker.trees is not None:
@@ -585,6 +587,7 @@ class Refiner:
                 trees = TreeEnsemble.from_arrays(z, TREES_PREFIX) if f"{TREES_PREFIX}shape" in z else None
                 em = "em_channel" in z and bool(z["em_channel"])
                 em_gate = str(z["em_gate"]) if "em_gate" in z else ALL_BURSTS
+                em_count = int(z["em_count"]) if "em_count" in z else FAST_CLASSES
                 ranker_arrays = ({k: np.asarray(z[EM_RANKER_PREFIX + k], np.float32) for k in _ARRAYS}
                                  if f"{EM_RANKER_PREFIX}w1" in z else None)
                 ranker_trees = (TreeEnsemble.from_arrays(z, EM_RANKER_PREFIX + TREES_PREFIX)
@@ -602,6 +605,8 @@ class Refiner:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
         if not em_channel.gate_is_valid(em_gate):
             raise ModelNotFoundError(f"{path}: its EM scores are gated by an unknown gate {em_gate!r}")
+        if not 1 <= em_count <= len(labels):
+            raise ModelNotFoundError(f"{path}: its EM scores are fitted for {em_count} classes, not 1..{len(labels)}")
         unfitted = [lb for lb in labels if em and not scorable(lb)]
         if unfitted:
             raise ModelNotFoundError(f"{path}: the EM scores have no alphabets for {unfitted}")
@@ -629,7 +634,8 @@ class Refiner:
             ranker = cls(labels=labels, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
                          trees=ranker_trees, **ranker_arrays)
         return cls(labels=labels, index=index, min_samples=min_samples, sequence=sequence, equalizer=equalizer,
-                   rate_rule=rate_rule, trees=trees, em_channel=em, em_gate=em_gate, em_ranker=ranker, **arrays)
+                   rate_rule=rate_rule, trees=trees, em_channel=em, em_gate=em_gate, em_ranker=ranker,
+                   em_count=em_count, **arrays)
 
 
 def _perceptron_shapes_ok(arrays: dict[str, np.ndarray], n_features: int, n_classes: int) -> bool:

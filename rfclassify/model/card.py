@@ -119,8 +119,9 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
         seq_input += (", and how well each class's alphabets explain the clocked symbols after an equalizer fitted "
                       "to them (rfclassify/dsp/class_equalizer.py)")
     if cfg.get("em_channel"):
-        seq_input += (", and, for the network's top three of those classes, how well their alphabets explain the "
-                      "burst through a channel estimated for each by EM (rfclassify/dsp/em_channel.py)"
+        seq_input += (f", and, for the network's top {_count_word(_em_fitted(cfg))} of those classes, how well their "
+                      "alphabets explain the burst through a channel estimated for each by EM "
+                      "(rfclassify/dsp/em_channel.py)"
                       + _em_gate_words(cfg.get("em_gate", "all")))
     seq_lines = [] if not seq else [
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
@@ -149,7 +150,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."
             + _fuser_parts(acc, acc10),
             *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
-            *_serving_em_lines(r.get("serve_em_classes")),
+            *_serving_em_lines(r.get("serve_em_classes"), cfg),
             *_light_lines(r.get("light"))]
 
 
@@ -194,6 +195,8 @@ def _fit_flags(cfg: dict[str, Any]) -> str:
     options = ("blind_view", "power_lines", "sequence_features", "equalizer", "em_channel", "dc_pass")
     flags += [f" --{name.replace('_', '-')}" for name in options if cfg.get(name)]
     flags += [f" --em-gate {cfg['em_gate']}"] if cfg.get("em_gate", "all") != "all" else []
+    if cfg.get("em_channel") and _em_fitted(cfg) != _em_default():
+        flags.append(f" --em-classes {cfg['em_classes']}")
     flags += [f" --blind-reader {Path(cfg['blind_reader']).name}"] if cfg.get("blind_reader") else []
     flags += [f" --label-smoothing {cfg['label_smoothing']:g}"] if cfg.get("label_smoothing") else []
     flags += [f" --members {cfg['members']}"] if cfg.get("members", 1) > 1 else []
@@ -219,14 +222,35 @@ def _serving_clock_lines(serve: str | None, fitted: str | None) -> list[str]:
             "choose another."]
 
 
-def _serving_em_lines(count: int | None) -> list[str]:
-    """How many classes get the refiner's EM scores when served, where the model names a count."""
-    if not count:
-        return []
+def _count_word(n: int) -> str:
+    """n in words up to twelve, else in digits."""
+    words = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+    return words[n - 1] if 1 <= n <= len(words) else str(n)
+
+
+def _em_default() -> int:
     from rfclassify.dsp.em_channel import FAST_CLASSES
 
+    return FAST_CLASSES
+
+
+def _em_fitted(cfg: dict[str, Any]) -> int:
+    """How many of the network's top classes a refiner fit (its config) measured EM scores for
+    (fits before fit-refiner --em-classes used em_channel.FAST_CLASSES)."""
+    return int(cfg.get("em_classes", _em_default()))
+
+
+def _serving_em_lines(count: int | None, cfg: dict[str, Any]) -> list[str]:
+    """How many classes get the refiner's EM scores when served, where the model names a count
+    or its fit used another than em_channel.FAST_CLASSES."""
+    fitted = _em_fitted(cfg)
+    if not cfg.get("em_channel") or (not count and fitted == _em_default()):
+        return []
+    if not count or count == fitted:
+        return [f"- Served with the EM scores fitted for the network's top {fitted} of its classes, as in its fit; "
+                "`[model] refiner_em_classes` or `--refiner-em-classes` choose another."]
     return [f"- Served with the EM scores fitted for the network's top {count} of its classes (model.json's "
-            f"refiner.serve_em_classes; fitted for its top {FAST_CLASSES}); `[model] refiner_em_classes` or "
+            f"refiner.serve_em_classes; fitted for its top {fitted}); `[model] refiner_em_classes` or "
             "`--refiner-em-classes` choose another."]
 
 

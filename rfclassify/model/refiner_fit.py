@@ -127,8 +127,11 @@ class RefinerFitConfig:
     #: through a constant-modulus filter (SequenceNet.power_lines, rfclassify.dsp.power_lines)
     power_lines: bool = False
     #: each class's score by a channel estimate fitted by EM for the network's top
-    #: em_channel.FAST_CLASSES classes (rfclassify.dsp.em_channel) joins them, last
+    #: em_classes classes (rfclassify.dsp.em_channel) joins them, last
     em_channel: bool = False
+    #: how many of the top-ranked classes get their EM scores fitted, in the fit and when
+    #: served (stored in refiner.npz: Refiner.em_count)
+    em_classes: int = em_scores.FAST_CLASSES
     #: the bursts that get them (em_channel.passes_gate); the others get zeros, in the fit
     #: and when served
     em_gate: str = em_scores.ALL_BURSTS
@@ -165,6 +168,12 @@ class RefinerFitConfig:
             raise ConfigError("em_gate picks the bursts that get the EM scores (add --em-channel)")
         if self.em_ranker and not self.em_channel:
             raise ConfigError("em_ranker picks the classes the EM scores are fitted for (add --em-channel)")
+        n_classes = len(GROUPS[self.group].classes)
+        if isinstance(self.em_classes, bool) or not isinstance(self.em_classes, int) or not (
+                1 <= self.em_classes <= n_classes):
+            raise ConfigError(f"em_classes must be a count in 1..{n_classes}, got {self.em_classes!r}")
+        if self.em_classes != em_scores.FAST_CLASSES and not self.em_channel:
+            raise ConfigError("em_classes is how many classes get the EM scores (add --em-channel)")
         if self.em_ranker and self.dc_pass:
             raise ConfigError("em_ranker measures the EM scores on the bursts as synthesized: leave out --dc-pass")
         if self.sequence_features and not self.sequence_net:
@@ -193,7 +202,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     true class's index in `classes` (n,), the network's top class index in `classes` (n,),
     SNR (n,) and burst length (n,). With cfg.equalizer, the classes' equalized scores follow
     the statistics; with cfg.em_channel, then their EM scores (for each burst the network's
-    top em_channel.FAST_CLASSES of `classes`, as served).
+    top cfg.em_classes of `classes`, as served).
 
     The bursts are synthesized here, chunk by chunk, from one random stream (so the examples
     do not depend on the worker count). With cfg.workers > 1, each chunk is then classified
@@ -215,7 +224,7 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
                           setup=(_load_worker_network, (str(model_dir), cfg.backend)))
     try:
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule,
-                                dc_route(model_dir, cfg, classes), em_labels, cfg.em_gate)
+                                dc_route(model_dir, cfg, classes), em_labels, cfg.em_gate, cfg.em_classes)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -251,24 +260,25 @@ def _load_worker_network(model_dir: str, backend: str) -> None:
 
 
 def _pooled_chunk(bursts: list[np.ndarray], index: np.ndarray, n_stats: int, route: FitRoute | None,
-                  em_labels: tuple[str, ...] = (), em_gate: str = em_scores.ALL_BURSTS
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  em_labels: tuple[str, ...] = (), em_gate: str = em_scores.ALL_BURSTS,
+                  em_count: int = em_scores.FAST_CLASSES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """_chunk_examples in a fit worker, with its network and statistics settings."""
     sequence_net, equalizer, rate_rule = worker_statistics_settings()
     return _chunk_examples(_worker_network, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
-                           em_labels, em_gate)
+                           em_labels, em_gate, em_count)
 
 
 def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_stats: int,
                    sequence_net: SequenceNet | None, equalizer: tuple[str, ...], rate_rule: str,
                    route: FitRoute | None = None, em_labels: tuple[str, ...] = (),
-                   em_gate: str = em_scores.ALL_BURSTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   em_gate: str = em_scores.ALL_BURSTS, em_count: int = em_scores.FAST_CLASSES
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's examples: which bursts the network `clf` (a Classifier without a refiner)
     routes to the classes of model label indices `index` (positions into the chunk), their
     feature rows (Refiner.features) and the network's top class (model label index). With a
     DC pass `route`, the bursts it cleans are routed and measured as cleaned. With em_labels
     (the classes of `index`), each burst's EM scores are fitted for the network's top
-    em_channel.FAST_CLASSES of them, or not at all where em_gate holds it back, as
+    em_count of them, or not at all where em_gate holds it back, as
     Refiner.em_arguments picks them when served. A burst whose
     statistics fail (none should: burst_statistics does not raise) gets the invalid vector,
     as a burst without a clock does."""
@@ -282,7 +292,7 @@ def _chunk_examples(clf: Any, bursts: list[np.ndarray], index: np.ndarray, n_sta
     keep = np.flatnonzero(np.isin(top, index))
     if not keep.size:
         return keep, np.zeros((0, len(probs[0]) + 1 + n_stats), np.float32), keep
-    em_classes = ([em_scores.em_classes(probs[i][index], em_labels, snrs[i], em_gate) for i in keep]
+    em_classes = ([em_scores.em_classes(probs[i][index], em_labels, snrs[i], em_gate, em_count) for i in keep]
                   if em_labels else None)
     stats = statistics_many([bursts[i] for i in keep], sequence_net, None, equalizer, rate_rule, em_labels,
                             em_classes)
@@ -295,7 +305,8 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
                      progress: Callable[[str], None] | None, pool: Executor | None,
                      sequence_net: SequenceNet | None, equalizer: tuple[str, ...],
                      rate_rule: str, route: FitRoute | None, em_labels: tuple[str, ...] = (),
-                     em_gate: str = em_scores.ALL_BURSTS) -> dict[str, np.ndarray]:
+                     em_gate: str = em_scores.ALL_BURSTS, em_count: int = em_scores.FAST_CLASSES
+                     ) -> dict[str, np.ndarray]:
     from rfclassify.model.meta import ModelMeta
 
     meta = ModelMeta.load(model_dir)
@@ -326,10 +337,10 @@ def _routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tupl
     try:
         for lab, length, snr, bursts in fit_bursts(model_dir, cfg, classes):
             if pool is not None:
-                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels, em_gate)
+                out: Any = pool.submit(_pooled_chunk, bursts, index, n_stats, route, em_labels, em_gate, em_count)
             else:
                 out = _chunk_examples(clf, bursts, index, n_stats, sequence_net, equalizer, rate_rule, route,
-                                      em_labels, em_gate)
+                                      em_labels, em_gate, em_count)
             in_flight.append((lab, length, snr, out))
             while len(in_flight) > ahead:
                 take_oldest()
@@ -434,39 +445,41 @@ def ranker_out_of_fold(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Ref
 
 
 def ranked_picks(logits: np.ndarray, features: np.ndarray, model_labels: Sequence[str], classes: tuple[str, ...],
-                 gate: str) -> list[np.ndarray]:
-    """Each row's EM classes (em_channel.em_classes) from the ranker's logits and the row's
-    network SNR estimate (its feature column after the log-probabilities), under `gate`."""
+                 gate: str, count: int = em_scores.FAST_CLASSES) -> list[np.ndarray]:
+    """Each row's EM classes (em_channel.em_classes, its `count` top ones) from the ranker's
+    logits and the row's network SNR estimate (its feature column after the
+    log-probabilities), under `gate`."""
     snr = features[:, len(model_labels)].astype(np.float64) * 10.0
-    return [em_scores.em_classes(z, classes, s, gate) for z, s in zip(logits, snr)]
+    return [em_scores.em_classes(z, classes, s, gate, count) for z, s in zip(logits, snr)]
 
 
 def examples_key(model_id: str, classes: tuple[str, ...], sequence_net: str | None, rate_rule: str,
                  equalizer: tuple[str, ...], dc_pass: bool, sequence_features: bool = False,
                  blind_view: bool = False, blind_reader: str | None = None,
                  power_lines: bool = False, em_channel: bool = False,
-                 em_gate: str = em_scores.ALL_BURSTS, em_ranker: bool = False) -> dict[str, Any]:
+                 em_gate: str = em_scores.ALL_BURSTS, em_ranker: bool = False,
+                 em_classes: int = em_scores.FAST_CLASSES) -> dict[str, Any]:
     """What a fit's examples depend on besides their bursts: the network that routed and
     scored them, the classes, the sequence network (its file's sha256) and rate rule their
     statistics came from, whether its pooled features, its blind view (and which blind
     reader, by sha256), the power lines and the EM scores are among them (and which bursts
-    got the latter: em_gate; whose ranking picked their classes: em_ranker), the equalized
-    classes, and whether the DC pass cleaned their bursts first. Examples are reused only
-    where it matches, but examples with every burst's EM scores serve a fit with any gate
-    (gate_em_columns), and a fit with an EM ranker takes any (it measures the EM scores its
-    picks need again: EM_RECOMPUTED)."""
+    got the latter: em_gate; whose ranking picked their classes: em_ranker; how many:
+    em_classes), the equalized classes, and whether the DC pass cleaned their bursts first.
+    Examples are reused only where it matches, but examples with every burst's EM scores
+    serve a fit with any gate (gate_em_columns), and a fit with an EM ranker takes any (it
+    measures the EM scores its picks need again: EM_RECOMPUTED)."""
     return {"model_id": model_id, "classes": list(classes),
             "sequence_net_sha256": file_sha256(sequence_net) if sequence_net else None,
             "rate_rule": rate_rule, "equalizer": list(equalizer), "dc_pass": bool(dc_pass),
             "sequence_features": bool(sequence_features), "blind_view": bool(blind_view),
             "blind_reader_sha256": file_sha256(blind_reader) if blind_reader else None,
             "power_lines": bool(power_lines), "em_channel": bool(em_channel), "em_gate": em_gate,
-            "em_ranker": bool(em_ranker)}
+            "em_ranker": bool(em_ranker), "em_classes": int(em_classes)}
 
 
 #: the key's entries a fit with an EM ranker does not need to match: it keeps the stored EM
 #: scores of the examples whose picks agree with its own and measures the others again
-EM_RECOMPUTED = ("em_channel", "em_gate", "em_ranker")
+EM_RECOMPUTED = ("em_channel", "em_gate", "em_ranker", "em_classes")
 
 
 def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, Any], cfg: RefinerFitConfig) -> Path:
@@ -501,6 +514,7 @@ def load_examples(path: str | Path, key: dict[str, Any], em_recomputed: bool = F
         stored.setdefault("em_channel", False)          # or the EM scores
         stored.setdefault("em_gate", em_scores.ALL_BURSTS)  # or a gate on them
         stored.setdefault("em_ranker", False)           # or an EM ranker
+        stored.setdefault("em_classes", em_scores.FAST_CLASSES)  # or another count of classes
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such examples file (fit-refiner --save-examples writes one)") from None
     except (KeyError, ValueError, OSError) as e:
@@ -517,7 +531,7 @@ def stored_em_picks(ex: dict[str, np.ndarray], stored: dict[str, Any], model_lab
                     classes: tuple[str, ...]) -> list[np.ndarray]:
     """The classes each example's stored EM scores were fitted for: an EM ranker's picks as
     saved, else the network's (em_channel.em_classes from its log-probabilities and SNR
-    estimate, under the stored gate); none for examples without EM scores."""
+    estimate, under the stored gate and count); none for examples without EM scores."""
     n = len(ex["truth"])
     if not stored["em_channel"]:
         return [np.zeros(0, np.int64)] * n
@@ -525,12 +539,13 @@ def stored_em_picks(ex: dict[str, np.ndarray], stored: dict[str, Any], model_lab
         return [row[row >= 0].astype(np.int64) for row in ex["em_picks"]]
     f = ex["features"]
     columns = [list(model_labels).index(c) for c in classes]
-    return ranked_picks(f[:, columns], f, model_labels, classes, stored["em_gate"])
+    return ranked_picks(f[:, columns], f, model_labels, classes, stored["em_gate"], stored["em_classes"])
 
 
-def packed_picks(picks: Sequence[np.ndarray]) -> np.ndarray:
-    """(n, em_channel.FAST_CLASSES) int64 of each row's picks, -1 past them (save_examples' em_picks)."""
-    out = np.full((len(picks), em_scores.FAST_CLASSES), -1, np.int64)
+def packed_picks(picks: Sequence[np.ndarray], count: int = em_scores.FAST_CLASSES) -> np.ndarray:
+    """(n, count) int64 of each row's picks (at most count each), -1 past them (save_examples'
+    em_picks)."""
+    out = np.full((len(picks), count), -1, np.int64)
     for i, p in enumerate(picks):
         out[i, :len(p)] = p
     return out
@@ -661,7 +676,7 @@ def _fit_and_score(ex: dict[str, np.ndarray], features: np.ndarray, cfg: Refiner
                          else (None, None))
     y, network, length = ex["truth"][hold], ex["network_top"][hold], ex["length"][hold]
     refiner = Refiner(labels=classes, index=index, sequence=sequence, equalizer=equalizer, rate_rule=rate_rule,
-                      trees=trees, em_channel=em_channel, em_gate=em_gate, **weights)
+                      trees=trees, em_channel=em_channel, em_gate=em_gate, em_count=cfg.em_classes, **weights)
     pred = refiner.logits(features[hold]).argmax(1)
     by_length = {n: {"bursts": int(np.sum(length == n)),
                      "network": float(np.mean(network[length == n] == y[length == n])),
@@ -739,7 +754,7 @@ def _ranked_em_examples(model_dir: str | Path, cfg: RefinerFitConfig, model_labe
     if progress is not None:
         progress("fitting the EM ranker out of fold")
     picks = ranked_picks(ranker_out_of_fold(ex, base, cfg, classes, index, sequence, rule, equalizer), base,
-                         model_labels, classes, cfg.em_gate)
+                         model_labels, classes, cfg.em_gate, cfg.em_classes)
     same = np.array([set(a.tolist()) == set(b.tolist()) for a, b in zip(before, picks)], bool)
     columns = np.zeros((n, n_em), np.float32)
     if stored["em_channel"]:
@@ -752,7 +767,7 @@ def _ranked_em_examples(model_dir: str | Path, cfg: RefinerFitConfig, model_labe
     report = {"scores": scores, "folds": RANKER_FOLDS, "bursts_picked": int(picked.sum()),
               "truth_among_picks": float(truth_in[picked].mean()) if picked.any() else None,
               "scores_kept": int((same & picked).sum()), "scores_measured": int(sum(len(p) > 0 for p in again))}
-    out = dict(ex, features=np.concatenate([base, columns], axis=1), em_picks=packed_picks(picks))
+    out = dict(ex, features=np.concatenate([base, columns], axis=1), em_picks=packed_picks(picks, cfg.em_classes))
     return out, ranker, report
 
 
@@ -790,7 +805,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     rule = cfg.clock_rule(sequence)
     key = examples_key(meta.model_id, classes, cfg.sequence_net, rule, equalizer, cfg.dc_pass,
                        cfg.sequence_features, cfg.blind_view, cfg.blind_reader, cfg.power_lines, cfg.em_channel,
-                       cfg.em_gate, cfg.em_ranker)
+                       cfg.em_gate, cfg.em_ranker, cfg.em_classes)
     index = np.array([meta.labels.index(c) for c in classes])
     n_em = em_scores.n_scores(classes) if cfg.em_channel else 0
     ranker, ranker_report = None, None
@@ -799,7 +814,8 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         cfg = dataclasses.replace(cfg, **made)
     else:
         # an EM ranker's picks need the other statistics first: the EM scores come in a second pass
-        made_by = (dataclasses.replace(cfg, em_channel=False, em_gate=em_scores.ALL_BURSTS, em_ranker=False)
+        made_by = (dataclasses.replace(cfg, em_channel=False, em_gate=em_scores.ALL_BURSTS, em_ranker=False,
+                                       em_classes=em_scores.FAST_CLASSES)
                    if cfg.em_ranker else cfg)
         ex = routed_examples(model_dir, made_by, classes, progress, sequence)
         stored = dict(key, em_channel=made_by.em_channel, em_ranker=False)
