@@ -605,7 +605,7 @@ class Refiner:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
         if not em_channel.gate_is_valid(em_gate):
             raise ModelNotFoundError(f"{path}: its EM scores are gated by an unknown gate {em_gate!r}")
-        if not 1 <= em_count <= len(labels):
+        if em and not 1 <= em_count <= len(labels):
             raise ModelNotFoundError(f"{path}: its EM scores are fitted for {em_count} classes, not 1..{len(labels)}")
         unfitted = [lb for lb in labels if em and not scorable(lb)]
         if unfitted:
