@@ -1402,8 +1402,11 @@ def test_the_models_serving_rate_rule_clocks_its_refiner_unless_the_caller_names
     assert "- Served with its bursts clocked by" not in card(shipped)
     assert "- Served with the EM scores fitted for the network's top 4 of its classes" in card(
         {**shipped, "serve_em_classes": 4})
-    assert "- Served with the EM scores fitted" not in card({k: v for k, v in shipped.items()
-                                                           if k != "serve_em_classes"})
+    # the shipped refiner is fitted for five (forty-fifth session) and serves them as fitted
+    unnamed = {k: v for k, v in shipped.items() if k != "serve_em_classes"}
+    assert "- Served with the EM scores fitted for the network's top 5 of its classes, as in its fit" in card(unnamed)
+    three = {**unnamed, "fit": {**unnamed["fit"], "config": {**unnamed["fit"]["config"], "em_classes": 3}}}
+    assert "- Served with the EM scores fitted" not in card(three)
     fitted_on = shipped["fit"]["rate_rule"]
     assert ("- Served on the `coherence` rate rule it was fitted on; model.json's refiner.serve_rate_rule names it, "
             "so the light variant's bursts are clocked by it too.") in card({**shipped, "serve_rate_rule": fitted_on})

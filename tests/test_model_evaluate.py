@@ -162,7 +162,7 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
     assert np.median(np.abs(alone["snr_estimate_db"] - alone["snr_db"])) < 2.0
     run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
     assert run["refiner"] and run["refiner_workers"] == 2 and run["dc_pass"]
-    assert run["refiner_em_classes"] == 5          # model.json's serve_em_classes (forty-third session)
+    assert run["refiner_em_classes"] == 5          # the refit's own count (forty-fifth session)
     # --no-dc-pass: recorded, and the card says how each evaluation was served
     assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / "nodc"),
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0
@@ -188,7 +188,7 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
 
     lines = "\n".join(_refiner_lines(ModelMeta.load(default_model_dir()).refiner))
     assert ("--sequence-net seq_shipped.npz --rate-rule coherence --blind-view --power-lines --em-channel "
-            "--em-gate dense_top2_snr5 --members 10 --trees`" in lines)
+            "--em-gate dense_top2_snr5 --em-classes 5 --members 10 --trees`" in lines)
     assert ("how well their alphabets explain the burst through a channel estimated for each by EM "
             "(rfclassify/dsp/em_channel.py), only for the bursts with one of 32QAM, 64QAM, 128QAM, 256QAM among the "
             "network's top 2 of them and an SNR estimate of at least 5 dB (EM gate `dense_top2_snr5`") in lines
@@ -211,7 +211,7 @@ def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():
     info = {**info, "fit": {**info["fit"], "config": {**info["fit"]["config"], "blind_reader": "/x/rd.npz"}}}
     lines = "\n".join(_refiner_lines(info))
     assert "read by a second network" in lines and ("--blind-view --power-lines --em-channel --em-gate dense_top2_snr5 "
-                                                    "--blind-reader rd.npz --members 10 --trees`") in lines
+                                                    "--em-classes 5 --blind-reader rd.npz --members 10 --trees`") in lines
     info["fit"]["config"]["members"] = 1
     lines = "\n".join(_refiner_lines(info))
     assert "by a two-layer perceptron (128 hidden units" in lines and "--blind-reader rd.npz --trees`" in lines
