@@ -77,3 +77,16 @@ def test_channel_overrides_reach_the_recipe_and_mistakes_are_config_errors():
     with pytest.raises(ConfigError, match="synthesized data only"):
         train_command.config_from_args(_parser().parse_args(
             ["--out", "run", "--steps", "1", "--data", "x.h5", "--channel-overrides", '{"p_pa": 0.5}']))
+
+
+def test_an_snr_focus_reaches_the_config_and_mistakes_are_config_errors():
+    cfg = train_command.config_from_args(_parser().parse_args(
+        ["--out", "run", "--steps", "1", "--snr-focus", "-8", "12", "0.6"]))
+    assert cfg.snr_focus == (-8.0, 12.0, 0.6)
+    assert train_command.config_from_args(_parser().parse_args(["--out", "run", "--steps", "1"])).snr_focus is None
+    with pytest.raises(ConfigError, match="SNR focus"):
+        train_command.config_from_args(_parser().parse_args(
+            ["--out", "run", "--steps", "1", "--snr-focus", "12", "-8", "0.6"]))
+    with pytest.raises(ConfigError, match="synthesized data only"):
+        train_command.config_from_args(_parser().parse_args(
+            ["--out", "run", "--steps", "1", "--data", "x.h5", "--snr-focus", "-8", "12", "0.6"]))

@@ -328,6 +328,32 @@ def test_channel_overrides_change_the_bursts_training_draws():
         "training": {"recipe": strong.to_dict()}})
 
 
+def test_an_snr_focus_draws_its_share_in_its_band_and_leaves_validation_alone():
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.card import render_markdown
+
+    focus = td.DataRecipe(buckets_samples=(256,), short_fraction=0.0, snr_focus=(-8.0, 12.0, 0.6))
+    plain = td.DataRecipe(buckets_samples=(256,), short_fraction=0.0)
+    in_band = {}
+    for name, recipe in (("focus", focus), ("plain", plain)):
+        snr = td.make_batch(recipe, 256, 1000, np.random.default_rng(1))["snr_db"]
+        assert snr.min() < -12.0 and snr.max() > 20.0  # the rest still spans the whole range
+        in_band[name] = float(np.mean((snr >= -8.0) & (snr <= 12.0)))
+    # uniform over -20..30: 20 of 50 dB in the band; focused: 0.6 + 0.4 * 0.4
+    assert abs(in_band["plain"] - 0.40) < 0.05 and abs(in_band["focus"] - 0.76) < 0.05
+    seed = td.seed_streams(5, 1)[0]
+    v_focus, v_plain = td.validation_set(focus, 32, seed), td.validation_set(plain, 32, seed)
+    for key in ("x", "label", "snr_db"):
+        np.testing.assert_array_equal(v_focus[256][key], v_plain[256][key])
+    assert "(60.0% of them drawn from -8..12 dB instead)" in render_markdown({
+        "model_id": "m", "labels": ["a"], "buckets_samples": [256], "min_samples": 64, "max_windows": 4,
+        "unknown_threshold": 0.5, "temperature": 1.0, "parameters": 1, "flops_per_bucket": {},
+        "training": {"recipe": focus.to_dict()}})
+    for bad in [(12.0, -8.0, 0.5), (-30.0, 0.0, 0.5), (-8.0, 12.0, 0.0), (-8.0, 12.0, 1.5)]:
+        with pytest.raises(ConfigError, match="SNR focus"):
+            td.DataRecipe(snr_focus=bad)
+
+
 class _SlowPool:
     """Stands in for SynthPool: hands out `n` numbered batches, then has nothing for a while."""
 

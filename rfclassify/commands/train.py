@@ -66,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="impairment-chain settings that differ from the full chain, as JSON of "
                              "rfclassify.dsp.channel.ChannelConfig fields, e.g. '{\"dc_offset_db_range\": [-40, 6]}' "
                              "(synthesized data only; recorded in the recipe)")
+    parser.add_argument("--snr-focus", type=float, nargs=3, default=d["snr_focus"], metavar=("LO", "HI", "SHARE"),
+                        help="draw SHARE of the synthesized bursts' SNRs from LO..HI dB instead of the whole "
+                             "-20..30 dB range, which the rest keeps (validation stays uniform; recorded in "
+                             "the recipe)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -100,6 +104,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         log_every=args.log_every, arch=arch, channels_last=args.channels_last, cuda_graphs=args.cuda_graphs,
         checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
         target_sps=args.target_sps, normalization=args.normalization, channel_overrides=channel,
+        snr_focus=tuple(args.snr_focus) if args.snr_focus else None,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

@@ -86,6 +86,14 @@ def _overrides(overrides: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(overrides.items()))
 
 
+def _focus(focus: Any) -> str:
+    """The recipe's SNR focus in words ('' for none)."""
+    if not focus:
+        return ""
+    lo, hi, share = focus
+    return f" ({_pct(share)} of them drawn from {lo:g}..{hi:g} dB instead)"
+
+
 def _lineage_lines(t: dict[str, Any]) -> list[str]:
     """The warm-start line of the training section (none for a run that started from random weights)."""
     total = t.get("lineage")
@@ -339,7 +347,7 @@ def render_markdown(card: dict[str, Any]) -> str:
             "- Data recipe: on-the-fly synthesis with the full impairment chain"
             + (f" (changed: {_overrides(recipe['channel_overrides'])})" if recipe.get("channel_overrides") else "")
             + ", SNR uniform "
-            f"{recipe.get('snr_range_db')} dB, labels uniform, 2-16 samples/symbol; bucket time shares "
+            f"{recipe.get('snr_range_db')} dB{_focus(recipe.get('snr_focus'))}, labels uniform, 2-16 samples/symbol; bucket time shares "
             f"{dict(zip(recipe.get('buckets_samples', []), recipe.get('time_share', [])))}; "
             f"{_pct(recipe.get('short_fraction'))} of the smallest bucket's rows are 64..127-sample "
             "bursts zero-padded.",

@@ -76,6 +76,8 @@ class TrainConfig:
     normalization: str | None = None
     #: ChannelConfig fields that differ from the full chain for synthesized data ({}: the full chain)
     channel_overrides: dict[str, Any] = field(default_factory=dict)
+    #: (lo dB, hi dB, share) of synthesized bursts drawn in that SNR band (DataRecipe.snr_focus); None: uniform
+    snr_focus: tuple[float, float, float] | None = None
     arch: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -115,7 +117,10 @@ class TrainConfig:
             check_normalization(self.normalization)
         if self.channel_overrides and self.data:
             raise ConfigError("--channel-overrides works with synthesized data only, not with --data")
-        td.DataRecipe(channel_overrides=self.channel_overrides)  # checks the overrides before any device time
+        if self.snr_focus is not None and self.data:
+            raise ConfigError("--snr-focus works with synthesized data only, not with --data")
+        # checks the overrides and the focus before any device time
+        td.DataRecipe(channel_overrides=self.channel_overrides, snr_focus=self.snr_focus)
         if self.target_sps is not None and self.data:
             raise ConfigError("--target-sps works with synthesized data only, not with --data")
         if self.target_sps is not None:
@@ -284,7 +289,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         cfg = replace(cfg, normalization=inherited)
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
                            target_sps=cfg.target_sps, normalization=cfg.normalization,
-                           channel_overrides=dict(cfg.channel_overrides))
+                           channel_overrides=dict(cfg.channel_overrides), snr_focus=cfg.snr_focus)
     model = model.to(device)
     graphs = cfg.cuda_graphs and device.startswith("cuda")
     layout = torch.channels_last if cfg.channels_last and device.startswith("cuda") else torch.contiguous_format

@@ -26,7 +26,7 @@ import os
 import queue
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,10 @@ class DataRecipe:
     #: share of training *time* per bucket (batches are drawn with probability share / length)
     time_share: tuple[float, ...] = (0.08, 0.08, 0.14, 0.40, 0.15, 0.15)
     snr_range_db: tuple[float, float] = (-20.0, 30.0)
+    #: (lo dB, hi dB, share): that share of training bursts draws its SNR from [lo, hi] instead of
+    #: the whole range, which the rest keeps (None: uniform over snr_range_db). Validation stays
+    #: uniform over snr_range_db, so runs with and without a focus validate alike
+    snr_focus: tuple[float, float, float] | None = None
     batch_size: int = 256
     #: fraction of the smallest bucket's rows that are short bursts, zero-padded to it
     short_fraction: float = 0.25
@@ -64,6 +68,12 @@ class DataRecipe:
         # BucketPolicy checks the normalization and refuses a rate normalizer with keep_dc: fail
         # here, not in a worker
         _ = self.policy
+        if self.snr_focus is not None:
+            lo, hi, share = self.snr_focus
+            r_lo, r_hi = self.snr_range_db
+            if not (r_lo <= lo < hi <= r_hi) or not 0.0 < share <= 1.0:
+                raise ConfigError(f"an SNR focus needs {r_lo:g} <= lo < hi <= {r_hi:g} dB and a share in (0, 1]; "
+                                  f"got {lo:g} {hi:g} {share:g}")
         if len(self.time_share) != len(self.buckets_samples):
             # a bucket list given on the command line: weight 1024 double, the rest equal
             share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
@@ -107,6 +117,10 @@ def _draw(recipe: DataRecipe, bucket: int, n: int, rng: np.random.Generator
     label_idx = rng.integers(0, len(recipe.labels), n)
     labels = [recipe.labels[i] for i in label_idx]
     snr = rng.uniform(*recipe.snr_range_db, n).astype(np.float32)
+    if recipe.snr_focus is not None:  # no extra draws without one: unfocused runs keep their bursts
+        lo, hi, share = recipe.snr_focus
+        focused = rng.random(n) < share
+        snr[focused] = rng.uniform(lo, hi, int(focused.sum())).astype(np.float32)
     n_short = 0
     if bucket == min(recipe.buckets_samples) and recipe.min_samples < bucket:
         n_short = int(round(recipe.short_fraction * n))
@@ -222,8 +236,10 @@ def _rate_validation_set(recipe: DataRecipe, per_bucket: int, rng: np.random.Gen
 
 
 def validation_set(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence) -> dict[int, Batch]:
-    """A fixed held-out set: `per_bucket` bursts per bucket, from its own seed stream."""
+    """A fixed held-out set: `per_bucket` bursts per bucket, from its own seed stream, SNR uniform
+    over the recipe's range (a training focus does not shape it)."""
     rng = np.random.default_rng(seed_seq)
+    recipe = replace(recipe, snr_focus=None)
     if recipe.target_sps is not None:
         return _rate_validation_set(recipe, per_bucket, rng)
     out: dict[int, Batch] = {}
