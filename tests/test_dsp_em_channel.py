@@ -264,6 +264,13 @@ def test_the_em_gate_passes_a_dense_qam_near_the_top_above_its_snr():
     assert em.em_classes(probs, labels, 0.0, "dense_top2_snr5").size == 0
 
 
+def test_an_em_count_is_a_whole_number_of_the_refiners_classes():
+    """One rule for the fit's --em-classes, the served count and a refiner file's em_count."""
+    assert em.count_is_valid(1, 12) and em.count_is_valid(12, 12) and em.count_is_valid(np.int64(5), 12)
+    for bad in (0, 13, -1, 2.0, True, "3", None):
+        assert not em.count_is_valid(bad, 12)
+
+
 def test_windows_sit_side_by_side_about_the_centre():
     assert em.window_starts(700) == [0]
     assert em.window_starts(1024) == [0]

@@ -430,6 +430,14 @@ def em_classes(probs: np.ndarray, labels: Sequence[str], snr_db: float, gate: st
     return top_classes(probs, count)
 
 
+def count_is_valid(count: object, n_classes: int) -> bool:
+    """Whether `count` is a number of top classes the EM scores can be fitted for among a
+    refiner's n_classes: an int (not a bool) in 1..n_classes. The fit's configuration, the
+    served count and a stored refiner file are checked by this one rule."""
+    return (not isinstance(count, bool) and isinstance(count, (int, np.integer))
+            and 1 <= int(count) <= n_classes)
+
+
 def gate_is_valid(gate: str) -> bool:
     """Whether `gate` names a gate passes_gate knows: ALL_BURSTS, or `dense_top<k>` /
     `dense5_top<k>`, optionally followed by `_snr<dB>`."""

@@ -403,7 +403,7 @@ class Refiner:
         outside 1..its classes."""
         if not self.em_channel:
             raise ConfigError("this refiner has no EM scores to fit for more or fewer classes")
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(self.labels):
+        if not em_channel.count_is_valid(count, len(self.labels)):
             raise ConfigError(f"the EM classes served must be a count in 1..{len(self.labels)}, got {count!r}")
         return dataclasses.replace(self, em_count=count)
 
@@ -605,7 +605,7 @@ class Refiner:
             raise ModelNotFoundError(f"{path}: the equalizer has no alphabets for {unscored}")
         if not em_channel.gate_is_valid(em_gate):
             raise ModelNotFoundError(f"{path}: its EM scores are gated by an unknown gate {em_gate!r}")
-        if em and not 1 <= em_count <= len(labels):
+        if em and not em_channel.count_is_valid(em_count, len(labels)):
             raise ModelNotFoundError(f"{path}: its EM scores are fitted for {em_count} classes, not 1..{len(labels)}")
         unfitted = [lb for lb in labels if em and not scorable(lb)]
         if unfitted:

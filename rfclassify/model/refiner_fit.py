@@ -169,8 +169,7 @@ class RefinerFitConfig:
         if self.em_ranker and not self.em_channel:
             raise ConfigError("em_ranker picks the classes the EM scores are fitted for (add --em-channel)")
         n_classes = len(GROUPS[self.group].classes)
-        if isinstance(self.em_classes, bool) or not isinstance(self.em_classes, int) or not (
-                1 <= self.em_classes <= n_classes):
+        if not em_scores.count_is_valid(self.em_classes, n_classes):
             raise ConfigError(f"em_classes must be a count in 1..{n_classes}, got {self.em_classes!r}")
         if self.em_classes != em_scores.FAST_CLASSES and not self.em_channel:
             raise ConfigError("em_classes is how many classes get the EM scores (add --em-channel)")
