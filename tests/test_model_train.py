@@ -18,7 +18,7 @@ from rfclassify.labels import LABELS  # noqa: E402
 from rfclassify.model import training_data as td  # noqa: E402
 from rfclassify.model.meta import ModelMeta  # noqa: E402
 from rfclassify.model.network import count_parameters, load_trained  # noqa: E402
-from rfclassify.model.train import TrainConfig, augment, lr_at  # noqa: E402
+from rfclassify.model.train import TrainConfig, augment, lr_at, lr_for_step  # noqa: E402
 
 
 def test_make_batch_is_normalized_and_pads_short_bursts():
@@ -57,6 +57,58 @@ def test_lr_schedule_warms_up_and_anneals():
     assert lr_at(cfg.warmup_fraction, cfg) == pytest.approx(1e-3)
     assert lr_at(1.0, cfg) == pytest.approx(cfg.final_lr_fraction * 1e-3)
     assert lr_at(0.5, cfg) > lr_at(0.9, cfg)
+
+
+def test_wsd_schedule_warms_up_holds_and_a_branch_decays_from_where_the_trunk_is():
+    trunk = TrainConfig(out_dir="x", schedule="wsd", steps=10_000, lr=2e-3, warmup_steps=100)
+    assert lr_for_step(0, trunk) == pytest.approx(2e-5)   # 1 % of the peak, as the cosine's warmup
+    assert lr_for_step(50, trunk) == pytest.approx(1e-3)
+    assert lr_for_step(100, trunk) == lr_for_step(9_999, trunk) == 2e-3  # no decay: the peak held
+    # a branch from the trunk's step 4,000 decays over 1,000 steps, starting at the trunk's rate
+    branch = TrainConfig(out_dir="x", schedule="wsd", steps=5_000, decay_steps=1_000, lr=2e-3, warmup_steps=100)
+    assert lr_for_step(4_000, branch) == lr_for_step(4_000, trunk) == 2e-3
+    assert lr_for_step(4_500, branch) == pytest.approx(2e-3 * (1 - 0.99 * 0.5))
+    assert lr_for_step(5_000, branch) == pytest.approx(branch.final_lr_fraction * 2e-3)
+    assert lr_for_step(4_200, branch) > lr_for_step(4_400, branch) > lr_for_step(4_600, branch)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"schedule": "wsd", "time_budget_s": 60}, "counted in steps"),
+    ({"schedule": "wsd", "steps": 10, "time_budget_s": 60}, "counted in steps"),
+    ({"schedule": "wsd", "steps": 10, "decay_steps": 11}, "--decay-steps within"),
+    ({"schedule": "wsd", "steps": 10, "warmup_steps": -1}, "--warmup-steps must be"),
+    ({"steps": 10, "decay_steps": 5}, "--schedule wsd only"),
+    ({"steps": 10, "schedule": "step"}, "--schedule must be one of"),
+    ({"steps": 10, "stop_after_s": 0}, "--stop-after-s must be > 0"),
+])
+def test_schedule_settings_are_checked_before_any_training(kwargs, message):
+    from rfclassify._exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(out_dir="x", **kwargs)
+
+
+def test_stop_after_s_pauses_with_a_checkpoint_and_a_decay_branch_finishes_it(tmp_path, capsys):
+    """--stop-after-s ends the invocation with checkpoint.pt, the log and no model; --resume
+    with a decay branch then trains to its end on the wsd schedule and writes the model,
+    recording both commands."""
+    out, branch = tmp_path / "trunk", tmp_path / "branch"
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu",
+            "--log-every", "1", "--schedule", "wsd", "--warmup-steps", "0", "--lr", "0.002"]
+    assert main(["train", "--out", str(out), "--steps", "1000", "--stop-after-s", "1e-9", *tiny]) == 0
+    assert "paused: step 0, 0.0% of the schedule" in capsys.readouterr().out
+    assert main(["train", "--out", str(out), "--steps", "1000", "--stop-after-s", "1e-9", "--seed", "1", *tiny,
+                 "--resume", str(out / "checkpoint.pt")]) == 0
+    assert "warning" not in capsys.readouterr().err   # a sitting with a seed of its own
+    assert (out / "checkpoint.pt").is_file() and not (out / "model.json").exists()
+    assert json.loads((out / "train_log.json").read_text())["paused_at_step"] == 0
+    assert main(["train", "--out", str(branch), "--steps", "3", "--decay-steps", "2", "--seed", "1", *tiny,
+                 "--resume", str(out / "checkpoint.pt")]) == 0
+    assert "the data starts again" in capsys.readouterr().err  # the last sitting's seed again: said
+    training = ModelMeta.load(branch).extra["training"]
+    assert training["steps"] == 3 and len(training["commands"]) == 3  # two sittings of the trunk, the branch
+    lrs = [h["lr"] for h in json.loads((branch / "train_log.json").read_text())["history"]]
+    assert lrs == pytest.approx([2e-3, 2e-3, 2e-3 * (1 - 0.99 * 0.5)])
 
 
 def test_train_needs_steps_or_budget():

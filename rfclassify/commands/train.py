@@ -25,6 +25,7 @@ def train_defaults() -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.dsp.windows import NORMALIZATIONS  # numpy, like train_defaults
+    from rfclassify.model.train import SCHEDULES
 
     d = train_defaults()
     parser.add_argument("--out", required=True, help="output directory (model.pt, model.json, logs, curves)")
@@ -70,6 +71,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draw SHARE of the synthesized bursts' SNRs from LO..HI dB instead of the whole "
                              "-20..30 dB range, which the rest keeps (validation stays uniform; recorded in "
                              "the recipe)")
+    parser.add_argument("--schedule", choices=SCHEDULES, default=d["schedule"],
+                        help="learning-rate schedule: cosine (warmup, then cosine over --steps or "
+                             "--time-budget-s) or wsd (warmup-stable-decay, in steps: warmup over "
+                             "--warmup-steps, the peak held, a linear decay over the last --decay-steps "
+                             f"of --steps; for runs over several sittings) (default {d['schedule']})")
+    parser.add_argument("--warmup-steps", type=int, default=d["warmup_steps"],
+                        help=f"--schedule wsd: steps of linear warmup (default {d['warmup_steps']})")
+    parser.add_argument("--decay-steps", type=int, default=d["decay_steps"],
+                        help="--schedule wsd: decay the rate linearly over the last N steps of --steps "
+                             f"(default {d['decay_steps']}: no decay, a trunk to resume)")
+    parser.add_argument("--stop-after-s", type=float, default=d["stop_after_s"], metavar="S",
+                        help="end this invocation after S seconds with checkpoint.pt and no model "
+                             "(--resume continues it, schedule included)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -105,6 +119,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every_s=args.checkpoint_every_s, resume=args.resume, init_from=args.init_from,
         target_sps=args.target_sps, normalization=args.normalization, channel_overrides=channel,
         snr_focus=tuple(args.snr_focus) if args.snr_focus else None,
+        schedule=args.schedule, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
+        stop_after_s=args.stop_after_s,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

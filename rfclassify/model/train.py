@@ -7,6 +7,15 @@ the temperature and write every file before it runs out. ``--init-from`` starts 
 trained model's weights with a new optimizer and schedule (a warm restart); the run records
 its parent and the totals over every run behind it.
 
+A run longer than one sitting (the lent GPU's device time is 30 minutes a session) uses the
+warmup-stable-decay schedule (``--schedule wsd``): warmup over ``--warmup-steps``, the peak
+rate held, and a linear decay over the last ``--decay-steps`` of ``--steps``. Its trunk runs
+with no decay and ``--stop-after-s``, which ends an invocation with a checkpoint and no
+model; each sitting ``--resume``s it, and a decay branch (``--resume`` the trunk's
+checkpoint with ``--steps`` = its step + N and ``--decay-steps N``) makes a finished model
+at any point without ending the trunk. The schedule is counted in steps, so it is the same
+on any GPU.
+
 When data workers cannot keep up, the loop reuses recent batches (kept on the device) with a
 fresh random augmentation instead of waiting: a constant carrier-phase rotation and, for half
 of them, complex conjugation (spectral inversion, as an I/Q swap in a receiver makes). Both
@@ -40,6 +49,8 @@ from rfclassify.model.train_step import make_step, set_lr
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.json"
 CURVE_FILE = "training_curves.png"
+#: learning-rate schedules: warmup + cosine over the progress (lr_at), warmup-stable-decay in steps (lr_for_step)
+SCHEDULES = ("cosine", "wsd")
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,14 @@ class TrainConfig:
     #: (lo dB, hi dB, share) of synthesized bursts drawn in that SNR band (DataRecipe.snr_focus); None: uniform
     snr_focus: tuple[float, float, float] | None = None
     arch: dict[str, Any] = field(default_factory=dict)
+    #: learning-rate schedule (SCHEDULES): warmup + cosine over the run's progress, or
+    #: warmup-stable-decay in steps (lr_for_step)
+    schedule: str = "cosine"
+    warmup_steps: int = 2000          # wsd only: steps of linear warmup
+    decay_steps: int = 0              # wsd only: the last steps of --steps, decayed linearly
+    #: end this invocation after this many seconds of its own with a checkpoint and no model
+    #: (--resume continues it); None: run the schedule to its end
+    stop_after_s: float | None = None
     command: str = ""
 
     def _network_arch(self) -> dict[str, Any]:
@@ -127,10 +146,39 @@ class TrainConfig:
             from rfclassify.dsp.rate import SymbolRateNormalizer
 
             SymbolRateNormalizer(self.target_sps)  # validates the range
+        self._check_schedule()
+
+    def _check_schedule(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.stop_after_s is not None and self.stop_after_s <= 0:
+            raise ConfigError(f"--stop-after-s must be > 0, got {self.stop_after_s}")
+        if self.schedule == "cosine":
+            if self.decay_steps:
+                raise ConfigError("--decay-steps works with --schedule wsd only")
+            return
+        # wsd counts steps, so the same schedule holds on any GPU and across sittings
+        if self.steps is None or self.time_budget_s is not None:
+            raise ConfigError("--schedule wsd is counted in steps: give --steps and no --time-budget-s")
+        if self.warmup_steps < 0 or not 0 <= self.decay_steps <= self.steps:
+            raise ConfigError(f"--warmup-steps must be >= 0 and --decay-steps within 0..--steps "
+                              f"({self.steps}), got {self.warmup_steps} and {self.decay_steps}")
 
     def finish_reserve_s(self) -> float:
         """Time kept back from the budget for validation, calibration and saving."""
         return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
+
+
+def lr_for_step(step: int, cfg: TrainConfig) -> float:
+    """Warmup-stable-decay: linear warmup over warmup_steps, cfg.lr held, then a linear decay to
+    final_lr_fraction * cfg.lr over the last decay_steps of cfg.steps."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * max(step / cfg.warmup_steps, 0.01)
+    start = cfg.steps - cfg.decay_steps
+    if step < start:
+        return cfg.lr
+    q = min((step - start) / max(cfg.decay_steps, 1), 1.0)
+    return cfg.lr * (1.0 - (1.0 - cfg.final_lr_fraction) * q)
 
 
 def lr_at(progress: float, cfg: TrainConfig) -> float:
@@ -246,7 +294,8 @@ class _Source:
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir."""
+    """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir
+    (a sitting ended by --stop-after-s writes the checkpoint, the log and the curves only)."""
     t_start = time.perf_counter()
     started_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch = require("torch", "training")
@@ -283,6 +332,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                   "bursts it already trained on; give another seed for new data", file=sys.stderr, flush=True)
     else:
         ck = _load_checkpoint(cfg, device) if cfg.resume else None
+        if ck and ck.get("config", {}).get("seed") == cfg.seed:
+            print(f"warning: --seed {cfg.seed} is the checkpoint's, so the data starts again from the bursts "
+                  "its run began with; give each sitting of a resumed run its own seed", file=sys.stderr,
+                  flush=True)
         model = build_network(ck["arch"] if ck and ck.get("arch") else cfg.arch or None)
     if cfg.normalization is None:  # keep what the weights learned on, unless told otherwise
         inherited = parent["normalization"] if parent else _checkpoint_normalization(ck) if ck else "remove_dc"
@@ -344,13 +397,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # proportional to length when the GPU is (the launch queue fills and the host waits)
     step_time: dict[int, list[float]] = {}
     t_prev = None
+    paused = False
     try:
         model.train()
         while True:
             elapsed = prior_s + time.perf_counter() - t_start
             if progress(elapsed) >= 1.0:
                 break
-            set_lr(opt, lr_at(progress(elapsed), cfg))
+            if cfg.stop_after_s is not None and time.perf_counter() - t_start >= cfg.stop_after_s:
+                paused = True
+                break
+            set_lr(opt, lr_for_step(step, cfg) if cfg.schedule == "wsd" else lr_at(progress(elapsed), cfg))
             (x, y, s), fresh = src.next(to_device)
             examples["fresh" if fresh else "reused"] += int(x.shape[0])
             x = augment(x, gen).contiguous(memory_format=layout)
@@ -378,9 +435,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                             earlier)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
-        val = src.pool.validation(timeout=120.0) if src.pool else None
+        val = src.pool.validation(timeout=120.0) if src.pool and not paused else None
     finally:
         src.close()
+    if paused:
+        return _pause(out, model, opt, step, train_s, history, examples, cfg, parent, earlier,
+                      progress(train_s))
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
     _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
@@ -394,6 +454,24 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
         **({"commands": [*earlier, cfg.command]} if earlier else {}),
     }, t_start)
+
+
+def _pause(out: Path, model: Any, opt: Any, step: int, train_s: float, history: list[dict[str, float]],
+           examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None, earlier: list[str],
+           done: float) -> dict[str, Any]:
+    """End an invocation at --stop-after-s: the checkpoint and the log so far, no validation and no model."""
+    from rfclassify.model.evaluate import write_json
+
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
+    write_json(out / LOG_FILE, {"paused_at_step": step, "progress": round(done, 6),
+                                "commands": [*earlier, cfg.command], "history": history})
+    if history:
+        from rfclassify.model.plots import training_curves
+
+        training_curves(history, out / CURVE_FILE)
+    print(f"paused: step {step}, {done:.1%} of the schedule, {train_s:.0f}s trained in all; continue with "
+          f"--resume {out / CHECKPOINT_FILE}", flush=True)
+    return {"paused": True, "steps": step, "progress": done, "out_dir": str(out)}
 
 
 def _predict(model: Any, x: np.ndarray, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
