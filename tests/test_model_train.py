@@ -91,7 +91,7 @@ def test_schedule_settings_are_checked_before_any_training(kwargs, message):
 def test_stop_after_s_pauses_with_a_checkpoint_and_a_decay_branch_finishes_it(tmp_path, capsys):
     """--stop-after-s ends the invocation with checkpoint.pt, the log and no model; --resume
     with a decay branch then trains to its end on the wsd schedule and writes the model,
-    recording both commands."""
+    recording every command of the chain."""
     out, branch = tmp_path / "trunk", tmp_path / "branch"
     tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu",
             "--log-every", "1", "--schedule", "wsd", "--warmup-steps", "0", "--lr", "0.002"]
