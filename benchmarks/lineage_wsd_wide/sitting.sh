@@ -35,8 +35,7 @@ branch)
   tail -3 $R/trunk.log
   cp -r $R/trunk $R/trunk_final
   cp $R/trunk_final/checkpoint.pt $R/trunk_final/train_log.json $R/trunk.log $OUT/
-  K=$(python3 -c "import torch; print(torch.load('$R/trunk_final/checkpoint.pt', map_location='cpu', weights_only=False)['step'])")
-  N=$(python3 -c "import json; h=json.load(open('$R/trunk_final/train_log.json'))['history']; a,b=h[len(h)//2],h[-1]; print(int((b['step']-a['step'])/(b['elapsed_s']-a['elapsed_s'])*$2))")
+  read -r K N < <(python3 -c "import json; g=json.load(open('$R/trunk_final/train_log.json')); h=g['history']; a,b=h[len(h)//2],h[-1]; print(g['paused_at_step'], int((b['step']-a['step'])/(b['elapsed_s']-a['elapsed_s'])*$2))")
   echo "trunk step $K, branch decay steps $N"
   setsid nohup python3 -m rfclassify train --out $R/branch --steps $((K+N)) --decay-steps $N "${COMMON[@]}" \
       --seed "$5" --resume $R/trunk_final/checkpoint.pt > $R/branch.log 2>&1 < /dev/null &

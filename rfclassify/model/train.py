@@ -438,12 +438,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         val = src.pool.validation(timeout=120.0) if src.pool and not paused else None
     finally:
         src.close()
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
     if paused:
-        return _pause(out, model, opt, step, train_s, history, examples, cfg, parent, earlier,
-                      progress(train_s))
+        return _pause(out, step, train_s, history, cfg, earlier, progress(train_s))
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
-    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
     return _finish(model, cfg, recipe, val, history, {
         "steps": step, "train_s": round(train_s, 1), "first_step_s": round(first_step_s or 0.0, 1),
         "examples_fresh": examples["fresh"], "examples_reused": examples["reused"],
@@ -456,13 +455,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     }, t_start)
 
 
-def _pause(out: Path, model: Any, opt: Any, step: int, train_s: float, history: list[dict[str, float]],
-           examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None, earlier: list[str],
-           done: float) -> dict[str, Any]:
-    """End an invocation at --stop-after-s: the checkpoint and the log so far, no validation and no model."""
+def _pause(out: Path, step: int, train_s: float, history: list[dict[str, float]], cfg: TrainConfig,
+           earlier: list[str], done: float) -> dict[str, Any]:
+    """End an invocation at --stop-after-s (its checkpoint written): the log so far, no validation, no model."""
     from rfclassify.model.evaluate import write_json
 
-    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
     write_json(out / LOG_FILE, {"paused_at_step": step, "progress": round(done, 6),
                                 "commands": [*earlier, cfg.command], "history": history})
     if history:
