@@ -5,6 +5,10 @@
 #   sitting.sh trunk STOP_S WAIT_S SEED    start the trunk (resumed from this folder's
 #                                          checkpoint.pt if there is one), sleep WAIT_S, copy
 #                                          its latest checkpoint to $OUT
+#   sitting.sh peek SLEEP_S                sleep, copy the trunk's latest periodic checkpoint to
+#                                          $OUT (a call that keeps the host while the trunk runs)
+#   sitting.sh pause MAX_WAIT_S            wait for the trunk's pause, copy its final checkpoint
+#                                          and log to $OUT (a sitting with no branch ends here)
 #   sitting.sh branch DECAY_S MAX_WAIT_S SLEEP_S SEED
 #                                          wait for the trunk's pause, copy its final checkpoint
 #                                          to $OUT, start a decay branch of about DECAY_S seconds
@@ -19,6 +23,12 @@ A='{"stages":[{"channels":32,"kernel":5,"dilations":[1]},{"channels":48,"kernel"
 COMMON=(--device cuda --schedule wsd --warmup-steps 2000 --lr 3e-3 --batch-size 1024 --workers 15 --cuda-graphs
         --channel-overrides "$CH" --val-per-bucket 2048 --log-every 500 --checkpoint-every-s 120)
 TRUNK_STEPS=2000000   # the trunk's far horizon: it never decays, only branches do
+wait_for_pause() {
+  for _ in $(seq 1 $(( $1 / 2 ))); do grep -q "^paused" $R/trunk.log && break; sleep 2; done
+  tail -3 $R/trunk.log
+  rm -rf $R/trunk_final; cp -r $R/trunk $R/trunk_final
+  cp $R/trunk_final/checkpoint.pt $R/trunk_final/train_log.json $R/trunk.log $OUT/
+}
 case "$1" in
 trunk)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -30,11 +40,12 @@ trunk)
       --seed "$4" --stop-after-s "$2" > $R/trunk.log 2>&1 < /dev/null &
   sleep "$3"
   tail -4 $R/trunk.log; cp $R/trunk/checkpoint.pt $OUT/ 2>/dev/null; cp $R/trunk.log $OUT/ ;;
+peek)
+  sleep "$2"; tail -2 $R/trunk.log; cp $R/trunk/checkpoint.pt $R/trunk.log $OUT/ ;;
+pause)
+  wait_for_pause "$2" ;;
 branch)
-  for _ in $(seq 1 $(( $3 / 2 ))); do grep -q "^paused" $R/trunk.log && break; sleep 2; done
-  tail -3 $R/trunk.log
-  cp -r $R/trunk $R/trunk_final
-  cp $R/trunk_final/checkpoint.pt $R/trunk_final/train_log.json $R/trunk.log $OUT/
+  wait_for_pause "$3"
   read -r K N < <(python3 -c "import json; g=json.load(open('$R/trunk_final/train_log.json')); h=g['history']; a,b=h[len(h)//2],h[-1]; print(g['paused_at_step'], int((b['step']-a['step'])/(b['elapsed_s']-a['elapsed_s'])*$2))")
   echo "trunk step $K, branch decay steps $N"
   setsid nohup python3 -m rfclassify train --out $R/branch --steps $((K+N)) --decay-steps $N "${COMMON[@]}" \
