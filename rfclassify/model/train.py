@@ -391,7 +391,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     sums = torch.zeros(4, device=device)
     n_since_log = [0, 0]  # examples, steps
     t_loop = time.perf_counter()
-    last_log_t, last_ck_t, last_examples = t_loop, t_loop, 0
+    # a resumed run's counts start at the checkpoint's, so its first rate counts from there too
+    last_log_t, last_ck_t = t_loop, t_loop
+    last_examples = examples["fresh"] + examples["reused"]
     first_step_s = None
     # wall time per step by bucket: constant when the host (kernel launches) is the bottleneck,
     # proportional to length when the GPU is (the launch queue fills and the host waits)
