@@ -1,0 +1,142 @@
+"""Measure a decay branch of a lineage against the shipped model and log it in branches.json.
+
+A branch comes back from the device as a train directory (model.pt, model.json,
+train_log.json: `sitting.sh collect`). This exports it, evaluates it on a dataset twice —
+the network alone (`evaluate --no-refiner`) and served with the shipped model's refiners,
+unchanged (the forty-ninth session found a refit of them to a branch adds nothing) — compares
+each burst for burst with the shipped model evaluated the same way, and appends one entry to
+the lineage's branches.json. The shipped model's evaluations are made once per work folder.
+
+    PYTHONPATH=. python3 benchmarks/lineage_branch_measure.py BRANCH_DIR /work/data/big1024.h5 \
+        --work /tmp/lineage --session 50 --log benchmarks/lineage_wsd_wide/branches.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rfclassify._exceptions import ConfigError  # noqa: E402
+from rfclassify.model.paired import load_predictions, paired_difference  # noqa: E402
+
+REFINER_KEYS = ("refiner", "low_order_refiner")
+
+
+def serve_with_refiners(branch: Path, source: Path, out: Path) -> Path:
+    """A copy of the model directory `branch` at `out` that serves `source`'s refiners: their
+    model.json entries and the files those name. ConfigError when source has no refiner or
+    the two models' labels differ (a refiner re-decides the network's classes by name)."""
+    meta = json.loads((branch / "model.json").read_text())
+    src = json.loads((source / "model.json").read_text())
+    if not any(src.get(k) for k in REFINER_KEYS):
+        raise ConfigError(f"{source} serves no refiner to lend")
+    if list(meta["labels"]) != list(src["labels"]):
+        raise ConfigError(f"{branch} and {source} classify different labels; the refiners would not fit")
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(branch, out)
+    for key in REFINER_KEYS:
+        entry = src.get(key) or {}
+        meta[key] = entry
+        for sub in (entry, entry.get("light") or {}):
+            if sub.get("file"):
+                shutil.copy2(source / sub["file"], out / sub["file"])
+    (out / "model.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return out
+
+
+def _overall(eval_dir: Path) -> dict[str, float]:
+    o = json.loads((eval_dir / "evaluation.json").read_text())["overall"]
+    return {"mean_over_snr": round(100 * o["mean_accuracy_over_snr"], 2),
+            "snr_ge_10db": round(100 * o["accuracy_snr_ge_10db"], 2)}
+
+
+def _paired(a: Path, b: Path) -> dict[str, Any]:
+    """B - A burst for burst, in points: [difference, standard error] over SNR and at >= 10 dB."""
+    d = paired_difference(load_predictions(a), load_predictions(b))["overall"]
+    return {**{k: [round(100 * d[k], 2), round(100 * d[f"{k}_se"], 2)] for k in ("mean_over_snr", "snr_ge_10db")},
+            "b_only_right": d["b_only_right"], "a_only_right": d["a_only_right"]}
+
+
+def branch_entry(session: int, meta: dict[str, Any], alone: dict[str, Any], served: dict[str, Any]) -> dict[str, Any]:
+    """One branches.json entry from the branch's model.json and its two measurements, each
+    {"big1024": overall, "paired": paired against the shipped model measured the same way}."""
+    tr = meta["extra"]["training"]
+    return {
+        "session": session, "model_id": meta["model_id"], "device": tr.get("device_name"),
+        "steps": tr["steps"], "train_s": tr["train_s"],
+        "examples_fresh": tr.get("examples_fresh"), "examples_reused": tr.get("examples_reused"),
+        "commands": tr.get("commands", [tr.get("command")]), "temperature": meta["temperature"],
+        "validation_accuracy_pct": {b: round(100 * v, 1)
+                                    for b, v in meta["extra"].get("validation_accuracy", {}).items()},
+        "big1024": alone["big1024"], "big1024_paired": alone["paired"],
+        "served_big1024": {"shipped_refiners_unchanged": {**served["big1024"],
+                                                          "paired_vs_shipped_served": served["paired"]}},
+    }
+
+
+def append_entry(log: Path, entry: dict[str, Any]) -> None:
+    """Add entry to the log's branches; ConfigError if that model is logged already."""
+    doc = json.loads(log.read_text())
+    if any(b.get("model_id") == entry["model_id"] for b in doc["branches"]):
+        raise ConfigError(f"{entry['model_id']} is in {log} already")
+    doc["branches"].append(entry)
+    log.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _run(*args: str) -> None:
+    print("+ rfclassify " + " ".join(args), flush=True)
+    subprocess.run([sys.executable, "-m", "rfclassify", *args], check=True)
+
+
+def _evaluate(model_dir: Path, data: Path, out: Path, alone: bool) -> Path:
+    if not (out / "predictions.npz").is_file():
+        _run("evaluate", "--model-dir", str(model_dir), "--predictions", "--out", str(out),
+             *(["--no-refiner"] if alone else []), str(data))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("branch", type=Path, help="the branch's train directory (model.pt, model.json)")
+    ap.add_argument("data", type=Path, help="the dataset both models are evaluated on (big1024)")
+    ap.add_argument("--work", type=Path, required=True, help="folder for the copies and evaluations")
+    ap.add_argument("--session", type=int, required=True)
+    ap.add_argument("--shipped", type=Path, default=Path("models"))
+    ap.add_argument("--log", type=Path, default=None, help="branches.json to append the entry to")
+    args = ap.parse_args(argv)
+    try:
+        args.work.mkdir(parents=True, exist_ok=True)
+        alone_dir = args.work / args.branch.name
+        if not (alone_dir / "model.onnx").is_file():
+            shutil.copytree(args.branch, alone_dir, dirs_exist_ok=True)
+            _run("export", "--model-dir", str(alone_dir))
+            shutil.rmtree(alone_dir / "static", ignore_errors=True)
+        served_dir = serve_with_refiners(alone_dir, args.shipped, args.work / f"{args.branch.name}_served")
+        ev = {name: _evaluate(model, args.data, args.work / f"eval_{name}", alone)
+              for name, model, alone in (("shipped_alone", args.shipped, True), ("shipped_served", args.shipped, False),
+                                         ("branch_alone", alone_dir, True), ("branch_served", served_dir, False))}
+        measured = {kind: {"big1024": _overall(ev[f"branch_{kind}"]),
+                           "paired": _paired(ev[f"shipped_{kind}"], ev[f"branch_{kind}"])}
+                    for kind in ("alone", "served")}
+        entry = branch_entry(args.session, json.loads((alone_dir / "model.json").read_text()),
+                             measured["alone"], measured["served"])
+        print(json.dumps({k: entry[k] for k in ("model_id", "big1024", "big1024_paired", "served_big1024")}, indent=1))
+        if args.log:
+            append_entry(args.log, entry)
+            print(f"appended {entry['model_id']} to {args.log}")
+    except (ConfigError, FileNotFoundError, subprocess.CalledProcessError) as e:
+        print(f"lineage_branch_measure: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
