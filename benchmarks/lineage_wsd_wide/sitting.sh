@@ -23,8 +23,11 @@ A='{"stages":[{"channels":32,"kernel":5,"dilations":[1]},{"channels":48,"kernel"
 COMMON=(--device cuda --schedule wsd --warmup-steps 2000 --lr 3e-3 --batch-size 1024 --workers 15 --cuda-graphs
         --channel-overrides "$CH" --val-per-bucket 2048 --log-every 500 --checkpoint-every-s 120)
 TRUNK_STEPS=2000000   # the trunk's far horizon: it never decays, only branches do
+wait_for_line() {  # PATTERN LOG MAX_WAIT_S: until LOG has a line starting with PATTERN
+  for _ in $(seq 1 $(( $3 / 2 ))); do grep -q "^$1" "$2" && break; sleep 2; done
+}
 wait_for_pause() {
-  for _ in $(seq 1 $(( $1 / 2 ))); do grep -q "^paused" $R/trunk.log && break; sleep 2; done
+  wait_for_line paused $R/trunk.log "$1"
   tail -3 $R/trunk.log
   rm -rf $R/trunk_final; cp -r $R/trunk $R/trunk_final
   cp $R/trunk_final/checkpoint.pt $R/trunk_final/train_log.json $R/trunk.log $OUT/
@@ -52,7 +55,7 @@ branch)
       --seed "$5" --resume $R/trunk_final/checkpoint.pt > $R/branch.log 2>&1 < /dev/null &
   sleep "$4"; tail -3 $R/branch.log; cp $R/branch.log $OUT/ ;;
 collect)
-  for _ in $(seq 1 $(( $2 / 2 ))); do grep -q "^done:" $R/branch.log && break; sleep 2; done
+  wait_for_line done: $R/branch.log "$2"
   tail -4 $R/branch.log; cp $R/branch.log $OUT/
   mkdir -p $OUT/branch; cp $R/branch/model.pt $R/branch/model.json $R/branch/train_log.json $OUT/branch/ ;;
 esac
