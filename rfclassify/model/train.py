@@ -406,7 +406,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             elapsed = prior_s + time.perf_counter() - t_start
             if progress(elapsed) >= 1.0:
                 break
-            if cfg.stop_after_s is not None and time.perf_counter() - t_start >= cfg.stop_after_s:
+            if cfg.stop_after_s is not None and elapsed - prior_s >= cfg.stop_after_s:
                 paused = True
                 break
             set_lr(opt, lr_for_step(step, cfg) if cfg.schedule == "wsd" else lr_at(progress(elapsed), cfg))
