@@ -2,9 +2,9 @@
 # One session's sitting of the wsd-wide lineage on a lent GPU host (README.md beside this file).
 # Each step is one device call (at most 10 minutes); the run goes on detached between calls,
 # which must follow each other within the machine's idle release. From the repository root:
-#   sitting.sh trunk STOP_S WAIT_S SEED    start the trunk (resumed from this folder's
-#                                          checkpoint.pt if there is one), sleep WAIT_S, copy
-#                                          its latest checkpoint to $OUT
+#   sitting.sh trunk STOP_S WAIT_S SEED    start the trunk (resumed from the last pause on this
+#                                          host, else from this folder's checkpoint.pt if there
+#                                          is one), sleep WAIT_S, copy its latest checkpoint to $OUT
 #   sitting.sh peek SLEEP_S                sleep, copy the trunk's latest periodic checkpoint to
 #                                          $OUT (a call that keeps the host while the trunk runs)
 #   sitting.sh pause MAX_WAIT_S            wait for the trunk's pause, copy its final checkpoint
@@ -37,7 +37,9 @@ trunk)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   mkdir -p $R
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  if [ -f $HERE/checkpoint.pt ]; then start=(--resume $HERE/checkpoint.pt); else
+  if pgrep -f -- "--out $R/trunk " > /dev/null; then echo "a trunk is still running on this host"; exit 1; fi
+  if [ -f $R/trunk_final/checkpoint.pt ]; then start=(--resume $R/trunk_final/checkpoint.pt)
+  elif [ -f $HERE/checkpoint.pt ]; then start=(--resume $HERE/checkpoint.pt); else
     start=(--arch "$A" --normalization keep_dc); fi
   setsid nohup python3 -m rfclassify train --out $R/trunk --steps $TRUNK_STEPS "${COMMON[@]}" "${start[@]}" \
       --seed "$4" --stop-after-s "$2" > $R/trunk.log 2>&1 < /dev/null &
