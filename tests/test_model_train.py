@@ -125,6 +125,23 @@ def test_a_resumed_runs_first_rate_counts_only_its_own_examples(tmp_path):
     assert rates[0] < 20 * max(rates[1:])
 
 
+def test_a_resume_at_the_checkpoints_own_step_writes_its_weights_untrained(tmp_path, capsys):
+    """--resume with --steps at the checkpoint's step trains nothing and writes the checkpoint's
+    weights as a model: how a lineage's trunk is read off on a CPU without a decay branch."""
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu",
+            "--log-every", "1", "--schedule", "wsd", "--warmup-steps", "0", "--lr", "0.002"]
+    trunk, readoff = tmp_path / "trunk", tmp_path / "readoff"
+    assert main(["train", "--out", str(trunk), "--steps", "3", *tiny]) == 0
+    ck = torch.load(trunk / "checkpoint.pt", weights_only=False)
+    assert main(["train", "--out", str(readoff), "--steps", "3", "--seed", "1", *tiny,
+                 "--resume", str(trunk / "checkpoint.pt")]) == 0
+    assert "done: " in capsys.readouterr().out
+    written = torch.load(readoff / "model.pt", weights_only=True)
+    assert written.keys() == ck["model"].keys()
+    assert all(torch.equal(written[k], ck["model"][k]) for k in written)
+    assert ModelMeta.load(readoff).extra["training"]["steps"] == 3
+
+
 def test_train_needs_steps_or_budget():
     from rfclassify._exceptions import ConfigError
 
