@@ -80,6 +80,7 @@ def test_wsd_schedule_warms_up_holds_and_a_branch_decays_from_where_the_trunk_is
     ({"steps": 10, "decay_steps": 5}, "--schedule wsd only"),
     ({"steps": 10, "schedule": "step"}, "--schedule must be one of"),
     ({"steps": 10, "stop_after_s": 0}, "--stop-after-s must be > 0"),
+    ({"steps": 10, "ema_half_life_steps": -1}, "--ema-half-life-steps must be >= 0"),
 ])
 def test_schedule_settings_are_checked_before_any_training(kwargs, message):
     from rfclassify._exceptions import ConfigError
@@ -140,6 +141,47 @@ def test_a_resume_at_the_checkpoints_own_step_writes_its_weights_untrained(tmp_p
     assert written.keys() == ck["model"].keys()
     assert all(torch.equal(written[k], ck["model"][k]) for k in written)
     assert ModelMeta.load(readoff).extra["training"]["steps"] == 3
+
+
+def test_a_weight_average_is_kept_across_resumes_and_written_as_the_model(tmp_path, capsys):
+    """--ema-half-life-steps: the checkpoint keeps the average (continued by --resume, its start
+    step kept), the finished model is the average rather than the live weights, and a resume at
+    the checkpoint's own step reads the average off; a checkpoint without one starts it there."""
+    tiny = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu",
+            "--log-every", "1", "--schedule", "wsd", "--warmup-steps", "0", "--lr", "0.01"]
+    run, readoff, plain = tmp_path / "run", tmp_path / "readoff", tmp_path / "plain"
+
+    def weights(d):
+        return torch.load(d / "model.pt", weights_only=True)
+
+    def same(a, b):
+        return all(torch.equal(a[k], b[k]) for k in b if b[k].is_floating_point())
+
+    assert main(["train", "--out", str(run), "--steps", "4", "--ema-half-life-steps", "2", *tiny]) == 0
+    assert "the weight average starts at step 0" in capsys.readouterr().out
+    ck = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert ck["ema"]["half_life_steps"] == 2 and ck["ema"]["since_step"] == 0
+    assert same(weights(run), ck["ema"]["weights"]) and not same(weights(run), ck["model"])
+    assert ModelMeta.load(run).extra["training"]["weight_average"] == {"half_life_steps": 2, "since_step": 0}
+
+    assert main(["train", "--out", str(readoff), "--steps", "4", "--ema-half-life-steps", "2", "--seed", "1",
+                 *tiny, "--resume", str(run / "checkpoint.pt")]) == 0
+    assert "starts at step" not in capsys.readouterr().out  # continued, not restarted
+    assert same(weights(readoff), ck["ema"]["weights"])
+
+    assert main(["train", "--out", str(run), "--steps", "6", "--ema-half-life-steps", "2", "--seed", "2",
+                 *tiny, "--resume", str(run / "checkpoint.pt")]) == 0
+    later = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert later["step"] == 6 and later["ema"]["since_step"] == 0
+    assert not same(later["ema"]["weights"], ck["ema"]["weights"])
+
+    assert main(["train", "--out", str(plain), "--steps", "2", *tiny]) == 0
+    assert torch.load(plain / "checkpoint.pt", weights_only=False)["ema"] is None
+    capsys.readouterr()
+    assert main(["train", "--out", str(readoff), "--steps", "2", "--ema-half-life-steps", "2", "--seed", "1",
+                 *tiny, "--resume", str(plain / "checkpoint.pt")]) == 0
+    assert "the weight average starts at step 2" in capsys.readouterr().out
+    assert same(weights(readoff), weights(plain))  # an average begun at the live weights
 
 
 def test_train_needs_steps_or_budget():

@@ -81,23 +81,34 @@ def test_graphed_step_refuses_an_optimizer_that_cannot_be_captured():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 def test_graphed_steps_match_eager_steps_on_cuda():
-    """Same start, same batches of two shapes, warm-up + capture + replays: same weights as eager."""
+    """Same start, same batches of two shapes, warm-up + capture + replays: same weights as eager,
+    and a weight average that follows the replayed parameters as it follows eager ones."""
+    from rfclassify.model.weight_average import WeightAverage
+
     torch.backends.cudnn.deterministic = True
     base = _tiny_net().cuda().train()
     nets = [copy.deepcopy(base), copy.deepcopy(base)]
     opts = [torch.optim.AdamW(n.parameters(), lr=1e-3, fused=True, capturable=True) for n in nets]
     steps = [EagerStep(nets[0], opts[0], max_grad_norm=5.0, **LOSS_ARGS),
              GraphedStep(nets[1], opts[1], max_grad_norm=5.0, **LOSS_ARGS)]
+    averages = [WeightAverage(n, half_life_steps=3) for n in nets]
     shapes = [(8, 128), (8, 256)] * (GRAPH_WARMUP_STEPS + 3)
     for i, (n, length) in enumerate(shapes):
         batch = [t.cuda() for t in _batch(n, length, 100 + i)]
         for opt, step in zip(opts, steps):
             set_lr(opt, 1e-3 * (1 + i % 3))  # a changing LR must reach the replayed graph
             stats = step(*batch)
+        for avg in averages:
+            avg.update()
         assert torch.isfinite(stats).all()
     assert len(steps[1].graphs) == 2
     for a, b in zip(nets[0].state_dict().values(), nets[1].state_dict().values()):
         assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4)
+    eager_avg, graphed_avg = (a.state_dict() for a in averages)
+    for k in eager_avg:
+        assert torch.allclose(eager_avg[k], graphed_avg[k], rtol=1e-3, atol=1e-4), k
+    start = base.state_dict()
+    assert sum(not torch.equal(graphed_avg[k], start[k]) for k in graphed_avg) > len(graphed_avg) // 2
     # and training moved the weights (the comparison is not between two untouched copies)
     moved = [not torch.equal(a, b) for a, b in zip(base.state_dict().values(), nets[1].state_dict().values())]
     assert sum(moved) > len(moved) // 2

@@ -84,6 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-after-s", type=float, default=d["stop_after_s"], metavar="S",
                         help="end this invocation after S seconds with checkpoint.pt and no model "
                              "(--resume continues it, schedule included)")
+    parser.add_argument("--ema-half-life-steps", type=int, default=d["ema_half_life_steps"], metavar="N",
+                        help="keep a moving average of the weights with a half-life of N steps (kept in "
+                             "checkpoints, continued by --resume) and write it as the model "
+                             f"(default {d['ema_half_life_steps']}: off)")
     parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
@@ -120,7 +124,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         target_sps=args.target_sps, normalization=args.normalization, channel_overrides=channel,
         snr_focus=tuple(args.snr_focus) if args.snr_focus else None,
         schedule=args.schedule, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
-        stop_after_s=args.stop_after_s,
+        stop_after_s=args.stop_after_s, ema_half_life_steps=args.ema_half_life_steps,
         command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
     )
 

@@ -98,6 +98,9 @@ class TrainConfig:
     #: end this invocation after this many seconds of its own with a checkpoint and no model
     #: (--resume continues it); None: run the schedule to its end
     stop_after_s: float | None = None
+    #: keep an exponential moving average of the weights with this half-life in steps, continued
+    #: across --resume, and write it as the model (weight_average.py); 0: off
+    ema_half_life_steps: int = 0
     command: str = ""
 
     def _network_arch(self) -> dict[str, Any]:
@@ -153,6 +156,8 @@ class TrainConfig:
             raise ConfigError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.stop_after_s is not None and self.stop_after_s <= 0:
             raise ConfigError(f"--stop-after-s must be > 0, got {self.stop_after_s}")
+        if self.ema_half_life_steps < 0:
+            raise ConfigError(f"--ema-half-life-steps must be >= 0 (0: off), got {self.ema_half_life_steps}")
         if self.schedule == "cosine":
             if self.decay_steps:
                 raise ConfigError("--decay-steps works with --schedule wsd only")
@@ -369,6 +374,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         parent = ck.get("parent")
         # a checkpoint from before the chain was kept names only the run that wrote it
         earlier = list(ck.get("commands") or [ck.get("config", {}).get("command", "")])
+    ema = _weight_average(model, cfg, ck if cfg.resume else None, step)
     gen = torch.Generator(device=device)
     gen.manual_seed(cfg.seed + step)
     noise_idx = LABELS.index(NOISE_LABEL)
@@ -415,6 +421,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             x = augment(x, gen).contiguous(memory_format=layout)
             sums += train_step(x, y, s)
             step += 1
+            if ema is not None:
+                ema.update()
             n_since_log[0] += int(x.shape[0])
             n_since_log[1] += 1
             t_now = time.perf_counter()
@@ -434,15 +442,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
                 _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent,
-                            earlier)
+                            earlier, ema)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
         val = src.pool.validation(timeout=120.0) if src.pool and not paused else None
     finally:
         src.close()
-    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier)
+    _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier, ema)
     if paused:
         return _pause(out, step, train_s, history, cfg, earlier, progress(train_s))
+    if ema is not None:  # the model written is the average (validation and temperature included)
+        ema.copy_to(model)
     if val is None:
         val = td.validation_set(recipe, cfg.val_per_bucket, td.seed_streams(cfg.seed, 1)[0])
     return _finish(model, cfg, recipe, val, history, {
@@ -454,6 +464,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "parameters": count_parameters(model), "torch": torch.__version__,
         "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
         **({"commands": [*earlier, cfg.command]} if earlier else {}),
+        **({"weight_average": {"half_life_steps": ema.half_life_steps, "since_step": ema.since_step}}
+           if ema is not None else {}),
     }, t_start)
 
 
@@ -613,14 +625,35 @@ def _checkpoint_normalization(ck: dict[str, Any]) -> str:
     return ck.get("config", {}).get("normalization") or "remove_dc"
 
 
+def _weight_average(model: Any, cfg: TrainConfig, ck: dict[str, Any] | None, step: int) -> Any:
+    """The run's weight average (None when --ema-half-life-steps is 0): the checkpoint's
+    continued, or a new one from the live weights at `step` (said, with the step)."""
+    if not cfg.ema_half_life_steps:
+        return None
+    from rfclassify.model.weight_average import WeightAverage
+
+    kept = (ck or {}).get("ema")
+    if kept and kept["half_life_steps"] != cfg.ema_half_life_steps:
+        print(f"the weight average kept since step {kept['since_step']} goes on with a half-life of "
+              f"{cfg.ema_half_life_steps} steps instead of {kept['half_life_steps']}", flush=True)
+    if not kept:
+        print(f"the weight average starts at step {step} (half-life {cfg.ema_half_life_steps} steps)", flush=True)
+    return WeightAverage(model, cfg.ema_half_life_steps, kept["weights"] if kept else None,
+                         since_step=kept["since_step"] if kept else step)
+
+
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],
                 examples: dict[str, int], cfg: TrainConfig, parent: dict[str, Any] | None = None,
-                earlier: list[str] | None = None) -> None:
+                earlier: list[str] | None = None, ema: Any = None) -> None:
     """Write the checkpoint a --resume continues; `earlier`: the commands of the runs this one
-    continues, kept with its own so the finished model records the whole chain."""
+    continues, kept with its own so the finished model records the whole chain; `ema`: the
+    weight average to continue (absent when the run keeps none)."""
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
+    kept = None if ema is None else {"weights": ema.state_dict(), "half_life_steps": ema.half_life_steps,
+                                     "since_step": ema.since_step}
     torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
-                "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command]}, tmp)
+                "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],
+                "ema": kept}, tmp)
     tmp.replace(out / CHECKPOINT_FILE)
