@@ -23,6 +23,7 @@ A='{"stages":[{"channels":32,"kernel":5,"dilations":[1]},{"channels":48,"kernel"
 COMMON=(--device cuda --schedule wsd --warmup-steps 2000 --lr 3e-3 --batch-size 1024 --workers 15 --cuda-graphs
         --channel-overrides "$CH" --val-per-bucket 2048 --log-every 500 --checkpoint-every-s 120)
 TRUNK_STEPS=2000000   # the trunk's far horizon: it never decays, only branches do
+EMA=(--ema-half-life-steps 5000)  # the trunk's weight average (from step 88,371 on), read off on a CPU
 wait_for_line() {  # PATTERN LOG MAX_WAIT_S: until LOG has a line starting with PATTERN
   for _ in $(seq 1 $(( $3 / 2 ))); do grep -q "^$1" "$2" && break; sleep 2; done
 }
@@ -41,7 +42,7 @@ trunk)
   if [ -f $R/trunk_final/checkpoint.pt ]; then start=(--resume $R/trunk_final/checkpoint.pt)
   elif [ -f $HERE/checkpoint.pt ]; then start=(--resume $HERE/checkpoint.pt); else
     start=(--arch "$A" --normalization keep_dc); fi
-  setsid nohup python3 -m rfclassify train --out $R/trunk --steps $TRUNK_STEPS "${COMMON[@]}" "${start[@]}" \
+  setsid nohup python3 -m rfclassify train --out $R/trunk --steps $TRUNK_STEPS "${COMMON[@]}" "${EMA[@]}" "${start[@]}" \
       --seed "$4" --stop-after-s "$2" > $R/trunk.log 2>&1 < /dev/null &
   sleep "$3"
   tail -4 $R/trunk.log; cp $R/trunk/checkpoint.pt $OUT/ 2>/dev/null; cp $R/trunk.log $OUT/ ;;
