@@ -35,7 +35,8 @@ class WeightAverage:
         missing = [k for k in self._names if k not in source]
         if missing:
             raise ValueError(f"the average to continue lacks {', '.join(missing[:3])}: another network")
-        self._avg = [source[k].detach().to(device=v.device, dtype=v.dtype).clone() for k, v in zip(self._names, self._live)]
+        self._avg = [source[k].detach().to(device=v.device, dtype=v.dtype).clone()
+                     for k, v in zip(self._names, self._live)]
 
     def update(self) -> None:
         """Pull the average one step towards the live weights."""
