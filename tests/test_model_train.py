@@ -162,7 +162,13 @@ def test_a_weight_average_is_kept_across_resumes_and_written_as_the_model(tmp_pa
     ck = torch.load(run / "checkpoint.pt", weights_only=False)
     assert ck["ema"]["half_life_steps"] == 2 and ck["ema"]["since_step"] == 0
     assert same(weights(run), ck["ema"]["weights"]) and not same(weights(run), ck["model"])
-    assert ModelMeta.load(run).extra["training"]["weight_average"] == {"half_life_steps": 2, "since_step": 0}
+    training = ModelMeta.load(run).extra["training"]
+    assert training["weight_average"] == {"half_life_steps": 2, "since_step": 0}
+    from rfclassify.model.card import CARD_MD, build_card
+
+    build_card(run, card_dir=tmp_path / "card")
+    assert "moving average of the trained weights (half-life 2 steps, kept since step 0)" in (
+        tmp_path / "card" / CARD_MD).read_text()
 
     assert main(["train", "--out", str(readoff), "--steps", "4", "--ema-half-life-steps", "2", "--seed", "1",
                  *tiny, "--resume", str(run / "checkpoint.pt")]) == 0
@@ -177,6 +183,8 @@ def test_a_weight_average_is_kept_across_resumes_and_written_as_the_model(tmp_pa
 
     assert main(["train", "--out", str(plain), "--steps", "2", *tiny]) == 0
     assert torch.load(plain / "checkpoint.pt", weights_only=False)["ema"] is None
+    build_card(plain, card_dir=tmp_path / "plain_card")
+    assert "moving average" not in (tmp_path / "plain_card" / CARD_MD).read_text()
     capsys.readouterr()
     assert main(["train", "--out", str(readoff), "--steps", "2", "--ema-half-life-steps", "2", "--seed", "1",
                  *tiny, "--resume", str(plain / "checkpoint.pt")]) == 0

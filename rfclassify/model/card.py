@@ -65,7 +65,7 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
-            "started_utc", "init_from", "lineage", "commands") if k in training},
+            "started_utc", "init_from", "lineage", "commands", "weight_average") if k in training},
         "export": _read_json(mdir / "export_report.json") or meta.extra.get("export", {}),
         "evaluations": evals,
     })
@@ -103,6 +103,15 @@ def _lineage_lines(t: dict[str, Any]) -> list[str]:
              if t.get("grown_from_parameters") else "")
     return [f"- Warm-started from `{t['init_from']}`{grown}; over every run behind this model: {total['steps']:,} steps, "
             f"{total['train_s']} s of training schedule, {total['examples']:,} bursts (fresh and reused)"]
+
+
+def _average_lines(t: dict[str, Any]) -> list[str]:
+    """The weights line of the training section: said only when they are a moving average."""
+    avg = t.get("weight_average")
+    if not avg:
+        return []
+    return [f"- Weights: the moving average of the trained weights (half-life {avg['half_life_steps']:,} steps, "
+            f"kept since step {avg['since_step']:,}), not the last step's"]
 
 
 def _refiner_lines(r: dict[str, Any]) -> list[str]:
@@ -346,6 +355,7 @@ def render_markdown(card: dict[str, Any]) -> str:
             f"- Data volume: {t.get('examples_fresh', 0):,} freshly synthesized bursts, "
             f"{t.get('examples_reused', 0):,} reuses of them with a random phase rotation / conjugation",
             *_lineage_lines(t),
+            *_average_lines(t),
             "- Data recipe: on-the-fly synthesis with the full impairment chain"
             + (f" (changed: {_overrides(recipe['channel_overrides'])})" if recipe.get("channel_overrides") else "")
             + ", SNR uniform "
