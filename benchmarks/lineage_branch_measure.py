@@ -82,12 +82,12 @@ def branch_entry(session: int, meta: dict[str, Any], alone: dict[str, Any], serv
     }
 
 
-def append_entry(log: Path, entry: dict[str, Any]) -> None:
-    """Add entry to the log's branches; ConfigError if that model is logged already."""
+def append_entry(log: Path, entry: dict[str, Any], key: str = "branches") -> None:
+    """Add entry to the log's list `key`; ConfigError if that model is logged already."""
     doc = json.loads(log.read_text())
-    if any(b.get("model_id") == entry["model_id"] for b in doc["branches"]):
+    if any(b.get("model_id") == entry["model_id"] for b in doc.setdefault(key, [])):
         raise ConfigError(f"{entry['model_id']} is in {log} already")
-    doc["branches"].append(entry)
+    doc[key].append(entry)
     log.write_text(json.dumps(doc, indent=1) + "\n")
 
 
