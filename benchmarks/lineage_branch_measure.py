@@ -96,6 +96,12 @@ def _run(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "rfclassify", *args], check=True)
 
 
+def _export(model_dir: Path) -> None:
+    """model.onnx into model_dir; the per-bucket static graphs (TensorRT's) are not needed here."""
+    _run("export", "--model-dir", str(model_dir))
+    shutil.rmtree(model_dir / "static", ignore_errors=True)
+
+
 def _evaluate(model_dir: Path, data: Path, out: Path, alone: bool) -> Path:
     if not (out / "predictions.npz").is_file():
         _run("evaluate", "--model-dir", str(model_dir), "--predictions", "--out", str(out),
@@ -117,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         alone_dir = args.work / args.branch.name
         if not (alone_dir / "model.onnx").is_file():
             shutil.copytree(args.branch, alone_dir, dirs_exist_ok=True)
-            _run("export", "--model-dir", str(alone_dir))
-            shutil.rmtree(alone_dir / "static", ignore_errors=True)
+            _export(alone_dir)
         served_dir = serve_with_refiners(alone_dir, args.shipped, args.work / f"{args.branch.name}_served")
         ev = {name: _evaluate(model, args.data, args.work / f"eval_{name}", alone)
               for name, model, alone in (("shipped_alone", args.shipped, True), ("shipped_served", args.shipped, False),

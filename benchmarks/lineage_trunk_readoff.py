@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lineage_branch_measure import _evaluate, _overall, _paired, _run, append_entry  # noqa: E402
+from lineage_branch_measure import _evaluate, _export, _overall, _paired, _run, append_entry  # noqa: E402
 
 from rfclassify._exceptions import ConfigError  # noqa: E402
 
@@ -53,11 +53,12 @@ def readoff_args(checkpoint: Path, ck: dict[str, Any], out: Path, average: bool)
 
 def readoff_entry(session: int, ck: dict[str, Any], meta: dict[str, Any], big1024: dict[str, float],
                   paired: dict[str, Any]) -> dict[str, Any]:
-    """One trunk_readoffs.json entry: which weights of which step, and what they measured."""
-    ema = ck.get("ema") if meta.get("extra", {}).get("training", {}).get("weight_average") else None
+    """One trunk_readoffs.json entry: which weights of which step (the model's record says
+    whether they are the average), and what they measured."""
+    avg = meta.get("extra", {}).get("training", {}).get("weight_average")
     return {"session": session, "step": int(ck["step"]), "model_id": meta["model_id"],
-            "weights": (f"average (half-life {ema['half_life_steps']} steps since step {ema['since_step']})"
-                        if ema else "live"),
+            "weights": (f"average (half-life {avg['half_life_steps']} steps since step {avg['since_step']})"
+                        if avg else "live"),
             "big1024": big1024, **paired}
 
 
@@ -85,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (model / "model.onnx").is_file():
                 shutil.rmtree(model, ignore_errors=True)
                 _run(*readoff_args(args.checkpoint, ck, model, kind == "average"))
-                _run("export", "--model-dir", str(model))
-                shutil.rmtree(model / "static", ignore_errors=True)
+                _export(model)
             evals[kind] = _evaluate(model, args.data, args.work / f"eval_readoff_{ck['step']}_{kind}", alone=True)
             paired = {"paired_vs_shipped_network": _paired(shipped, evals[kind])}
             if kind == "average":

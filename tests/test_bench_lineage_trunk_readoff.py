@@ -55,7 +55,8 @@ def test_an_average_the_checkpoint_lacks_or_a_step_0_checkpoint_is_refused(tmp_p
 
 def test_entries_name_their_weights_and_append_once(tmp_path):
     ck = {"step": 88371, "ema": {"half_life_steps": 5000, "since_step": 88371}}
-    averaged = {"model_id": "a", "extra": {"training": {"weight_average": {"half_life_steps": 5000}}}}
+    averaged = {"model_id": "a",
+                "extra": {"training": {"weight_average": {"half_life_steps": 5000, "since_step": 88371}}}}
     live = {"model_id": "l", "extra": {"training": {}}}
     paired = {"paired_vs_shipped_network": {"mean_over_snr": [-3.9, 0.1]}}
     e_avg = ro.readoff_entry(51, ck, averaged, {"mean_over_snr": 55.0}, paired)

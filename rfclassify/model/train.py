@@ -464,8 +464,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "parameters": count_parameters(model), "torch": torch.__version__,
         "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
         **({"commands": [*earlier, cfg.command]} if earlier else {}),
-        **({"weight_average": {"half_life_steps": ema.half_life_steps, "since_step": ema.since_step}}
-           if ema is not None else {}),
+        **({"weight_average": ema.record()} if ema is not None else {}),
     }, t_start)
 
 
@@ -650,8 +649,7 @@ def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, hi
     weight average to continue (absent when the run keeps none)."""
     torch = require("torch")
     tmp = out / (CHECKPOINT_FILE + ".tmp")
-    kept = None if ema is None else {"weights": ema.state_dict(), "half_life_steps": ema.half_life_steps,
-                                     "since_step": ema.since_step}
+    kept = None if ema is None else {"weights": ema.state_dict(), **ema.record()}
     torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
                 "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],

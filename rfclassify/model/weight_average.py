@@ -44,6 +44,10 @@ class WeightAverage:
         with torch.no_grad():
             torch._foreach_lerp_(self._avg, self._live, self.weight)
 
+    def record(self) -> dict[str, int]:
+        """Its settings, as the run's record and the checkpoint keep them."""
+        return {"half_life_steps": self.half_life_steps, "since_step": self.since_step}
+
     def state_dict(self) -> dict[str, Any]:
         """The averaged tensors by name (a checkpoint keeps them to continue the average)."""
         return dict(zip(self._names, self._avg))
