@@ -5,7 +5,9 @@ train_log.json: `sitting.sh collect`). This exports it, evaluates it on a datase
 the network alone (`evaluate --no-refiner`) and served with the shipped model's refiners,
 unchanged (the forty-ninth session found a refit of them to a branch adds nothing) — compares
 each burst for burst with the shipped model evaluated the same way, and appends one entry to
-the lineage's branches.json. The shipped model's evaluations are made once per work folder.
+the lineage's branches.json: the branch's trunk step and decay steps, both measurements, and
+the two networks' accuracy by SNR band and by class at >= 10 dB side by side. The shipped
+model's evaluations are made once per work folder.
 
     PYTHONPATH=. python3 benchmarks/lineage_branch_measure.py BRANCH_DIR /work/data/big1024.h5 \
         --work /tmp/lineage --session 50 --log benchmarks/lineage_wsd_wide/branches.json
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from rfclassify._exceptions import ConfigError  # noqa: E402
 from rfclassify.model.paired import load_predictions, paired_difference  # noqa: E402
 
 REFINER_KEYS = ("refiner", "low_order_refiner")
+SNR_BANDS_DB = ((-20, -11), (-10, -1), (0, 9), (10, 19), (20, 30))
 
 
 def serve_with_refiners(branch: Path, source: Path, out: Path) -> Path:
@@ -65,20 +69,55 @@ def _paired(a: Path, b: Path) -> dict[str, Any]:
             "b_only_right": d["b_only_right"], "a_only_right": d["a_only_right"]}
 
 
-def branch_entry(session: int, meta: dict[str, Any], alone: dict[str, Any], served: dict[str, Any]) -> dict[str, Any]:
+def shipped_and_branch_tables(shipped: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
+    """[shipped, branch] accuracy in % by SNR band (the mean of the band's per-SNR accuracies)
+    and by class at >= 10 dB, from the two models' evaluation.json documents: where the
+    branch gains or loses, for the entry."""
+    def by_band(ev: dict[str, Any]) -> list[float]:
+        out = []
+        for lo, hi in SNR_BANDS_DB:
+            accs = [p["accuracy"] for p in ev["overall"]["per_snr"] if lo <= p["snr_db"] <= hi]
+            out.append(round(100 * sum(accs) / len(accs), 1) if accs else None)
+        return out
+
+    bands = list(zip(by_band(shipped), by_band(branch)))
+    return {
+        "big1024_by_snr_band_pct_shipped_branch": {f"{lo}..{hi}": list(v) for (lo, hi), v in zip(SNR_BANDS_DB, bands)},
+        "big1024_by_class_snr_ge_10db_pct_shipped_branch": {
+            c: [round(100 * a, 1), round(100 * branch["per_class_snr_ge_10db"][c], 1)]
+            for c, a in shipped["per_class_snr_ge_10db"].items()},
+    }
+
+
+def decay_split(command: str, steps: int) -> dict[str, int] | None:
+    """{"trunk_step", "decay_steps"} of a branch from its training command's --decay-steps
+    (the branch decays over its last decay_steps of `steps`); None for a run without one."""
+    words = shlex.split(command)
+    if "--decay-steps" not in words:
+        return None
+    decay = int(words[words.index("--decay-steps") + 1])
+    return {"trunk_step": steps - decay, "decay_steps": decay}
+
+
+def branch_entry(session: int, meta: dict[str, Any], alone: dict[str, Any], served: dict[str, Any],
+                 tables: dict[str, Any] | None = None) -> dict[str, Any]:
     """One branches.json entry from the branch's model.json and its two measurements, each
-    {"big1024": overall, "paired": paired against the shipped model measured the same way}."""
+    {"big1024": overall, "paired": paired against the shipped model measured the same way};
+    `tables` (shipped_and_branch_tables) are added as they are."""
     tr = meta["extra"]["training"]
+    commands = tr.get("commands", [tr.get("command")])
     return {
         "session": session, "model_id": meta["model_id"], "device": tr.get("device_name"),
+        **(decay_split(commands[-1], tr["steps"]) or {}),
         "steps": tr["steps"], "train_s": tr["train_s"],
         "examples_fresh": tr.get("examples_fresh"), "examples_reused": tr.get("examples_reused"),
-        "commands": tr.get("commands", [tr.get("command")]), "temperature": meta["temperature"],
+        "commands": commands, "temperature": meta["temperature"],
         "validation_accuracy_pct": {b: round(100 * v, 1)
                                     for b, v in meta["extra"].get("validation_accuracy", {}).items()},
         "big1024": alone["big1024"], "big1024_paired": alone["paired"],
         "served_big1024": {"shipped_refiners_unchanged": {**served["big1024"],
                                                           "paired_vs_shipped_served": served["paired"]}},
+        **(tables or {}),
     }
 
 
@@ -131,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         measured = {kind: {"big1024": _overall(ev[f"branch_{kind}"]),
                            "paired": _paired(ev[f"shipped_{kind}"], ev[f"branch_{kind}"])}
                     for kind in ("alone", "served")}
+        tables = shipped_and_branch_tables(*(json.loads((ev[k] / "evaluation.json").read_text())
+                                             for k in ("shipped_alone", "branch_alone")))
         entry = branch_entry(args.session, json.loads((alone_dir / "model.json").read_text()),
-                             measured["alone"], measured["served"])
+                             measured["alone"], measured["served"], tables)
         print(json.dumps({k: entry[k] for k in ("model_id", "big1024", "big1024_paired", "served_big1024")}, indent=1))
         if args.log:
             append_entry(args.log, entry)
