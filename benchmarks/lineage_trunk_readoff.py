@@ -6,7 +6,7 @@ instead (when the checkpoint keeps one). Each is exported and evaluated alone
 (`evaluate --no-refiner`) on a dataset, compared burst for burst with the shipped network
 evaluated the same way, the average also with the live weights and, given `--against`, with
 another evaluation (a decay branch's, from `lineage_branch_measure.py` in the same work
-folder). Undecayed snapshots wobble by a point at >= 10 dB (fiftieth session): a read-off
+folder; the pairing is keyed by the model that evaluation measured). Undecayed snapshots wobble by a point at >= 10 dB (fiftieth session): a read-off
 says how the trunk trends, a branch what it reaches.
 
     PYTHONPATH=. python3 benchmarks/lineage_trunk_readoff.py benchmarks/lineage_wsd_wide/checkpoint.pt \
@@ -51,6 +51,15 @@ def readoff_args(checkpoint: Path, ck: dict[str, Any], out: Path, average: bool)
     return args
 
 
+def evaluated_model(eval_dir: Path) -> str:
+    """The model id an evaluation folder measured (its evaluation.json's run), else the
+    folder's name: what an entry's pairing with `--against` is keyed by."""
+    try:
+        return json.loads((eval_dir / "evaluation.json").read_text())["run"]["model"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return eval_dir.name
+
+
 def readoff_entry(session: int, ck: dict[str, Any], meta: dict[str, Any], big1024: dict[str, float],
                   paired: dict[str, Any]) -> dict[str, Any]:
     """One trunk_readoffs.json entry: which weights of which step (the model's record says
@@ -92,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "average":
                 paired["paired_vs_live_weights"] = _paired(evals["live"], evals[kind])
             if args.against:
-                paired[f"paired_vs_{args.against.name}"] = _paired(args.against, evals[kind])
+                paired[f"paired_vs_{evaluated_model(args.against)}"] = _paired(args.against, evals[kind])
             entries.append(readoff_entry(args.session, ck, json.loads((model / "model.json").read_text()),
                                          _overall(evals[kind]), paired))
         print(json.dumps(entries, indent=1))

@@ -70,3 +70,11 @@ def test_entries_name_their_weights_and_append_once(tmp_path):
     assert [r["model_id"] for r in json.loads(log.read_text())["readoffs"]] == ["l", "a"]
     with pytest.raises(ConfigError, match="already"):
         ro.append_entry(log, e_avg, key="readoffs")
+
+
+def test_a_pairing_is_keyed_by_the_model_the_evaluation_measured(tmp_path):
+    ev = tmp_path / "eval_branch_alone"
+    ev.mkdir()
+    assert ro.evaluated_model(ev) == "eval_branch_alone"  # no evaluation.json: the folder's name
+    (ev / "evaluation.json").write_text(json.dumps({"run": {"model": "rfc-resnet-20261206-f15e2386"}}))
+    assert ro.evaluated_model(ev) == "rfc-resnet-20261206-f15e2386"
