@@ -11,7 +11,9 @@
 #                                          and log to $OUT (a sitting with no branch ends here)
 #   sitting.sh branch DECAY_S MAX_WAIT_S SLEEP_S SEED
 #                                          wait for the trunk's pause, copy its final checkpoint
-#                                          to $OUT, start a decay branch of about DECAY_S seconds
+#                                          to $OUT, start a decay branch of about DECAY_S seconds;
+#                                          on a host where no trunk ran, branch from this folder's
+#                                          checkpoint.pt (a sitting that only decays)
 #   sitting.sh collect MAX_WAIT_S          wait for the branch, copy its model files to $OUT/branch
 # The pyzmq wheel for the host's Python is expected in .whl/ (docs/model.md says how to get it).
 set -u
@@ -33,11 +35,14 @@ wait_for_pause() {
   rm -rf $R/trunk_final; cp -r $R/trunk $R/trunk_final
   cp $R/trunk_final/checkpoint.pt $R/trunk_final/train_log.json $R/trunk.log $OUT/
 }
-case "$1" in
-trunk)
+prepare_host() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   mkdir -p $R
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+}
+case "$1" in
+trunk)
+  prepare_host
   if pgrep -f -- "--out $R/trunk " > /dev/null; then echo "a trunk is still running on this host"; exit 1; fi
   if [ -f $R/trunk_final/checkpoint.pt ]; then start=(--resume $R/trunk_final/checkpoint.pt)
   elif [ -f $HERE/checkpoint.pt ]; then start=(--resume $HERE/checkpoint.pt); else
@@ -51,7 +56,9 @@ peek)
 pause)
   wait_for_pause "$2" ;;
 branch)
-  wait_for_pause "$3"
+  if [ -f $R/trunk.log ]; then wait_for_pause "$3"; else
+    prepare_host; rm -rf $R/trunk_final; mkdir -p $R/trunk_final
+    cp $HERE/checkpoint.pt $HERE/train_log.json $R/trunk_final/; fi
   read -r K N < <(python3 -c "import json; g=json.load(open('$R/trunk_final/train_log.json')); h=g['history']; a,b=h[len(h)//2],h[-1]; print(g['paused_at_step'], int((b['step']-a['step'])/(b['elapsed_s']-a['elapsed_s'])*$2))")
   echo "trunk step $K, branch decay steps $N"
   setsid nohup python3 -m rfclassify train --out $R/branch --steps $((K+N)) --decay-steps $N "${COMMON[@]}" \
