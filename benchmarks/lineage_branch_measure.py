@@ -73,7 +73,7 @@ def shipped_and_branch_tables(shipped: dict[str, Any], branch: dict[str, Any]) -
     """[shipped, branch] accuracy in % by SNR band (the mean of the band's per-SNR accuracies)
     and by class at >= 10 dB, from the two models' evaluation.json documents: where the
     branch gains or loses, for the entry."""
-    def by_band(ev: dict[str, Any]) -> list[float]:
+    def by_band(ev: dict[str, Any]) -> list[float | None]:
         out = []
         for lo, hi in SNR_BANDS_DB:
             accs = [p["accuracy"] for p in ev["overall"]["per_snr"] if lo <= p["snr_db"] <= hi]

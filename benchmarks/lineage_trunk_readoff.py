@@ -6,8 +6,10 @@ instead (when the checkpoint keeps one). Each is exported and evaluated alone
 (`evaluate --no-refiner`) on a dataset, compared burst for burst with the shipped network
 evaluated the same way, the average also with the live weights and, given `--against`, with
 another evaluation (a decay branch's, from `lineage_branch_measure.py` in the same work
-folder; the pairing is keyed by the model that evaluation measured). Undecayed snapshots wobble by a point at >= 10 dB (fiftieth session): a read-off
-says how the trunk trends, a branch what it reaches.
+folder; the pairing is keyed by the model that evaluation measured). Undecayed snapshots
+wobble by a point at >= 10 dB (fiftieth session): a read-off says how the trunk trends, a
+branch what it reaches; the weight average is steadier and takes about half of a decay's
+gain (fifty-first session).
 
     PYTHONPATH=. python3 benchmarks/lineage_trunk_readoff.py benchmarks/lineage_wsd_wide/checkpoint.pt \
         /work/data/big1024.h5 --work /tmp/lineage --session 51 \
