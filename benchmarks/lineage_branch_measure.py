@@ -30,6 +30,8 @@ from rfclassify._exceptions import ConfigError  # noqa: E402
 from rfclassify.model.paired import load_predictions, paired_difference  # noqa: E402
 
 REFINER_KEYS = ("refiner", "low_order_refiner")
+#: what a lineage script reports as a one-line error (a bad argument, a missing file, a failed step)
+USER_ERRORS = (ConfigError, FileNotFoundError, subprocess.CalledProcessError)
 SNR_BANDS_DB = ((-20, -11), (-10, -1), (0, 9), (10, 19), (20, 30))
 
 
@@ -80,9 +82,9 @@ def shipped_and_branch_tables(shipped: dict[str, Any], branch: dict[str, Any]) -
             out.append(round(100 * sum(accs) / len(accs), 1) if accs else None)
         return out
 
-    bands = list(zip(by_band(shipped), by_band(branch)))
     return {
-        "big1024_by_snr_band_pct_shipped_branch": {f"{lo}..{hi}": list(v) for (lo, hi), v in zip(SNR_BANDS_DB, bands)},
+        "big1024_by_snr_band_pct_shipped_branch": {
+            f"{lo}..{hi}": [a, b] for (lo, hi), a, b in zip(SNR_BANDS_DB, by_band(shipped), by_band(branch))},
         "big1024_by_class_snr_ge_10db_pct_shipped_branch": {
             c: [round(100 * a, 1), round(100 * branch["per_class_snr_ge_10db"][c], 1)]
             for c, a in shipped["per_class_snr_ge_10db"].items()},
@@ -130,6 +132,13 @@ def append_entry(log: Path, entry: dict[str, Any], key: str = "branches") -> Non
     log.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def log_entries(log: Path | None, entries: list[dict[str, Any]], key: str) -> None:
+    """append_entry each entry to `log` (when one is given), saying so."""
+    for entry in entries if log else []:
+        append_entry(log, entry, key=key)
+        print(f"appended {entry['model_id']} to {log}")
+
+
 def _run(*args: str) -> None:
     print("+ rfclassify " + " ".join(args), flush=True)
     subprocess.run([sys.executable, "-m", "rfclassify", *args], check=True)
@@ -175,10 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         entry = branch_entry(args.session, json.loads((alone_dir / "model.json").read_text()),
                              measured["alone"], measured["served"], tables)
         print(json.dumps({k: entry[k] for k in ("model_id", "big1024", "big1024_paired", "served_big1024")}, indent=1))
-        if args.log:
-            append_entry(args.log, entry)
-            print(f"appended {entry['model_id']} to {args.log}")
-    except (ConfigError, FileNotFoundError, subprocess.CalledProcessError) as e:
+        log_entries(args.log, [entry], key="branches")
+    except USER_ERRORS as e:
         print(f"lineage_branch_measure: {e}", file=sys.stderr)
         return 2
     return 0

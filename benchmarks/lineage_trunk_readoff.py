@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lineage_branch_measure import _evaluate, _export, _overall, _paired, _run, append_entry  # noqa: E402
+from lineage_branch_measure import USER_ERRORS, _evaluate, _export, _overall, _paired, _run, log_entries  # noqa: E402
 
 from rfclassify._exceptions import ConfigError  # noqa: E402
 
@@ -107,10 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             entries.append(readoff_entry(args.session, ck, json.loads((model / "model.json").read_text()),
                                          _overall(evals[kind]), paired))
         print(json.dumps(entries, indent=1))
-        for entry in entries if args.log else []:
-            append_entry(args.log, entry, key="readoffs")
-            print(f"appended {entry['model_id']} to {args.log}")
-    except (ConfigError, FileNotFoundError, subprocess.CalledProcessError) as e:
+        log_entries(args.log, entries, key="readoffs")
+    except USER_ERRORS as e:
         print(f"lineage_trunk_readoff: {e}", file=sys.stderr)
         return 2
     return 0

@@ -65,11 +65,12 @@ def test_entries_name_their_weights_and_append_once(tmp_path):
     assert e_avg["step"] == 88371 and e_avg["paired_vs_shipped_network"] == paired["paired_vs_shipped_network"]
     log = tmp_path / "trunk_readoffs.json"
     log.write_text(json.dumps({"about": "x"}))
-    for e in (e_live, e_avg):
-        ro.append_entry(log, e, key="readoffs")
+    ro.log_entries(None, [e_live], key="readoffs")  # no log given: nothing written
+    assert "readoffs" not in json.loads(log.read_text())
+    ro.log_entries(log, [e_live, e_avg], key="readoffs")
     assert [r["model_id"] for r in json.loads(log.read_text())["readoffs"]] == ["l", "a"]
     with pytest.raises(ConfigError, match="already"):
-        ro.append_entry(log, e_avg, key="readoffs")
+        ro.log_entries(log, [e_avg], key="readoffs")
 
 
 def test_a_pairing_is_keyed_by_the_model_the_evaluation_measured(tmp_path):
