@@ -102,7 +102,9 @@ def test_stop_after_s_pauses_with_a_checkpoint_and_a_decay_branch_finishes_it(tm
                  "--resume", str(out / "checkpoint.pt")]) == 0
     assert "warning" not in capsys.readouterr().err   # a sitting with a seed of its own
     assert (out / "checkpoint.pt").is_file() and not (out / "model.json").exists()
-    assert json.loads((out / "train_log.json").read_text())["paused_at_step"] == 0
+    paused = json.loads((out / "train_log.json").read_text())
+    assert paused["paused_at_step"] == 0 and len(paused["commands"]) == 2 and paused["history"] == []
+    assert not (out / "training_curves.png").exists()  # no step trained, nothing to plot
     assert main(["train", "--out", str(branch), "--steps", "3", "--decay-steps", "2", "--seed", "1", *tiny,
                  "--resume", str(out / "checkpoint.pt")]) == 0
     assert "the data starts again" in capsys.readouterr().err  # the last sitting's seed again: said

@@ -468,17 +468,23 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     }, t_start)
 
 
-def _pause(out: Path, step: int, train_s: float, history: list[dict[str, float]], cfg: TrainConfig,
-           earlier: list[str], done: float) -> dict[str, Any]:
-    """End an invocation at --stop-after-s (its checkpoint written): the log so far, no validation, no model."""
+def _write_log(out: Path, doc: dict[str, Any], history: list[dict[str, float]]) -> None:
+    """train_log.json (doc, then the history) and, once there is a history, the curves PNG: what a
+    pause and a finished run both leave."""
     from rfclassify.model.evaluate import write_json
 
-    write_json(out / LOG_FILE, {"paused_at_step": step, "progress": round(done, 6),
-                                "commands": [*earlier, cfg.command], "history": history})
+    write_json(out / LOG_FILE, {**doc, "history": history})
     if history:
         from rfclassify.model.plots import training_curves
 
         training_curves(history, out / CURVE_FILE)
+
+
+def _pause(out: Path, step: int, train_s: float, history: list[dict[str, float]], cfg: TrainConfig,
+           earlier: list[str], done: float) -> dict[str, Any]:
+    """End an invocation at --stop-after-s (its checkpoint written): the log so far, no validation, no model."""
+    _write_log(out, {"paused_at_step": step, "progress": round(done, 6), "commands": [*earlier, cfg.command]},
+               history)
     print(f"paused: step {step}, {done:.1%} of the schedule, {train_s:.0f}s trained in all; continue with "
           f"--resume {out / CHECKPOINT_FILE}", flush=True)
     return {"paused": True, "steps": step, "progress": done, "out_dir": str(out)}
@@ -501,7 +507,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     """Validate per bucket, fit the temperature, write model.pt, model.json, the log and the curves."""
     torch = require("torch")
     from rfclassify.model.calibration import calibrate
-    from rfclassify.model.evaluate import accuracy_summary, write_json
+    from rfclassify.model.evaluate import accuracy_summary
     from rfclassify.model.flops import flops_per_bucket
     from rfclassify.model.meta import ModelMeta
 
@@ -536,11 +542,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
                      extra={"training": {k: v for k, v in training.items() if k != "config"},
                             "validation_accuracy": {b: v["accuracy"] for b, v in per_bucket.items()}})
     meta.save(out)
-    write_json(out / LOG_FILE, {"model_id": model_id, "training": training, "history": history})
-    if history:
-        from rfclassify.model.plots import training_curves
-
-        training_curves(history, out / CURVE_FILE)
+    _write_log(out, {"model_id": model_id, "training": training}, history)
     accs = " ".join(f"{b}:{v['accuracy']:.3f}" for b, v in per_bucket.items())
     print(f"done: {model_id} steps {run['steps']} in {run['train_s']}s; validation accuracy {accs}; "
           f"T={cal['temperature']:.3f} unknown<{cal['unknown_threshold']}; "
