@@ -7,12 +7,15 @@
 #                                                   (it outlives the call)
 #   sequence_net_cyclic_sitting.sh wait STEP MAX_S  wait at most MAX_S seconds for STEP (seq_a,
 #                                                   seq_b, refiner_b), then copy its files to $OUT
+#   sequence_net_cyclic_sitting.sh examples MAX_S   wait at most MAX_S seconds for refiner_b's
+#                                                   saved examples, then copy them (gzipped) to
+#                                                   $OUT while its perceptrons may still fit
 # Each network trains for the shipped one's 20,288 steps of 512 (--max-steps; --train-s only
 # caps it) and starts once 100,000 of its 700,000 bursts are made, the rest streaming in
 # (--start-bursts: not bit-reproducible, but two networks fit one session's budget). On an
 # H100 host each took about 550 s; refiner_b's examples took about 300 s more (saved with
-# --save-examples), so its perceptrons were fitted on a CPU from them (fit-refiner --examples)
-# when the budget ran out. The first network's refiner is the same command with seq_a.npz.
+# --save-examples; `examples` brought them back), so its perceptrons were fitted on a CPU from
+# them (fit-refiner --examples) when the budget ran out. The first network's refiner is the same command with seq_a.npz.
 set -u
 W=${SEQ_WORK:-/tmp/seq_cyclic}
 SEEDS=(20261301 20261302)
@@ -55,5 +58,14 @@ wait)
   refiner_b) cp $W/arm_b/refiner.npz $W/arm_b/model.json $OUT/
              [ -f $W/examples_b.npz ] && gzip -c $W/examples_b.npz > $OUT/examples_b.npz.gz; ls -la $OUT ;;
   esac ;;
-*) echo "usage: sequence_net_cyclic_sitting.sh start | wait STEP MAX_S" >&2; exit 2 ;;
+examples)
+  E=$W/examples_b.npz
+  for _ in $(seq 1 $(( $2 / 5 ))); do
+    [ -f $W/refiner_b.rc ] && break
+    if [ -f $E ]; then size=$(stat -c %s $E); sleep 10; [ "$(stat -c %s $E)" = "$size" ] && break; fi
+    sleep 5
+  done
+  [ -f $E ] || { echo "no examples yet"; tail -2 $W/refiner_b.log 2>/dev/null; exit 0; }
+  gzip -1 -c $E > $OUT/examples_b.npz.gz; cp $W/refiner_b.log $OUT/; ls -la $OUT ;;
+*) echo "usage: sequence_net_cyclic_sitting.sh start | wait STEP MAX_S | examples MAX_S" >&2; exit 2 ;;
 esac
