@@ -40,6 +40,11 @@ chain() {
   echo $? > $W/refiner_b.rc
 }
 
+copy_examples() {  # refiner_b's saved examples, gzipped (fast: the host's time is the budget's)
+  [ -f $W/examples_b.npz ] && gzip -1 -c $W/examples_b.npz > $OUT/examples_b.npz.gz
+  ls -la $OUT
+}
+
 case "${1:-}" in
 chain) chain ;;
 start)
@@ -55,8 +60,7 @@ wait)
   cp $W/$2.log $OUT/
   case $2 in
   seq_*) cp $W/$2.npz $OUT/ ;;
-  refiner_b) cp $W/arm_b/refiner.npz $W/arm_b/model.json $OUT/
-             [ -f $W/examples_b.npz ] && gzip -c $W/examples_b.npz > $OUT/examples_b.npz.gz; ls -la $OUT ;;
+  refiner_b) cp $W/arm_b/refiner.npz $W/arm_b/model.json $OUT/; copy_examples ;;
   esac ;;
 examples)
   E=$W/examples_b.npz
@@ -66,6 +70,6 @@ examples)
     sleep 5
   done
   [ -f $E ] || { echo "no examples yet"; tail -2 $W/refiner_b.log 2>/dev/null; exit 0; }
-  gzip -1 -c $E > $OUT/examples_b.npz.gz; cp $W/refiner_b.log $OUT/; ls -la $OUT ;;
+  cp $W/refiner_b.log $OUT/; copy_examples ;;
 *) echo "usage: sequence_net_cyclic_sitting.sh start | wait STEP MAX_S | examples MAX_S" >&2; exit 2 ;;
 esac
