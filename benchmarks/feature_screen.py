@@ -59,6 +59,10 @@ The candidates (each a function of one burst's views, returning a fixed-length v
   the served answer's top 4, the network's own top 3 (collect runs the network alone too)
   or its top 4 (fortieth session: the served answer's top 3 screened +0.74 +- 0.18 over the
   network's; served as `fit-refiner --em-ranker`, it did not carry over).
+- glrt: per class, an exact soft likelihood of the clocked symbols with no equalizer, the
+  carrier (class_equalizer.carrier_fit), noise and gain fitted per alphabet
+  (glrt_class_scores; fifty-fourth session: +0.3 +- 0.6 points at -8..8 dB, nothing;
+  benchmarks/carrier_price_probe.md uses it to price the carrier).
 - channel_oracle: the channel the file recorded (multipath, delay spread, fading, Doppler,
   rate, roll-off, DC offset, PA, phase noise), which no receiver has: the most any input
   describing the burst's conditions could add. Scored also crossed with the served outputs.
@@ -71,6 +75,7 @@ import argparse
 import functools
 import importlib
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -398,6 +403,47 @@ def em_channel_fast_filtered_features(views: BurstViews) -> np.ndarray | None:
     return em_channel_fast_features(views, fit_start=em_channel.START_FILTERED)
 
 
+GLRT_NOISE = np.geomspace(3e-4, 0.8, 24)   # noise shares of the symbols' power the glrt candidate tries (35..1 dB)
+
+
+def glrt_class_scores(y: np.ndarray, carrier: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+    """(12,) each high-order class's soft log-likelihood per symbol of unit-power symbols y,
+    less the best: per alphabet, y turned by its carrier_fit (or `carrier`, (A,) frequencies
+    in cycles a symbol and phases), then the exact mixture over all of its points, the signal
+    scaled to unit power under each noise share of GLRT_NOISE and the best share kept (a
+    generalized likelihood ratio over the noise, the carrier and the gain); a class is its
+    best alphabet. None for fewer than class_equalizer.MIN_SYMBOLS symbols."""
+    from rfclassify.dsp import class_equalizer as ce
+    y = np.asarray(y, complex)
+    if y.size < ce.MIN_SYMBOLS:
+        return None
+    y = _unit(y[:ce.MAX_SYMBOLS])
+    bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
+    freq, phase = ce.carrier_fit(y, bank) if carrier is None else carrier
+    t = np.arange(y.size)
+    best = np.full(len(HIGH_ORDER_LABELS), -np.inf)
+    for a in range(len(bank.sizes)):
+        points = bank.points[a, :bank.sizes[a]]
+        z = y * np.exp(-1j * (2 * np.pi * freq[a] * t + phase[a]))
+        lls = []
+        for share in GLRT_NOISE:
+            gain2 = 1.0 / (1.0 - share)         # the signal power 1 - share brought to 1
+            var = share * gain2
+            e = -np.abs(z[:, None] * math.sqrt(gain2) - points[None, :]) ** 2 / var
+            peak = e.max(axis=1)
+            per = peak + np.log(np.mean(np.exp(e - peak[:, None]), axis=1)) - math.log(math.pi * var) + math.log(gain2)
+            lls.append(float(per.mean()))
+        best[bank.owner[a]] = max(best[bank.owner[a]], max(lls))
+    return best - best.max()
+
+
+def glrt_features(views: BurstViews) -> np.ndarray | None:
+    """glrt_class_scores of the refiner's clocked symbols (12 values): a soft likelihood with
+    no equalizer, where the refiner's scores decide by hard decisions (the class equalizer,
+    EM's unit-power score) or are gated to 5 dB and more (EM)."""
+    return None if views.symbols is None else glrt_class_scores(views.symbols)
+
+
 #: candidates that describe the burst's conditions rather than its class: scored also with their
 #: first two columns multiplied into the served log-probabilities (a linear fusion can only
 #: weigh its other inputs by them that way)
@@ -424,6 +470,7 @@ FEATURES: dict[str, tuple[int, Callable[[BurstViews], np.ndarray | None]]] = {
                                 functools.partial(em_channel_fast_features, ranking="network")),
     "em_channel_fast_network4": (2 * len(HIGH_ORDER_LABELS),
                                  functools.partial(em_channel_fast_features, ranking="network", count=4)),
+    "glrt": (len(HIGH_ORDER_LABELS), glrt_features),
 }
 
 

@@ -92,6 +92,27 @@ def test_the_carrier_fit_finds_a_residual_carrier_for_the_true_alphabet(label):
     assert abs((found[0] - phase + turn / 2) % turn - turn / 2) < 0.15
 
 
+def test_a_narrowed_carrier_fit_searches_only_its_reach_and_reach_0_fits_the_phase_alone():
+    """carrier_fit(reach=r) keeps every frequency within r (one line width beyond it, its
+    fine search); reach 0 tries frequency 0 alone and still finds the phase. A residual
+    carrier beyond the reach is not found there (the fit is narrowed, not moved)."""
+    rng = np.random.default_rng(3)
+    n, phase = 200, 0.4
+    alphabet = ce.class_alphabets("16QAM")[0]
+    s = alphabet[rng.integers(0, alphabet.size, n)] * np.exp(1j * phase)
+    s += 0.02 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    bank = _bank(("16QAM", "8PSK"))
+    freq, found = ce.carrier_fit(s / math.sqrt(np.mean(np.abs(s) ** 2)), bank, reach=0.0)
+    assert np.all(freq == 0.0)
+    assert abs((found[0] - phase + np.pi / 4) % (np.pi / 2) - np.pi / 4) < 0.15
+    turned = s * np.exp(2j * np.pi * 0.031 * np.arange(n))
+    wide, _ = ce.carrier_fit(turned / math.sqrt(np.mean(np.abs(turned) ** 2)), bank)
+    narrow, _ = ce.carrier_fit(turned / math.sqrt(np.mean(np.abs(turned) ** 2)), bank, reach=0.01)
+    step = 1.0 / (4 * ce.CARRIER_HARMONICS * n)     # 16QAM's finest line width
+    assert abs(wide[0] - 0.031) < 0.05 / n
+    assert abs(narrow[0]) <= 0.01 + step
+
+
 def test_the_fit_start_scores_dense_qam_through_a_carrier_offset_the_line_start_loses():
     labels = ("16QAM", "32QAM", "64QAM", "128QAM", "256QAM")
     rng = np.random.default_rng(7)

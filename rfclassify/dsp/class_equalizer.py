@@ -261,14 +261,16 @@ def filter_inputs(y: np.ndarray, taps: int) -> np.ndarray:
     return np.stack([padded[i:i + y.size] for i in range(taps)][::-1], axis=1)
 
 
-def carrier_fit(y: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarray]:
+def carrier_fit(y: np.ndarray, bank: AlphabetBank, reach: float = CARRIER_MAX_OFFSET
+                ) -> tuple[np.ndarray, np.ndarray]:
     """((A,) frequency in cycles/symbol, (A,) phase in radians): for each of the bank's
     alphabets, the residual carrier that, taken out of unit-power symbols y, makes them fit
     the alphabet best (the sum of their soft decision log-likelihoods, from its
-    turn_series). Frequencies within CARRIER_MAX_OFFSET, or within half the alphabet's
-    symmetry period where that is less (a turn by 2 pi / s a symbol leaves the alphabet as
-    it is); first on a coarse grid by one transform per harmonic, then exactly across the
-    CARRIER_PEAKS best coarse frequencies."""
+    turn_series). Frequencies within `reach` (CARRIER_MAX_OFFSET unless a probe narrows it;
+    0: the phase alone, at frequency 0), or within half the alphabet's symmetry period where
+    that is less (a turn by 2 pi / s a symbol leaves the alphabet as it is); first on a
+    coarse grid by one transform per harmonic, then exactly across the CARRIER_PEAKS best
+    coarse frequencies."""
     n = y.size
     t = np.arange(n)
     harmonics = np.arange(1, CARRIER_HARMONICS + 1)
@@ -282,12 +284,12 @@ def carrier_fit(y: np.ndarray, bank: AlphabetBank) -> tuple[np.ndarray, np.ndarr
         z = bank.turn_series[rows][:, radius, :] * np.exp(1j * np.angle(y)[:, None] * orders[None, :])   # (a, n, Q)
         spectra = np.fft.fft(z, nfft, axis=1)
         step = 1.0 / (orders[-1] * n)        # the finest harmonic's line width
-        reach = min(CARRIER_MAX_OFFSET, 0.5 / int(s))
-        grid = np.arange(-reach, reach, step)
+        half = min(reach, 0.5 / int(s))
+        grid = np.arange(-half, half, step) if half > 0 else np.zeros(1)
         bins = np.round(grid[:, None] * orders[None, :] * nfft).astype(np.int64) % nfft              # (R, Q)
         phases = np.arange(CARRIER_PHASES) * (2 * np.pi / int(s)) / CARRIER_PHASES
         turns = np.exp(-1j * orders[:, None] * phases[None, :])                                     # (Q, P)
-        across = step * np.linspace(-1.0, 1.0, CARRIER_FINE)
+        across = step * np.linspace(-1.0, 1.0, CARRIER_FINE) if half > 0 else np.zeros(1)
         for j, a in enumerate(rows):
             coarse = (spectra[j][bins, harmonics - 1] @ turns).real.max(axis=1)
             peaks: list[int] = []
