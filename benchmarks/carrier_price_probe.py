@@ -14,14 +14,21 @@ alphabet, the noise and gain fitted) with the carrier:
 - ``reach<R>``: the residual frequency fitted within +-R cycles a symbol and the phase, for
   each R of --reaches (0.07 is the refiner's search, class_equalizer.CARRIER_MAX_OFFSET);
 - ``served_clock``: the served blind clock (symbol_clock.blind_symbols, the shipped model's
-  `coherence_cyclic` rule) instead of the genie's, the carrier fitted as the refiner's is.
+  `coherence_cyclic` rule) instead of the genie's, the carrier fitted as the refiner's is;
+- with --integrate, ``phase_integrated`` and ``reach<R>_integrated`` (R the first of
+  --reaches): the likelihood averaged over the phase (INTEGRATE_PHASES a symmetry period),
+  and over the phase and every frequency within +-R (a grid of 1 / (INTEGRATE_STEPS n)
+  cycles a symbol for n symbols) instead of fitted: what a receiver that does not pick one
+  carrier would read. Each alphabet's noise share is the one its fitted carrier found.
+  Costly: --symbols keeps every arm to the central N symbols.
 
 Printed: accuracy by SNR and arm, paired differences between neighbouring arms (+- 1 SE), and
 by class for each arm. A measurement, not a test; tests/test_bench_carrier_price_probe.py
 checks its parts. Results: benchmarks/carrier_price_probe.md.
 
     PYTHONPATH=. python3 benchmarks/carrier_price_probe.py [--channel clean|full] [--snrs 4,6,8]
-        [--per-class 30] [--reaches 0.007,0.07] [--workers 2] [--seed 7] [--json OUT]
+        [--per-class 30] [--reaches 0.007,0.07] [--integrate] [--symbols 512] [--workers 2] [--seed 7]
+        [--json OUT]
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from feature_screen import glrt_class_scores  # noqa: E402
+from feature_screen import alphabet_logliks, glrt_class_scores, mixture_loglik  # noqa: E402
 from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import ChannelConfig  # noqa: E402
@@ -48,6 +55,8 @@ from rfclassify.dsp.windows import central  # noqa: E402
 from rfclassify.labels import HIGH_ORDER_LABELS  # noqa: E402
 
 SERVED_RULE = sc.COHERENCE_CYCLIC
+INTEGRATE_PHASES = 32     # phases a symmetry period the integrated arms average over
+INTEGRATE_STEPS = 8       # their frequency grid: 1 / (INTEGRATE_STEPS n) cycles a symbol for n symbols
 
 
 def genie_symbols(iq: np.ndarray, params: np.void) -> np.ndarray:
@@ -66,16 +75,22 @@ def genie_symbols(iq: np.ndarray, params: np.void) -> np.ndarray:
     return sc.symbols_at(prepared, sps * stretch, float(params["rolloff"]), ((timing - cut) % sps) * stretch)
 
 
+def unit_symbols(y: np.ndarray | None, symbols: int = ce.MAX_SYMBOLS) -> np.ndarray | None:
+    """The central `symbols` of y at unit power; None for none or too few."""
+    if y is None:
+        return None
+    y = central(np.asarray(y, complex), min(symbols, ce.MAX_SYMBOLS))
+    if y.size < ce.MIN_SYMBOLS:
+        return None
+    return y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+
+
 def decide(y: np.ndarray | None, reach: float | None) -> int:
     """The high-order class (index into HIGH_ORDER_LABELS) the soft likelihood picks for
-    symbols y with the carrier fitted within `reach` (None: known, frequency and phase 0);
-    -1 where there are too few symbols."""
+    unit-power symbols y (unit_symbols) with the carrier fitted within `reach` (None:
+    known, frequency and phase 0); -1 where there are none."""
     if y is None:
         return -1
-    y = central(np.asarray(y, complex), ce.MAX_SYMBOLS)
-    if y.size < ce.MIN_SYMBOLS:
-        return -1
-    y = y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
     bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
     if reach is None:
         carrier = (np.zeros(len(bank.sizes)), np.zeros(len(bank.sizes)))
@@ -87,23 +102,67 @@ def decide(y: np.ndarray | None, reach: float | None) -> int:
     return -1 if s is None else int(np.argmax(s))
 
 
-def arm_names(channel: str, reaches: tuple[float, ...]) -> list[str]:
-    return (["known"] if channel == "clean" else []) + ["phase"] + [f"reach{r:g}" for r in reaches] + ["served_clock"]
+def decide_integrated(y: np.ndarray | None, reach: float) -> int:
+    """The class whose best alphabet's likelihood of unit-power symbols y, averaged over the
+    phase and the frequencies within +-reach (reach 0: the phase alone), is the highest; each
+    alphabet at the noise share its carrier fit within `reach` found. -1 where y is None."""
+    if y is None:
+        return -1
+    bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
+    n, t = y.size, np.arange(y.size)
+    freq, phase = ce.carrier_fit(y, bank, reach=reach)
+    if reach == 0:
+        freq = np.zeros(len(bank.sizes))
+    _, shares = alphabet_logliks(y, bank, freq, phase)
+    freqs = np.arange(-reach, reach + 1e-12, 1.0 / (INTEGRATE_STEPS * n)) if reach > 0 else np.zeros(1)
+    best = np.full(len(HIGH_ORDER_LABELS), -np.inf)
+    for a in range(len(bank.sizes)):
+        turns = 2 * np.pi / int(bank.symmetry[a]) * np.arange(INTEGRATE_PHASES) / INTEGRATE_PHASES
+        z = y * np.exp(-1j * (2 * np.pi * freqs[:, None, None] * t + turns[None, :, None]))     # (F, P, n)
+        total = n * mixture_loglik(z, bank.points[a, :bank.sizes[a]], shares[a]).ravel()
+        peak = total.max()
+        best[bank.owner[a]] = max(best[bank.owner[a]], peak + math.log(np.mean(np.exp(total - peak))))
+    return int(np.argmax(best))
 
 
-def read_burst(job: tuple[np.ndarray, np.void, str, tuple[float, ...]]) -> dict[str, int]:
+INTEGRATED = "_integrated"
+
+
+def arm_names(channel: str, reaches: tuple[float, ...], integrate: bool = False) -> list[str]:
+    """The arms in the order of what they know, less at each step; an integrated arm follows
+    the fitted arm it averages instead (steps() pairs them)."""
+    names = (["known"] if channel == "clean" else []) + ["phase"] + (["phase" + INTEGRATED] if integrate else [])
+    for i, r in enumerate(reaches):
+        names += [f"reach{r:g}"] + ([f"reach{r:g}" + INTEGRATED] if integrate and i == 0 else [])
+    return names + ["served_clock"]
+
+
+def steps(arms: list[str]) -> list[tuple[str, str]]:
+    """The paired comparisons: each fitted arm against the one before it (integrated arms
+    skipped), and each integrated arm against its fitted one."""
+    fitted = [a for a in arms if not a.endswith(INTEGRATED)]
+    pairs = list(zip(fitted[:-1], fitted[1:]))
+    return pairs + [(a[:-len(INTEGRATED)], a) for a in arms if a.endswith(INTEGRATED)]
+
+
+def read_burst(job: tuple[np.ndarray, np.void, str, tuple[float, ...], bool, int]) -> dict[str, int]:
     """Every arm's decision for one burst."""
-    iq, params, channel, reaches = job
+    iq, params, channel, reaches, integrate, symbols = job
     out: dict[str, int] = {}
     with np.errstate(all="ignore"):
-        y = genie_symbols(iq, params)
+        y = unit_symbols(genie_symbols(iq, params), symbols)
         if channel == "clean":
             out["known"] = decide(y, None)
         out["phase"] = decide(y, 0.0)
+        if integrate:
+            out["phase_integrated"] = decide_integrated(y, 0.0)
         for r in reaches:
             out[f"reach{r:g}"] = decide(y, r)
+        if integrate and reaches:
+            out[f"reach{reaches[0]:g}_integrated"] = decide_integrated(y, reaches[0])
         found = sc.blind_symbols(iq, SERVED_RULE)
-        out["served_clock"] = decide(None if found is None else found.symbols, ce.CARRIER_MAX_OFFSET)
+        out["served_clock"] = decide(unit_symbols(None if found is None else found.symbols, symbols),
+                                     ce.CARRIER_MAX_OFFSET)
     return out
 
 
@@ -128,13 +187,13 @@ def summarize(arms: list[str], rows: list[dict[str, int]], truth: np.ndarray, sn
     right = {a: np.array([r[a] for r in rows]) == truth for a in arms}
     table = {a: {"all": float(right[a].mean() * 100),
                  **{f"{s:g} dB": float(right[a][snr == s].mean() * 100) for s in np.unique(snr)}} for a in arms}
-    steps = {}
-    for a, b in zip(arms[:-1], arms[1:]):
+    paired = {}
+    for a, b in steps(arms):
         d = right[b].astype(float) - right[a]
-        steps[f"{a} -> {b}"] = {"points": float(d.mean() * 100), "se": float(d.std(ddof=1) / math.sqrt(d.size) * 100)}
+        paired[f"{a} -> {b}"] = {"points": float(d.mean() * 100), "se": float(d.std(ddof=1) / math.sqrt(d.size) * 100)}
     by_class = {a: {label: float(right[a][truth == c].mean() * 100) for c, label in enumerate(HIGH_ORDER_LABELS)}
                 for a in arms}
-    return {"accuracy": table, "steps": steps, "by_class": by_class}
+    return {"accuracy": table, "steps": paired, "by_class": by_class}
 
 
 def format_table(result: dict, arms: list[str]) -> str:
@@ -154,24 +213,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snrs", default="4,6,8", help="SNRs in dB the bursts are drawn at, comma-separated")
     ap.add_argument("--per-class", type=int, default=30)
     ap.add_argument("--reaches", default="0.007,0.07", help="frequency reaches fitted, cycles a symbol")
+    ap.add_argument("--integrate", action="store_true", help="also the arms that average over the carrier")
+    ap.add_argument("--symbols", type=int, default=ce.MAX_SYMBOLS, help="central symbols every arm scores")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     snrs = [float(v) for v in args.snrs.split(",") if v]
     reaches = tuple(float(v) for v in args.reaches.split(",") if v)
-    if not snrs or args.per_class < 1 or any(r < 0 for r in reaches):
-        print("carrier_price_probe: need SNRs, --per-class >= 1 and reaches >= 0", file=sys.stderr)
+    if not snrs or args.per_class < 1 or any(r < 0 for r in reaches) or args.symbols < ce.MIN_SYMBOLS:
+        print(f"carrier_price_probe: need SNRs, --per-class >= 1, reaches >= 0 and --symbols >= {ce.MIN_SYMBOLS}",
+              file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     iq, params, truth, snr = bursts(args.channel, snrs, args.per_class, args.seed)
-    jobs = [(b, p, args.channel, reaches) for b, p in zip(iq, params)]
+    jobs = [(b, p, args.channel, reaches, args.integrate, args.symbols) for b, p in zip(iq, params)]
     if args.workers > 1:
         with ProcessPoolExecutor(args.workers) as pool:
             rows = list(pool.map(read_burst, jobs, chunksize=4))
     else:
         rows = [read_burst(j) for j in jobs]
-    arms = arm_names(args.channel, reaches)
+    arms = arm_names(args.channel, reaches, args.integrate)
     result = summarize(arms, rows, truth, snr)
     print(f"{len(rows)} {args.channel} bursts, {time.perf_counter() - t0:.0f} s")
     print(format_table(result, arms))

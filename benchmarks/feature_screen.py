@@ -406,13 +406,41 @@ def em_channel_fast_filtered_features(views: BurstViews) -> np.ndarray | None:
 GLRT_NOISE = np.geomspace(3e-4, 0.8, 24)   # noise shares of the symbols' power the glrt candidate tries (35..1 dB)
 
 
+def mixture_loglik(z: np.ndarray, points: np.ndarray, share: float) -> np.ndarray:
+    """The mean over the last axis (the symbols) of log((1/M) sum_m exp(-|g z - a_m|^2 / v) /
+    (pi v)) + log g^2: the likelihood of unit-power symbols z under an alphabet's M points
+    `points` when `share` of their power is noise (v = share g^2) and the signal's power
+    1 - share is brought to 1 (g^2 = 1 / (1 - share)); the exact mixture over every point."""
+    gain2 = 1.0 / (1.0 - share)
+    var = share * gain2
+    e = -np.abs(z[..., None] * math.sqrt(gain2) - points) ** 2 / var
+    peak = e.max(axis=-1)
+    per = peak + np.log(np.mean(np.exp(e - peak[..., None]), axis=-1))
+    return per.mean(axis=-1) - math.log(math.pi * var) + math.log(gain2)
+
+
+def alphabet_logliks(y: np.ndarray, bank: Any, freq: np.ndarray, phase: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """((A,) mixture_loglik of unit-power symbols y under each alphabet of `bank`, y turned
+    by that alphabet's carrier (freq cycles a symbol, phase), at the best noise share of
+    GLRT_NOISE; (A,) that share)."""
+    t = np.arange(y.size)
+    best, shares = np.empty(len(bank.sizes)), np.empty(len(bank.sizes))
+    for a in range(len(bank.sizes)):
+        z = y * np.exp(-1j * (2 * np.pi * freq[a] * t + phase[a]))
+        lls = [float(mixture_loglik(z, bank.points[a, :bank.sizes[a]], share)) for share in GLRT_NOISE]
+        k = int(np.argmax(lls))
+        best[a], shares[a] = lls[k], GLRT_NOISE[k]
+    return best, shares
+
+
 def glrt_class_scores(y: np.ndarray, carrier: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
     """(12,) each high-order class's soft log-likelihood per symbol of unit-power symbols y,
     less the best: per alphabet, y turned by its carrier_fit (or `carrier`, (A,) frequencies
-    in cycles a symbol and phases), then the exact mixture over all of its points, the signal
-    scaled to unit power under each noise share of GLRT_NOISE and the best share kept (a
-    generalized likelihood ratio over the noise, the carrier and the gain); a class is its
-    best alphabet. None for fewer than class_equalizer.MIN_SYMBOLS symbols."""
+    in cycles a symbol and phases), then alphabet_logliks (the exact mixture over all of its
+    points, the signal scaled to unit power under each noise share of GLRT_NOISE and the best
+    share kept: a generalized likelihood ratio over the noise, the carrier and the gain); a
+    class is its best alphabet. None for fewer than class_equalizer.MIN_SYMBOLS symbols."""
     from rfclassify.dsp import class_equalizer as ce
     y = np.asarray(y, complex)
     if y.size < ce.MIN_SYMBOLS:
@@ -420,20 +448,9 @@ def glrt_class_scores(y: np.ndarray, carrier: tuple[np.ndarray, np.ndarray] | No
     y = _unit(y[:ce.MAX_SYMBOLS])
     bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
     freq, phase = ce.carrier_fit(y, bank) if carrier is None else carrier
-    t = np.arange(y.size)
+    per_alphabet, _ = alphabet_logliks(y, bank, freq, phase)
     best = np.full(len(HIGH_ORDER_LABELS), -np.inf)
-    for a in range(len(bank.sizes)):
-        points = bank.points[a, :bank.sizes[a]]
-        z = y * np.exp(-1j * (2 * np.pi * freq[a] * t + phase[a]))
-        lls = []
-        for share in GLRT_NOISE:
-            gain2 = 1.0 / (1.0 - share)         # the signal power 1 - share brought to 1
-            var = share * gain2
-            e = -np.abs(z[:, None] * math.sqrt(gain2) - points[None, :]) ** 2 / var
-            peak = e.max(axis=1)
-            per = peak + np.log(np.mean(np.exp(e - peak[:, None]), axis=1)) - math.log(math.pi * var) + math.log(gain2)
-            lls.append(float(per.mean()))
-        best[bank.owner[a]] = max(best[bank.owner[a]], max(lls))
+    np.maximum.at(best, bank.owner, per_alphabet)
     return best - best.max()
 
 

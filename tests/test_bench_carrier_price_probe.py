@@ -45,3 +45,29 @@ def test_a_run_writes_every_arm_for_every_snr(tmp_path):
     assert result["accuracy"]["known"]["all"] >= 75.0          # 12 clean bursts at 24 dB, carrier known
     assert set(result["steps"]) == {"known -> phase", "phase -> reach0.07", "reach0.07 -> served_clock"}
     assert probe.main(["--per-class", "0"]) == 2
+
+
+def test_the_integrated_arms_follow_their_fitted_arm_and_are_paired_with_it():
+    arms = probe.arm_names("clean", (0.007, 0.07), integrate=True)
+    assert arms == ["known", "phase", "phase_integrated", "reach0.007", "reach0.007_integrated", "reach0.07",
+                    "served_clock"]
+    assert probe.steps(arms) == [("known", "phase"), ("phase", "reach0.007"), ("reach0.007", "reach0.07"),
+                                 ("reach0.07", "served_clock"), ("phase", "phase_integrated"),
+                                 ("reach0.007", "reach0.007_integrated")]
+    assert probe.arm_names("full", (0.07,)) == ["phase", "reach0.07", "served_clock"]
+
+
+def test_the_likelihood_averaged_over_the_carrier_still_reads_a_clean_burst():
+    """Clean 32APSK symbols at a small residual carrier: averaged over the phase, and over
+    the phase and the frequencies within 0.007, the true class still scores best."""
+    from rfclassify.dsp.class_equalizer import class_alphabets
+    rng = np.random.default_rng(4)
+    n = 128
+    alphabet = class_alphabets("32APSK")[0]
+    y = alphabet[rng.integers(0, alphabet.size, n)] * np.exp(1j * (2 * np.pi * 0.002 * np.arange(n) + 0.2))
+    y = probe.unit_symbols(y + 0.02 * (rng.standard_normal(n) + 1j * rng.standard_normal(n)))
+    index = HIGH_ORDER_LABELS.index("32APSK")
+    assert probe.decide_integrated(y, 0.007) == index
+    assert probe.decide_integrated(y * np.exp(-2j * np.pi * 0.002 * np.arange(n)), 0.0) == index
+    assert probe.decide_integrated(None, 0.007) == -1
+    assert probe.unit_symbols(np.ones(3)) is None
