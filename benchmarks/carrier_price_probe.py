@@ -95,9 +95,7 @@ def decide(y: np.ndarray | None, reach: float | None) -> int:
     if reach is None:
         carrier = (np.zeros(len(bank.sizes)), np.zeros(len(bank.sizes)))
     else:
-        carrier = ce.carrier_fit(y, bank, reach=reach)
-        if reach == 0:
-            carrier = (np.zeros(len(bank.sizes)), carrier[1])
+        carrier = ce.carrier_fit(y, bank, reach=reach)      # reach 0: frequency 0, the phase fitted
     s = glrt_class_scores(y, carrier)
     return -1 if s is None else int(np.argmax(s))
 
@@ -111,8 +109,6 @@ def decide_integrated(y: np.ndarray | None, reach: float) -> int:
     bank = ce.alphabet_bank(HIGH_ORDER_LABELS)
     n, t = y.size, np.arange(y.size)
     freq, phase = ce.carrier_fit(y, bank, reach=reach)
-    if reach == 0:
-        freq = np.zeros(len(bank.sizes))
     _, shares = alphabet_logliks(y, bank, freq, phase)
     freqs = np.arange(-reach, reach + 1e-12, 1.0 / (INTEGRATE_STEPS * n)) if reach > 0 else np.zeros(1)
     best = np.full(len(HIGH_ORDER_LABELS), -np.inf)
