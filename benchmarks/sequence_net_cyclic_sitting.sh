@@ -56,8 +56,15 @@ start)
 wait)
   for _ in $(seq 1 $(( $3 / 5 ))); do [ -f $W/$2.rc ] && break; sleep 5; done
   if [ ! -f $W/$2.rc ]; then echo "$2 still running"; tail -3 $W/$2.log; exit 0; fi
-  echo "$2 exit $(cat $W/$2.rc)"; tail -4 $W/$2.log
+  rc=$(cat $W/$2.rc)
+  echo "$2 exit $rc"; tail -4 $W/$2.log
   cp $W/$2.log $OUT/
+  if [ "$rc" != 0 ]; then
+    # arm_b starts as a copy of models/: after a failed fit its refiner.npz is the shipped one
+    echo "$2 failed: its files are not copied (the log is)"
+    [ $2 = refiner_b ] && copy_examples
+    exit 0
+  fi
   case $2 in
   seq_*) cp $W/$2.npz $OUT/ ;;
   refiner_b) cp $W/arm_b/refiner.npz $W/arm_b/model.json $OUT/; copy_examples ;;
