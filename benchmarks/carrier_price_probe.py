@@ -46,7 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from feature_screen import alphabet_logliks, glrt_class_scores, mixture_loglik  # noqa: E402
+from feature_screen import _unit, alphabet_logliks, glrt_class_scores, mixture_loglik  # noqa: E402
 from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp import symbol_clock as sc  # noqa: E402
 from rfclassify.dsp.channel import ChannelConfig  # noqa: E402
@@ -80,9 +80,7 @@ def unit_symbols(y: np.ndarray | None, symbols: int = ce.MAX_SYMBOLS) -> np.ndar
     if y is None:
         return None
     y = central(np.asarray(y, complex), min(symbols, ce.MAX_SYMBOLS))
-    if y.size < ce.MIN_SYMBOLS:
-        return None
-    return y / math.sqrt(max(float(np.mean(np.abs(y) ** 2)), 1e-30))
+    return None if y.size < ce.MIN_SYMBOLS else _unit(y)
 
 
 def decide(y: np.ndarray | None, reach: float | None) -> int:

@@ -90,6 +90,7 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rfclassify.dsp import em_channel  # noqa: E402
+from rfclassify.dsp import class_equalizer as ce  # noqa: E402
 from rfclassify.dsp.class_equalizer import class_scores, filter_inputs  # noqa: E402
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINES  # noqa: E402
 from rfclassify.dsp.power_lines import power_line_features  # noqa: E402
@@ -441,7 +442,6 @@ def glrt_class_scores(y: np.ndarray, carrier: tuple[np.ndarray, np.ndarray] | No
     points, the signal scaled to unit power under each noise share of GLRT_NOISE and the best
     share kept: a generalized likelihood ratio over the noise, the carrier and the gain); a
     class is its best alphabet. None for fewer than class_equalizer.MIN_SYMBOLS symbols."""
-    from rfclassify.dsp import class_equalizer as ce
     y = np.asarray(y, complex)
     if y.size < ce.MIN_SYMBOLS:
         return None
