@@ -1,5 +1,5 @@
 """How many CPU cores this process may use (a container's or taskset's share, not the host's),
-and how many threads its BLAS may start."""
+how many threads its BLAS may start, and how many refiner worker processes those cores allow."""
 
 from __future__ import annotations
 
@@ -22,6 +22,38 @@ def usable_cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+#: refiner_workers = AUTO_WORKERS: as many worker processes as auto_refiner_workers allows
+AUTO_WORKERS = -1
+#: cores auto_refiner_workers leaves to the process itself: its threads (the daemon's ingest,
+#: batching, inference and publishing share one interpreter lock, about a core) and the backend
+RESERVED_CORES = 2
+#: fewer workers than this are not worth their processes (one worker only moves the work)
+MIN_AUTO_WORKERS = 2
+#: more than this buys little and costs about 130 MB of memory each (a worker's own Python,
+#: numpy, scipy and the refiner; measured on x86)
+MAX_AUTO_WORKERS = 16
+
+
+def auto_refiner_workers(cpus: int | None = None) -> int:
+    """The refiner worker processes for a process that may use `cpus` cores (default: this
+    one's, usable_cpu_count): all but RESERVED_CORES of them, at most MAX_AUTO_WORKERS, and 0
+    (the refiner in the calling thread) where that leaves fewer than MIN_AUTO_WORKERS. So 0 on
+    a 2- or 3-core box, 2 on 4 cores, 10 on a 12-core Jetson AGX Orin, 14 on a 16-core host."""
+    n = usable_cpu_count() if cpus is None else int(cpus)
+    workers = min(n - RESERVED_CORES, MAX_AUTO_WORKERS)
+    return workers if workers >= MIN_AUTO_WORKERS else 0
+
+
+def refiner_worker_count(requested: int, cpus: int | None = None) -> int:
+    """The worker processes a refiner_workers setting means: AUTO_WORKERS (-1) picks
+    auto_refiner_workers(cpus); 0 or more is itself. ValueError below -1."""
+    if requested == AUTO_WORKERS:
+        return auto_refiner_workers(cpus)
+    if requested < 0:
+        raise ValueError(f"refiner_workers must be -1 (auto) or >= 0, got {requested}")
+    return int(requested)
 
 
 def keep_one_blas_thread() -> None:

@@ -1,4 +1,5 @@
-"""The process's BLAS threads (rfclassify._cpus): one thread for the refiners' numpy work."""
+"""The process's BLAS threads (rfclassify._cpus): one thread for the refiners' numpy work; the
+refiner worker processes the cores allow."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from rfclassify._cpus import one_blas_thread
+from rfclassify._cpus import auto_refiner_workers, one_blas_thread, refiner_worker_count
 
 
 def blas_threads() -> list[int]:
@@ -96,3 +97,15 @@ def test_the_classifier_runs_its_dc_pass_and_refiners_on_one_blas_thread(two_bla
         results = clf.classify(bursts)
     assert seen == {"dc pass": [[1]], "refiners": [[1]]}
     assert all(r.ok for r in results) and blas_threads() == [2]
+
+
+def test_auto_refiner_workers_leave_two_cores_and_start_none_below_two_workers():
+    counts = [auto_refiner_workers(cpus) for cpus in (1, 2, 3, 4, 5, 8, 12, 16, 18, 64)]
+    assert counts == [0, 0, 0, 2, 3, 6, 10, 14, 16, 16]
+
+
+def test_a_refiner_workers_setting_of_minus_one_is_auto_and_others_are_themselves():
+    assert refiner_worker_count(-1, cpus=12) == 10 and refiner_worker_count(-1, cpus=2) == 0
+    assert refiner_worker_count(0, cpus=12) == 0 and refiner_worker_count(3, cpus=2) == 3
+    with pytest.raises(ValueError, match=r"-1 \(auto\) or >= 0, got -2"):
+        refiner_worker_count(-2)

@@ -611,6 +611,7 @@ def test_the_daemon_config_can_leave_the_refiner_out(tiny_model_dir, tmp_path):
         engine = load_engine(config)
         assert (engine.classifier.refiner is not None) == present
         assert (engine.classifier._refiner_pool is not None) == (config is pooled)
+        assert engine.classifier.refiner_workers == (1 if config is pooled else 0)  # the default, -1: none on 2 cores
         engine.classifier.close()
 
 
@@ -626,9 +627,10 @@ def test_a_burst_the_statistics_cannot_take_keeps_the_networks_answer(monkeypatc
     assert "network's decision stands" in caplog.text
 
 
-def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
+def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypatch):
     """The shipped model's refiner, its statistics (and the DC pass's fits) in two spawned
-    processes or in this one."""
+    processes (refiner_workers -1 on a 4-core box) or in this one."""
+    import rfclassify._cpus as cpus
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.synth import synthesize
     from rfclassify.engine.classifier import Classifier
@@ -639,9 +641,12 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     for i in range(0, len(bursts), 2):      # a -15 dB receiver DC offset on every other one
         bursts[i] = bursts[i] + np.sqrt(np.mean(np.abs(bursts[i]) ** 2) * 10 ** -1.5).astype(np.complex64)
     bursts += [np.zeros(0, np.complex64), np.tile([1, 0], 150).astype(np.complex64)]  # a reject, a degenerate burst
+    monkeypatch.setattr(cpus, "usable_cpu_count", lambda: 4)
     with Classifier.load(backend="onnxruntime") as here, \
-            Classifier.load(backend="onnxruntime", refiner_workers=2) as pooled:
+            Classifier.load(backend="onnxruntime", refiner_workers=-1) as pooled:
         assert here.refiner is not None and pooled._refiner_pool is not None
+        assert (here.refiner_workers, pooled.refiner_workers, pooled.describe()["refiner_workers"]) == (0, 2, 2)
+        assert len(pooled._refiner_pool._processes) == 2
         # each worker runs one BLAS thread, and so does this process's refiner (one_blas_thread),
         # so both sum in one order (with more threads the probabilities differ by 1e-6 and may
         # round apart)
@@ -652,7 +657,7 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread():
     assert [r.top for r in a] == [r.top for r in b]
     assert [r.ok for r in a] == [r.ok for r in b] == [True] * (len(bursts) - 2) + [False, True]
     assert [r.top for r in a] != [r.top for r in c]  # the refiner did re-decide some of them
-    assert pooled._refiner_pool is None  # closed with the Classifier
+    assert pooled._refiner_pool is None and pooled.refiner_workers == 0  # closed with the Classifier
 
 
 def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path):
@@ -665,6 +670,7 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
     from rfclassify.serve.daemon import Daemon
     from rfclassify.serve.demo import ResultCollector, local_config
     from rfclassify.serve.simulate import SimulateOptions, run_simulator
+    from rfclassify.serve.status_view import render_status
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -685,6 +691,9 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
         sim.join(30)
         assert c.wait_for(24, 30), f"{c.count()} of 24"
         c.stop()
+        engine = d.status()["engine"]
+        assert engine["refiner_workers"] == 1 and engine["dc_pass"] and engine["refiner"]["classes"]
+        assert "its statistics in 1 worker process\n" in render_status(d.status())
     finally:
         assert d.stop(drain=True)
     assert clf._refiner_pool is None

@@ -294,6 +294,7 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "tensorrt int8 on cuda:0, DLA core 1" in text
     assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples\n" in text
     assert "dc pass" not in text
+    assert "128 samples\n            its statistics in the inference thread\n" in text
     sample = _status_sample()
     sample["engine"]["refiner"]["sequence_net_params"] = 88028
     assert "bursts of >= 128 samples, with its sequence network\n" in render_status(sample)
@@ -309,8 +310,11 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     sample["engine"]["refiner"] = None
     assert "refiner     on: re-decides 16 low-order classes from their invariants, bursts of >= 256 samples\n" \
         in render_status(sample)
+    sample["engine"]["refiner_workers"] = 10
+    assert "256 samples\n            its statistics in 10 worker processes\n" in render_status(sample)
     sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
+    assert "its statistics" not in render_status(sample)
     sample["engine"]["dc_pass"] = True
     assert "dc pass     on: receiver DC offsets found and taken out before the refiners\n" in render_status(sample)
     assert "01:02:05" in text

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rfclassify._cpus import refiner_worker_count
 from rfclassify._exceptions import ConfigError, InputError, MessageError
 from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
@@ -85,6 +86,8 @@ class Classifier:
         self.refiner = refiner
         self.low_order_refiner = low_order_refiner
         self._refiner_pool = refiner_pool
+        #: the processes the refiners' statistics run in (0: the calling thread); set by load
+        self.refiner_workers = 0
         self.dc_pass = bool(dc_pass)
         #: the bursts the DC pass fits rather than leak-lines: its constellation refiner's
         #: (dc_pass.FitRoute.of_refiner; None without one)
@@ -112,7 +115,10 @@ class Classifier:
         request pays for a capture); threads limits CPU threads; refiner=False leaves out the
         model's refiners, the constellation refiner and the low-order one (the network decides
         alone); refiner_workers > 0 computes their statistics in that many processes (a batch's
-        bursts in parallel) instead of one after another in the calling thread;
+        bursts in parallel) instead of one after another in the calling thread, and -1
+        (_cpus.AUTO_WORKERS, the daemon's default) in as many as _cpus.auto_refiner_workers
+        allows (all cores but two; none on a box of fewer than four), the count kept in
+        ``clf.refiner_workers`` (0 without a pool);
         refiner_sequence=False serves the constellation refiner's
         light variant (invariants only, about half its CPU per burst) where the model has one;
         refiner_rate_rule (one of symbol_clock.RATE_RULES) clocks the refiner's bursts by that
@@ -131,8 +137,10 @@ class Classifier:
         if len(meta.labels) < 2:  # an empty list too: nothing to choose between
             raise ConfigError(
                 f"{model_dir}: model.json lists {len(meta.labels)} labels; a classifier needs at least 2")
-        if refiner_workers < 0:
-            raise ConfigError(f"refiner_workers must be >= 0, got {refiner_workers}")
+        try:
+            refiner_workers = refiner_worker_count(refiner_workers)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
@@ -161,6 +169,7 @@ class Classifier:
                 clf._refiner_pool = refine.start_pool(refiner_workers, setup)
             else:
                 clf._refiner_pool = start_pool(refiner_workers)
+            clf.refiner_workers = refiner_workers
         if warmup:
             impl.warmup()
             clf.prepare_dc_pass()
@@ -230,13 +239,14 @@ class Classifier:
         return self._backend.max_batch_size
 
     def describe(self) -> dict[str, Any]:
-        """backend/precision/device/model and the reasons, for logs and `status`."""
+        """backend/precision/device/model and the reasons, the refiners, the DC pass and the
+        refiners' worker processes, for logs and `status`."""
         return {"backend": self.backend, "precision": self.precision, "device": self.device,
                 "model": self.model_id, "backend_reason": self.backend_reason,
                 "precision_reason": self.precision_reason,
                 "refiner": self.refiner.describe() if self.refiner else None,
                 "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None,
-                "dc_pass": bool(self.dc_pass and self.refiners)}
+                "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -347,6 +357,7 @@ class Classifier:
             except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
                 log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
                 self._refiner_pool = None
+                self.refiner_workers = 0
                 probs = self._refine(probs, snrs, n_windows, bursts)
         return [make_result(p, s, self.labels, n_samples=n, bucket=bucket_samples, windows=w,
                             unknown_threshold=self.meta.unknown_threshold, top_k=self.top_k, sample_rate_hz=rate)
@@ -392,6 +403,7 @@ class Classifier:
         if self._refiner_pool is not None:
             self._refiner_pool.shutdown(wait=True, cancel_futures=True)
             self._refiner_pool = None
+            self.refiner_workers = 0
         self._backend.close()
 
     def __enter__(self) -> Classifier:

@@ -164,7 +164,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     (with the model's refiners unless refiner=False, its low-order one unless
     low_order_refiner=False; the constellation refiner's bursts clocked by refiner_rate_rule
     and its EM scores fitted for refiner_em_classes classes where given, their statistics in
-    refiner_workers processes, the DC pass unless dc_pass=False: Classifier.load).
+    refiner_workers processes (-1: as many as the cores allow), the DC pass unless
+    dc_pass=False: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -215,7 +216,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "refiner_em_classes": clf.refiner.em_count if clf.refiner and clf.refiner.em_channel else None,
                "dc_pass": bool(clf.dc_pass and clf.refiners),
                "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
-               "refiner_workers": refiner_workers if clf.refiner or clf.low_order_refiner else 0}
+               "refiner_workers": clf.refiner_workers}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

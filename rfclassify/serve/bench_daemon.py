@@ -47,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave the model's constellation refiner out (the network alone)")
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
-    parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
-                        help="processes for the refiner's statistics (default 0: in the inference thread)")
+    parser.add_argument("--refiner-workers", type=int, default=-1, metavar="N",
+                        help="processes for the refiner's statistics (0: in the inference thread; default -1: "
+                             "the daemon's default, all cores but two, none below four)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -155,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--rate must be a number or 'max', got {args.rate!r}") from None
         if fixed_rate <= 0:
             raise InputError("--rate must be positive")
-    if args.seconds <= 0 or args.max_batch < 1 or args.refiner_workers < 0:
-        raise InputError("--seconds and --max-batch must be positive, --refiner-workers not negative")
+    if args.seconds <= 0 or args.max_batch < 1 or args.refiner_workers < -1:
+        raise InputError("--seconds and --max-batch must be positive, --refiner-workers -1 (auto) or more")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
                           refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner)
@@ -167,13 +168,13 @@ def run(args: argparse.Namespace) -> int:
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cpu_count()} CPUs",
         "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
-        "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": args.refiner_workers,
+        "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": clf.refiner_workers,
         "refiner_sequence_net": clf.refiner is not None and clf.refiner.sequence is not None,
         "low_order_refiner": clf.low_order_refiner is not None,
     }
     refiner = ("no refiner" if clf.refiner is None else
                f"{'light ' if args.light_refiner else ''}refiner "
-               f"{'in the inference thread' if not args.refiner_workers else f'in {args.refiner_workers} processes'}")
+               f"{'in the inference thread' if not clf.refiner_workers else f'in {clf.refiner_workers} processes'}")
     print(f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}, {refiner}; {BURST_SAMPLES}-sample "
           f"bursts, batch {args.max_batch}, {args.seconds:g} s per phase", flush=True)
     # the bare backend is measured before and after the daemon (half the time each) and

@@ -252,13 +252,9 @@ class Daemon:
         clf = e.classifier if e is not None else None
         engine = None
         if e is not None:
-            engine = {"backend": e.backend, "precision": e.precision, "device": e.device,
+            engine = {**clf.describe(), "backend": e.backend, "precision": e.precision, "device": e.device,
                       "dla_core": getattr(clf.backend_impl, "dla_core", None),
-                      "model": e.model_id, "unknown_threshold": e.unknown_threshold,
-                      "backend_reason": clf.backend_reason, "precision_reason": clf.precision_reason,
-                      "refiner": clf.refiner.describe() if clf.refiner is not None else None,
-                      "low_order_refiner": (clf.low_order_refiner.describe() if clf.low_order_refiner is not None
-                                            else None)}
+                      "model": e.model_id, "unknown_threshold": e.unknown_threshold}
         cfg = self.config
         p = self.pipeline
         return {

@@ -55,6 +55,10 @@ def render_status(st: dict[str, Any]) -> str:
                 add(f"            and {low_text}")
         else:
             add(f"refiner     on: re-decides {low_text}" if low else "refiner     off (the network decides alone)")
+        if ref or low:
+            workers = eng.get("refiner_workers") or 0
+            where = f"in {workers} worker process{'es' if workers != 1 else ''}" if workers else "in the inference thread"
+            add(f"            its statistics {where}")
         if eng.get("dc_pass"):
             add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
