@@ -8,7 +8,8 @@ dB, one length) in alternating rounds, so the machine's load hits them alike. Pr
 bursts/s of each, the ratios, the share of bursts the refiner re-decided and the added time
 per re-decided burst. A measurement, not a test.
 
---workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers);
+--workers N puts the refiner's statistics in N processes (Classifier.load refiner_workers; -1:
+as many as the daemon's default takes, all cores but two) and prints their resident memory;
 --rate-rule RULE clocks its bursts by that rule (Classifier.load refiner_rate_rule);
 --against-rule RULE times one more Classifier, its refiner's bursts clocked by RULE, in the
 same rounds, and prints its time over the first's; --against-model DIR does the same for
@@ -45,6 +46,22 @@ def cost_bursts(n: int, length: int) -> list[np.ndarray]:
     return list(synthesize(labels, length, rng, rng.uniform(10, 30, len(labels)), ChannelConfig()).iq)
 
 
+def workers_resident_mb(clf: Classifier) -> list[float]:
+    """The resident memory (MB) of each of clf's refiner worker processes, from /proc (Linux;
+    empty without workers or /proc)."""
+    pool = clf._refiner_pool
+    out = []
+    for pid in getattr(pool, "_processes", None) or {}:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        kb = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
+        if kb:
+            out.append(int(kb[0]) / 1024)
+    return out
+
+
 def add_cost_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of a cost measurement over cost_bursts: the model, the bursts, the rounds, the backend."""
     ap.add_argument("--model-dir", default="models")
@@ -57,7 +74,7 @@ def add_cost_arguments(ap: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cost_arguments(ap)
-    ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner")
+    ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner (-1: the daemon's default)")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     ap.add_argument("--against-rule", default=None, help="also time the refiner with its bursts clocked by this rule")
     ap.add_argument("--against-model", default=None, help="also time another model's refiners")
@@ -77,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if not on.refiners:
             print(f"{args.model_dir} has no refiner")
             return 1
+        resident, workers = workers_resident_mb(on), on.refiner_workers
         top = np.stack([r.probabilities for r in off.classify(bursts)]).argmax(1)
         shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
                   for ref in on.refiners}
@@ -92,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 clf.classify(bursts)
                 times[name].append(time.perf_counter() - t0)
     t_on, t_no_dc, t_off = (float(np.median(times[k])) for k in ("with", "no DC pass", "without"))
-    where = f"{args.workers} processes" if args.workers else "the calling thread"
+    where = f"{workers} processes" if workers else "the calling thread"
     print(f"{args.bursts} bursts of {args.length} samples, {args.backend}, median of {args.rounds} rounds, "
           f"refiner statistics in {where}")
     print(f"network alone: {args.bursts / t_off:8.1f} bursts/s")
@@ -101,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"re-decided   : {100 * refined:.1f} % of bursts ("
           + ", ".join(f"{name} {100 * v:.1f} %" for name, v in shares.items()) + "), "
           f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")
+    if resident:
+        print(f"workers      : {len(resident)} processes resident {sum(resident):.0f} MB in all, "
+              f"{min(resident):.0f}-{max(resident):.0f} MB each (once started and warmed)")
     if args.against_rule:
         t_other = float(np.median(times["other rule"]))
         print(f"clocked by {args.against_rule}: {args.bursts / t_other:8.1f} bursts/s  ({t_other / t_on:.2f}x the time "
