@@ -9,6 +9,8 @@
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
+pyzmq is imported only when it runs: its options parse on a box without it, which is then told
+what is missing.
 Reported as ratios to the bare backend, measured in the same process. --no-refiner and
 --refiner-workers choose how a model's constellation refiner runs, in both.
 """
@@ -16,6 +18,7 @@ Reported as ratios to the bare backend, measured in the same process. --no-refin
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
 import platform
@@ -25,11 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zmq
 
 from rfclassify._cpus import usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
-from rfclassify.serve.control import open_socket
 
 BURST_SAMPLES = 1024
 POOL = 256
@@ -76,6 +77,10 @@ def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: flo
 
 def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any) -> None:
     """Send frames round-robin at `rate` per second (None: as fast as the socket accepts)."""
+    import zmq
+
+    from rfclassify.serve.control import open_socket
+
     def setup(sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, 1000)
@@ -144,7 +149,12 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
 
 
 def run(args: argparse.Namespace) -> int:
-    from rfclassify._exceptions import InputError
+    from rfclassify._exceptions import ConfigError, InputError
+
+    # the daemon's sockets need pyzmq; imported here, not with the module, so that a box without
+    # it is told what is missing instead of "unrecognized arguments" for every option
+    if importlib.util.find_spec("zmq") is None:
+        raise ConfigError("the daemon benchmark needs pyzmq (`pip install pyzmq`)")
     from rfclassify.engine.classifier import Classifier
     from rfclassify.serve.native import encode_native
     from rfclassify.serve.pipeline import EngineAdapter
