@@ -49,7 +49,7 @@ def cost_bursts(n: int, length: int) -> list[np.ndarray]:
 def workers_resident_mb(clf: Classifier) -> list[float]:
     """The resident memory (MB) of each of clf's refiner worker processes, from /proc (Linux;
     empty without workers or /proc)."""
-    pool = clf._refiner_pool
+    pool = clf._refiner_pool.executor if clf._refiner_pool is not None else None
     out = []
     for pid in getattr(pool, "_processes", None) or {}:
         try:

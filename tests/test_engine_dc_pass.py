@@ -159,5 +159,5 @@ def test_refiner_workers_build_the_fits_alphabet_bank_as_they_start():
     for dc_pass in (True, False):
         with Classifier.load(backend="onnxruntime", refiner_workers=1, dc_pass=dc_pass) as clf:
             names = FitRoute.of_refiner(clf.refiner).names
-            bank = clf._refiner_pool.submit(alphabet_bank, names).result()     # the worker's own, pickled back
+            bank = clf._refiner_pool.executor.submit(alphabet_bank, names).result()     # the worker's own, pickled back
             assert ("turn_series" in bank.__dict__) is dc_pass

@@ -646,7 +646,7 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypat
             Classifier.load(backend="onnxruntime", refiner_workers=-1) as pooled:
         assert here.refiner is not None and pooled._refiner_pool is not None
         assert (here.refiner_workers, pooled.refiner_workers, pooled.describe()["refiner_workers"]) == (0, 2, 2)
-        assert len(pooled._refiner_pool._processes) == 2
+        assert len(pooled._refiner_pool.executor._processes) == 2
         # each worker runs one BLAS thread, and so does this process's refiner (one_blas_thread),
         # so both sum in one order (with more threads the probabilities differ by 1e-6 and may
         # round apart)
@@ -662,9 +662,14 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypat
 
 def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path):
     """The shipped model through a real daemon with its refiner in one worker process: every
-    burst answered; stop() ends the pool."""
+    burst answered, the count and its pool's breaks in the status and health; stop() ends the pool."""
+    import os
+    import signal
     import socket
     import threading
+    import time
+
+    from rfclassify.dsp.synth import synthesize
 
     from rfclassify.serve.config import InputConfig
     from rfclassify.serve.daemon import Daemon
@@ -694,14 +699,29 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
         engine = d.status()["engine"]
         assert engine["refiner_workers"] == 1 and engine["dc_pass"] and engine["refiner"]["classes"]
         assert "its statistics in 1 worker process\n" in render_status(d.status())
+        # its worker killed: the health says so until a new pool takes over (after about a second)
+        for pid in list(clf._refiner_pool.executor._processes):
+            os.kill(pid, signal.SIGKILL)
+        bursts = list(synthesize(["16PSK", "64QAM"] * 2, 1024, np.random.default_rng(3), 25.0).iq)
+        assert all(r.ok for r in clf.classify(bursts))
+        st = d.status()
+        assert any("refiner worker pool broke (1 so far)" in r for r in st["health_reasons"])
+        assert "its statistics in the inference thread (worker pool broke 1 time)" in render_status(st)
+        deadline = time.monotonic() + 60
+        while clf.refiner_workers == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        st = d.status()
+        assert st["engine"]["refiner_workers"] == 1 and st["engine"]["refiner_pool_breaks"] == 1
+        assert not any("worker pool" in r for r in st["health_reasons"])
     finally:
         assert d.stop(drain=True)
     assert clf._refiner_pool is None
 
 
-def test_a_killed_refiner_worker_does_not_stop_classification(caplog):
+def test_a_killed_refiner_worker_does_not_stop_classification_and_its_pool_starts_again(caplog):
     import os
     import signal
+    import time
 
     from rfclassify.dsp.channel import ChannelConfig
     from rfclassify.dsp.synth import synthesize
@@ -712,11 +732,21 @@ def test_a_killed_refiner_worker_does_not_stop_classification(caplog):
     with Classifier.load(backend="onnxruntime", refiner_workers=1) as clf, \
             Classifier.load(backend="onnxruntime") as here:
         expected = [r.top for r in here.classify(bursts)]
-        for pid in list(clf._refiner_pool._processes):
+        pool = clf._refiner_pool
+        first = pool.executor
+        for pid in list(first._processes):
             os.kill(pid, signal.SIGKILL)
         got = clf.classify(bursts)
         assert [r.top for r in got] == expected
-        assert clf._refiner_pool is None and "worker pool broke" in caplog.text
+        assert "worker pool broke (1 so far)" in caplog.text and clf.describe()["refiner_pool_breaks"] == 1
+        # a new pool starts in the background (after FIRST_RESTART_DELAY_S) and takes the work again
+        deadline = time.monotonic() + 60
+        while clf.refiner_workers == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert clf.refiner_workers == 1 and pool.executor is not first and pool.restarts == 1
+        assert [r.top for r in clf.classify(bursts)] == expected
+        assert "worker pool runs again (1 processes)" in caplog.text
+    assert clf._refiner_pool is None and clf.refiner_workers == 0
 
 
 def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_model_dir, tmp_path, monkeypatch):

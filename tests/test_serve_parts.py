@@ -312,6 +312,8 @@ def test_status_table_shows_health_engine_counters_and_jetson():
         in render_status(sample)
     sample["engine"]["refiner_workers"] = 10
     assert "256 samples\n            its statistics in 10 worker processes\n" in render_status(sample)
+    sample["engine"]["refiner_pool_breaks"] = 2
+    assert "its statistics in 10 worker processes (worker pool broke 2 times)\n" in render_status(sample)
     sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
     assert "its statistics" not in render_status(sample)

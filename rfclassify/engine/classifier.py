@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from rfclassify.engine.dc_pass import FitRoute
     from rfclassify.engine.refiner import Refiner
+    from rfclassify.engine.refiner_pool import RefinerPool
 
 __all__ = ["ClassificationResult", "Classifier", "as_burst"]
 
@@ -75,7 +76,7 @@ class Classifier:
     """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
 
     def __init__(self, backend: Backend, *, selection: Selection | None = None, top_k: int = 5,
-                 refiner: Refiner | None = None, refiner_pool: Executor | None = None,
+                 refiner: Refiner | None = None, refiner_pool: RefinerPool | None = None,
                  low_order_refiner: Refiner | None = None, dc_pass: bool = True) -> None:
         self._backend = backend
         self._selection = selection
@@ -86,8 +87,6 @@ class Classifier:
         self.refiner = refiner
         self.low_order_refiner = low_order_refiner
         self._refiner_pool = refiner_pool
-        #: the processes the refiners' statistics run in (0: the calling thread); set by load
-        self.refiner_workers = 0
         self.dc_pass = bool(dc_pass)
         #: the bursts the DC pass fits rather than leak-lines: its constellation refiner's
         #: (dc_pass.FitRoute.of_refiner; None without one)
@@ -163,13 +162,15 @@ class Classifier:
         clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
         if refiner_workers > 0 and (refine is not None or low_order is not None):
             # started once the backend has loaded, so a backend that fails leaves no processes behind
+            from functools import partial
+
+            from rfclassify.engine.refiner_pool import RefinerPool
             if refine is not None:
                 from rfclassify.engine.dc_pass import worker_setup
                 setup = worker_setup(clf.dc_route) if dc_pass and clf.dc_route is not None else None
-                clf._refiner_pool = refine.start_pool(refiner_workers, setup)
+                clf._refiner_pool = RefinerPool(partial(refine.start_pool, refiner_workers, setup), refiner_workers)
             else:
-                clf._refiner_pool = start_pool(refiner_workers)
-            clf.refiner_workers = refiner_workers
+                clf._refiner_pool = RefinerPool(partial(start_pool, refiner_workers), refiner_workers)
         if warmup:
             impl.warmup()
             clf.prepare_dc_pass()
@@ -188,6 +189,18 @@ class Classifier:
         """The refiners it serves: the constellation refiner, then the low-order one, where
         present (load has checked that their classes do not overlap)."""
         return tuple(r for r in (self.refiner, self.low_order_refiner) if r is not None)
+
+    @property
+    def refiner_workers(self) -> int:
+        """The processes the refiners' statistics run in now (0: the calling thread: none were
+        asked for, or a pool that broke is being replaced; engine.refiner_pool)."""
+        pool = self._refiner_pool
+        return pool.workers if pool is not None and pool.executor is not None else 0
+
+    @property
+    def refiner_pool_breaks(self) -> int:
+        """How often the refiners' worker pool broke (a worker died) since load."""
+        return self._refiner_pool.breaks if self._refiner_pool is not None else 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -246,7 +259,8 @@ class Classifier:
                 "precision_reason": self.precision_reason,
                 "refiner": self.refiner.describe() if self.refiner else None,
                 "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None,
-                "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers}
+                "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers,
+                "refiner_pool_breaks": self.refiner_pool_breaks}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -352,38 +366,40 @@ class Classifier:
         snrs = [s - off for (_, s), off in zip(outputs, snr_offsets, strict=True)]
         bursts = list(bursts)
         if self.refiners:
+            pool = self._refiner_pool
+            executor = pool.executor if pool is not None else None
             try:
-                probs = self._refine(probs, snrs, n_windows, bursts)
-            except BrokenExecutor:  # a worker died (killed, out of memory): carry on without the pool
-                log.error("refiner: its worker pool broke; its statistics run in this thread from now on")
-                self._refiner_pool = None
-                self.refiner_workers = 0
-                probs = self._refine(probs, snrs, n_windows, bursts)
+                probs = self._refine(probs, snrs, n_windows, bursts, executor)
+            except BrokenExecutor:  # a worker died (killed, out of memory): this batch without the pool
+                pool.broke(executor)    # which starts a new one in the background
+                probs = self._refine(probs, snrs, n_windows, bursts, None)
         return [make_result(p, s, self.labels, n_samples=n, bucket=bucket_samples, windows=w,
                             unknown_threshold=self.meta.unknown_threshold, top_k=self.top_k, sample_rate_hz=rate)
                 for p, s, w, n, rate in zip(probs, snrs, n_windows, n_samples, sample_rates, strict=True)]
 
     def _refine(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
-                bursts: list[np.ndarray | None]) -> list[np.ndarray]:
+                bursts: list[np.ndarray | None], executor: Executor | None) -> list[np.ndarray]:
         """The DC pass (probs, snrs, n_windows and bursts updated in place for the bursts it
-        cleans), then the refiners' answers. Their numpy work runs with one BLAS thread
-        (_cpus.one_blas_thread: its products are small, and a thread per core only waits)."""
+        cleans), then the refiners' answers, their statistics in `executor`'s processes where
+        given. Their numpy work runs with one BLAS thread (_cpus.one_blas_thread: its products
+        are small, and a thread per core only waits)."""
         from rfclassify._cpus import one_blas_thread
         from rfclassify.engine.refiner import refine_routed
         with one_blas_thread():
             if self.dc_pass:
-                self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route)
-            return refine_routed(self.refiners, probs, snrs, bursts, self._refiner_pool)
+                self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route, executor)
+            return refine_routed(self.refiners, probs, snrs, bursts, executor)
 
     def take_out_dc(self, probs: list[np.ndarray], snrs: list[float], n_windows: list[int],
-                    bursts: list[np.ndarray | None], route: FitRoute | None) -> None:
+                    bursts: list[np.ndarray | None], route: FitRoute | None,
+                    executor: Executor | None = None) -> None:
         """The DC pass (engine.dc_pass; its fits for the bursts `route` takes, none for
         None): each burst whose DC offset matters, without it, and the network's answer for it
         so, in place of what is given. Served, it runs before the refiners; a refiner's fit
         runs it on its bursts so that its perceptron learns from them as they are served."""
         from rfclassify.engine.dc_pass import offsets_to_remove
         cleaned: dict[int, tuple[np.ndarray, BurstWindows]] = {}
-        for i, offset in offsets_to_remove(probs, snrs, bursts, route, self._refiner_pool).items():
+        for i, offset in offsets_to_remove(probs, snrs, bursts, route, executor).items():
             x = np.asarray(bursts[i]) - offset
             try:
                 cleaned[i] = (x, burst_to_windows(x, self.policy))
@@ -401,9 +417,8 @@ class Classifier:
     # -- life cycle ---------------------------------------------------------------------
     def close(self) -> None:
         if self._refiner_pool is not None:
-            self._refiner_pool.shutdown(wait=True, cancel_futures=True)
+            self._refiner_pool.close()
             self._refiner_pool = None
-            self.refiner_workers = 0
         self._backend.close()
 
     def __enter__(self) -> Classifier:

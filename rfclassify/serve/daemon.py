@@ -240,6 +240,11 @@ class Daemon:
             reasons.append(f"{self.pipeline.inference_errors} failed inference batch(es)")
         if self.pipeline.refiner_errors:
             reasons.append(f"{self.pipeline.refiner_errors} batch(es) the refiner failed on (network alone)")
+        clf = getattr(e, "classifier", None)
+        breaks = getattr(clf, "refiner_pool_breaks", 0)
+        if breaks and not clf.refiner_workers:
+            reasons.append(f"refiner worker pool broke ({breaks} so far): its statistics run in the inference "
+                           "thread until a new pool starts")
         if self.state == "stopping":
             reasons.append("shutting down")
         return ("degraded" if reasons else "ok"), reasons

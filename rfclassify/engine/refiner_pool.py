@@ -1,0 +1,104 @@
+"""The refiners' worker processes over a daemon's life: started, started again after they break.
+
+A pool of spawned processes breaks for good when one of its workers dies (killed, out of
+memory): every task on it then fails with BrokenExecutor. A daemon that runs for months
+should not lose its refiner's parallelism to one such death. RefinerPool holds the pool in
+use; whoever meets BrokenExecutor says so (`broke`), carries on without it (the statistics in
+its own thread), and a background thread starts a new pool after a wait that doubles while
+new pools keep breaking soon after they start (FIRST_RESTART_DELAY_S up to
+MAX_RESTART_DELAY_S; a pool that ran STABLE_S resets it). A start that fails is waited out the
+same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+log = logging.getLogger("rfclassify.engine")
+
+FIRST_RESTART_DELAY_S = 1.0
+MAX_RESTART_DELAY_S = 300.0
+#: a pool that ran this long before it broke restarts after FIRST_RESTART_DELAY_S again
+STABLE_S = 600.0
+
+
+class RefinerPool:
+    """`workers` processes made by `start` (the refiner's start_pool), one pool at a time."""
+
+    def __init__(self, start: Callable[[], Executor], workers: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._start = start
+        self.workers = int(workers)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._restarter: threading.Thread | None = None
+        self._delay = FIRST_RESTART_DELAY_S
+        self.breaks = 0             # pools that broke (or failed to start) so far
+        self.restarts = 0           # pools started again after one broke
+        self._executor: Executor | None = start()
+        self._started_at = clock()
+
+    @property
+    def executor(self) -> Executor | None:
+        """The pool to submit to now; None while a broken one is being replaced."""
+        return self._executor
+
+    def broke(self, executor: Executor) -> None:
+        """`executor` (what `executor` gave) raised BrokenExecutor: drop it and start a new pool
+        in the background after the current wait. A second report of the same pool is ignored."""
+        with self._lock:
+            if executor is not self._executor or self._closing.is_set():
+                return
+            self._executor = None
+            delay = self._next_delay()
+            log.error("refiner: its worker pool broke (%d so far); its statistics run in the calling thread "
+                      "until a new pool starts in %.3g s", self.breaks, delay)
+            self._restarter = threading.Thread(target=self._restart_after, args=(delay,),
+                                               name="rfclassify-refiner-pool", daemon=True)
+            self._restarter.start()
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    def _next_delay(self) -> float:
+        """Count a break and give the wait before the next start (the lock held)."""
+        self.breaks += 1
+        if self._clock() - self._started_at >= STABLE_S:
+            self._delay = FIRST_RESTART_DELAY_S
+        delay = self._delay
+        self._delay = min(2 * self._delay, MAX_RESTART_DELAY_S)
+        return delay
+
+    def _restart_after(self, delay: float) -> None:
+        while not self._closing.wait(delay):
+            try:
+                new = self._start()
+            except Exception:  # noqa: BLE001 - a start that fails (no memory, say) is retried later
+                with self._lock:
+                    delay = self._next_delay()
+                    self._started_at = self._clock()
+                log.exception("refiner: a new worker pool failed to start; trying again in %.3g s", delay)
+                continue
+            with self._lock:
+                if not self._closing.is_set():
+                    self._executor, self._started_at = new, self._clock()
+                    self.restarts += 1
+                    log.warning("refiner: its worker pool runs again (%d processes)", self.workers)
+                    return
+            new.shutdown(wait=True, cancel_futures=True)    # closed while it started
+            return
+
+    def close(self) -> None:
+        """Shut the pool down (waiting for its workers to end) and stop any restart; a restart
+        already starting a pool is waited for, and that pool shut down too."""
+        with self._lock:
+            self._closing.set()
+            executor, self._executor = self._executor, None
+            restarter = self._restarter
+        if restarter is not None:
+            restarter.join()
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
