@@ -349,3 +349,44 @@ def test_demo_command_classifies_every_simulated_burst(tiny_model_dir, capsys):
     assert "summary: sent 40, classified 40, rejected 0, dropped 0" in out
     assert "40 results reached the subscriber" in out
     assert out.count(" samples ") >= 3 and "live accuracy" in out and "latency total" in out
+
+
+def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch):
+    """A bucket past max_wait_ms is held while inference runs another batch, then goes whole:
+    30 bursts sent during a slow first batch make two more batches at most, not one per 2 ms
+    (which would leave a refiner's worker processes mostly idle)."""
+    from rfclassify.serve.pipeline import EngineAdapter
+
+    sizes: list[int] = []
+    real = EngineAdapter.infer_batch
+
+    def slow_first(self, batch):
+        sizes.append(len(batch.items))
+        if len(sizes) == 1:
+            time.sleep(0.4)
+        return real(self, batch)
+    monkeypatch.setattr(EngineAdapter, "infer_batch", slow_first)
+    d = Daemon(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime", max_batch=64,
+                            max_wait_ms=2.0))
+    d.start()
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    try:
+        c = ResultCollector(d.pipeline.output_endpoint, ctx).start()
+        push.connect(d.pipeline.input_endpoint)
+        batch, _, _ = _bursts(31, seed=7)
+        push.send_multipart(encode_native(batch.iq[0], _header("busy-0")))
+        deadline = time.monotonic() + 10
+        while not sizes and time.monotonic() < deadline:
+            time.sleep(0.005)                       # the first batch is running (slowly)
+        for i in range(1, 31):
+            push.send_multipart(encode_native(batch.iq[i], _header(f"busy-{i}")))
+            time.sleep(0.005)                       # 150 ms of arrivals, 75 max_waits of 2 ms
+        assert c.wait_for(31, 30), f"{c.count()} of 31"
+        c.stop()
+        assert sorted(r["burst_id"] for r in c.results) == sorted(f"busy-{i}" for i in range(31))
+        assert sizes[0] == 1 and sum(sizes) == 31 and len(sizes) <= 3, sizes
+    finally:
+        push.close(0)
+        assert d.stop(drain=True)
+        ctx.term()
