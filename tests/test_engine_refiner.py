@@ -637,7 +637,8 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypat
     from rfclassify.labels import HIGH_ORDER_LABELS
 
     rng = np.random.default_rng(21)
-    bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2, 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0)).iq)
+    low = ["4ASK", "8ASK", "GFSK", "GMSK", "AM-SSB-SC", "AM-SSB-WC"]     # the low-order refiner's, in the same batch
+    bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2 + low, 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0)).iq)
     for i in range(0, len(bursts), 2):      # a -15 dB receiver DC offset on every other one
         bursts[i] = bursts[i] + np.sqrt(np.mean(np.abs(bursts[i]) ** 2) * 10 ** -1.5).astype(np.complex64)
     bursts += [np.zeros(0, np.complex64), np.tile([1, 0], 150).astype(np.complex64)]  # a reject, a degenerate burst
@@ -657,6 +658,8 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypat
     assert [r.top for r in a] == [r.top for r in b]
     assert [r.ok for r in a] == [r.ok for r in b] == [True] * (len(bursts) - 2) + [False, True]
     assert [r.top for r in a] != [r.top for r in c]  # the refiner did re-decide some of them
+    for ref in (here.refiner, here.low_order_refiner):  # both refiners had bursts of this batch
+        assert any(ref.applies(r.probabilities) for r in c if r.ok)
     assert pooled._refiner_pool is None and pooled.refiner_workers == 0  # closed with the Classifier
 
 

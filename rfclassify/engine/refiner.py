@@ -655,15 +655,25 @@ def refine_routed(refiners: Sequence[Refiner], probs: list[np.ndarray], snr_db: 
     """Every burst through the refiner that holds its network top class (refiners whose
     classes do not overlap: disjoint_refiners), the others unchanged. Routing is by the
     network's probabilities, so one refiner's answer never sends a burst on to another;
-    each refiner's statistics run in `pool` when given (see statistics_many)."""
+    each refiner's statistics run in `pool` when given (see statistics_many), all refiners'
+    at once."""
     network = [np.asarray(p, np.float64) for p in probs]
     out = list(network)
-    for ref in refiners:
-        mine = [i for i, p in enumerate(network) if ref.applies(p)]
-        if not mine:
-            continue
-        done = ref.refine_many([network[i] for i in mine], [snr_db[i] for i in mine], [bursts[i] for i in mine],
+    routed = [(ref, mine) for ref in refiners if (mine := [i for i, p in enumerate(network) if ref.applies(p)])]
+
+    def refine(ref: Refiner, mine: list[int]) -> list[np.ndarray]:
+        return ref.refine_many([network[i] for i in mine], [snr_db[i] for i in mine], [bursts[i] for i in mine],
                                pool)
+    if pool is not None and len(routed) > 1:
+        # each refiner's tasks go to the pool at once, not one refiner's after the other's: the
+        # low-order refiner's bursts no longer wait for the constellation refiner's slowest one
+        # (threads here only wait on the pool; the answers are the same)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(routed), thread_name_prefix="rfclassify-refine") as threads:
+            answers = list(threads.map(lambda pair: refine(*pair), routed))
+    else:
+        answers = [refine(ref, mine) for ref, mine in routed]
+    for (_, mine), done in zip(routed, answers, strict=True):
         for i, p in zip(mine, done, strict=True):
             out[i] = p
     return out
