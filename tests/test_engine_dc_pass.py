@@ -161,3 +161,29 @@ def test_refiner_workers_build_the_fits_alphabet_bank_as_they_start():
             names = FitRoute.of_refiner(clf.refiner).names
             bank = clf._refiner_pool.executor.submit(alphabet_bank, names).result()     # the worker's own, pickled back
             assert ("turn_series" in bank.__dict__) is dc_pass
+
+
+class CountingPool:
+    """An executor that runs map here and counts the calls (what the DC pass and the refiner's
+    statistics hand to a worker pool)."""
+
+    def __init__(self) -> None:
+        self.maps = 0
+
+    def map(self, fn, *iterables, chunksize=1):
+        self.maps += 1
+        return map(fn, *iterables)
+
+
+def test_a_lone_burst_goes_to_the_pool_too():
+    """With a worker pool a single fit or statistics is not computed in the calling thread
+    (the daemon's inference thread, whose interpreter lock the other threads need)."""
+    from rfclassify.engine.refiner import statistics_many
+
+    ref = constant_refiner(("64QAM", "256QAM"), favoured="64QAM")
+    x = _qam_burst()
+    pool = CountingPool()
+    found = offsets_to_remove([_probs("64QAM")], [20.0], [x + _offset(x, -20.0)], FitRoute.of_refiner(ref), pool)
+    assert list(found) == [0] and pool.maps == 1
+    assert statistics_many([x], None, pool)[0] is not None and pool.maps == 2
+    assert statistics_many([], None, pool) == [] and pool.maps == 2

@@ -134,7 +134,7 @@ def offsets_to_remove(probs: Sequence[np.ndarray], snr_db: Sequence[float], burs
     those `route` takes (FitRoute.of_refiner of the constellation refiner, if any) whose
     network SNR estimate (snr_db) is at least MIN_SNR_DB; the leak line for the others whose
     estimate is outside LEAK_SNR_GAP_DB. The fits run in
-    `pool` (any process pool, such as the refiner's) when given and there is more than one."""
+    `pool` (any process pool, such as the refiner's) when given, even a lone one."""
     long = [i for i, x in enumerate(bursts) if x is not None and np.shape(x)[0] >= MIN_SAMPLES]
     constellation = {i for i in long if route is not None and route.takes(probs[i], bursts[i])}
     fit = [i for i in long if i in constellation and snr_db[i] >= MIN_SNR_DB]
@@ -145,7 +145,7 @@ def offsets_to_remove(probs: Sequence[np.ndarray], snr_db: Sequence[float], burs
         xs = [bursts[i] for i in fit]
         likely = [likely_classes(route.index, route.names, probs[i]) for i in fit]
         classes = [route.names] * len(fit)
-        if pool is not None and len(fit) > 1:
+        if pool is not None:    # one burst too: its fit would hold the caller's interpreter lock
             fitted = pool.map(estimate_offset, xs, classes, likely, chunksize=max(1, len(fit) // 16))
         else:
             fitted = map(estimate_offset, xs, classes, likely)

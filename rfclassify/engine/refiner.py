@@ -248,8 +248,10 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
                     rate_rule: str = STRONGEST_LINE, em_labels: tuple[str, ...] = (),
                     em_classes: Sequence[np.ndarray | EmPick] | None = None,
                     em_ranker: Refiner | None = None) -> list[np.ndarray | None]:
-    """safe_statistics of every burst, in order: in `pool` when given and there is more than
-    one, else here, one after another. The invariants alone (no sequence network, no
+    """safe_statistics of every burst, in order: in `pool` when given (a lone burst too: here
+    it would hold the caller's interpreter lock for its 5-20 ms, which a daemon's other
+    threads need, and the first such burst paid about a second here for the alphabet tables
+    only the workers had made; fifty-fifth session), else here, one after another. The invariants alone (no sequence network, no
     equalizer, no EM scores) run in any start_pool pool at `rate_rule`; anything more needs a
     pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold
     that same network, classes and rule (and em_ranker, for EmPicks). em_labels, em_classes,
@@ -258,7 +260,7 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
     if em_labels and (em_classes is None or len(em_classes) != len(bursts)):
         raise ValueError("the EM scores need one array of classes per burst")
     each = list(em_classes) if em_labels and em_classes is not None else [None] * len(bursts)
-    if pool is not None and len(bursts) > 1:
+    if pool is not None and bursts:
         chunk = max(1, len(bursts) // 16)
         if sequence_net is None and not equalizer and not em_labels:
             return list(pool.map(functools.partial(_pooled_invariants, rate_rule), bursts, chunksize=chunk))

@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seconds and --max-batch must be positive, --refiner-workers -1 (auto) or more")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
-                          refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner)
+                          refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner,
+                          warmup=True)     # as the daemon loads it: no first-use costs in the phases
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
