@@ -390,3 +390,17 @@ def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(ti
         push.close(0)
         assert d.stop(drain=True)
         ctx.term()
+
+
+def test_held_batches_grow_unless_the_refiners_run_in_the_inference_thread():
+    from types import SimpleNamespace
+
+    from rfclassify.serve.pipeline import EngineAdapter
+
+    def adapter(refiners: tuple, workers: int) -> EngineAdapter:
+        clf = SimpleNamespace(policy=None, backend="b", precision="p", device="d", model_id="m",
+                              unknown_threshold=0.5, refiners=refiners, refiner_workers=workers)
+        return EngineAdapter(clf)
+    assert adapter((), 0).grows_held_batches                   # the network alone
+    assert adapter(("refiner",), 4).grows_held_batches         # its statistics in worker processes
+    assert not adapter(("refiner",), 0).grows_held_batches     # one burst after another in this thread

@@ -12,7 +12,8 @@
   goes as soon as inference is free: it would wait for inference anyway, and a larger batch
   keeps the refiner's worker processes busy (a batch's statistics run in parallel over its
   bursts; with 14 workers on a 16-core GPU host the daemon reached 0.33 of the bare loop on
-  2 ms batches; fifty-fifth session).
+  2 ms batches; fifty-fifth session). Not where the refiners run in the inference thread
+  (EngineAdapter.grows_held_batches).
 * inference runs the backend on a batch and turns outputs into result records (the model's
   constellation refiner included, when it has one: a refiner that fails leaves that batch
   to the network alone); it stamps the heartbeat every loop, so a hung backend shows as a
@@ -79,6 +80,16 @@ class EngineAdapter:
     def refines(self) -> bool:
         """Whether the Classifier has a refiner, constellation or low-order (a CPU step after the network)."""
         return bool(getattr(self.classifier, "refiners", ()))
+
+    @property
+    def grows_held_batches(self) -> bool:
+        """Whether a due batch should keep growing while inference is busy: yes, unless the
+        refiners run one burst after another in the inference thread. There a batch's time
+        grows with its size and its results go out together, so a larger batch only holds its
+        first bursts back (the demo on this 2-core CPU: total p50 1,350 against 1,180 ms); in
+        worker processes a larger batch runs in parallel (docs/daemon.md, fifty-fifth session)."""
+        clf = self.classifier
+        return not (self.refines and not getattr(clf, "refiner_workers", 0))
 
     def infer_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """The network's (logits, snr_db) for every window of the batch, in one backend call."""
@@ -353,8 +364,9 @@ class Pipeline:
         self._put_blocking(self.infer_q, batch)
 
     def _inference_free(self) -> bool:
-        """Whether a batch handed to inference now would run at once (none running, none queued)."""
-        return not self._inferring and len(self.infer_q) == 0
+        """Whether a due batch goes now: inference would run it at once (none running, none
+        queued), or the engine's batches do not grow while it is busy (grows_held_batches)."""
+        return (not self._inferring and len(self.infer_q) == 0) or not self.engine.grows_held_batches
 
     def _infer_loop(self) -> None:
         while not self._abort.is_set():
