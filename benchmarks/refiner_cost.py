@@ -74,7 +74,8 @@ def add_cost_arguments(ap: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cost_arguments(ap)
-    ap.add_argument("--workers", type=int, default=0, help="refiner_workers of the Classifier with the refiner (-1: the daemon's default)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="refiner_workers of the Classifier with the refiner (-1: the daemon's default)")
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     ap.add_argument("--against-rule", default=None, help="also time the refiner with its bursts clocked by this rule")
     ap.add_argument("--against-model", default=None, help="also time another model's refiners")

@@ -168,7 +168,8 @@ class Classifier:
             if refine is not None:
                 from rfclassify.engine.dc_pass import worker_setup
                 setup = worker_setup(clf.dc_route) if dc_pass and clf.dc_route is not None else None
-                clf._refiner_pool = RefinerPool(partial(refine.start_pool, refiner_workers, setup), refiner_workers)
+                start = partial(refine.start_pool, refiner_workers, setup)
+                clf._refiner_pool = RefinerPool(start, refiner_workers)
             else:
                 clf._refiner_pool = RefinerPool(partial(start_pool, refiner_workers), refiner_workers)
         if warmup:

@@ -251,8 +251,9 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
     """safe_statistics of every burst, in order: in `pool` when given (a lone burst too: here
     it would hold the caller's interpreter lock for its 5-20 ms, which a daemon's other
     threads need, and the first such burst paid about a second here for the alphabet tables
-    only the workers had made; fifty-fifth session), else here, one after another. The invariants alone (no sequence network, no
-    equalizer, no EM scores) run in any start_pool pool at `rate_rule`; anything more needs a
+    only the workers had made; fifty-fifth session), else here, one after another. The
+    invariants alone (no sequence network, no equalizer, no EM scores) run in any start_pool
+    pool at `rate_rule`; anything more needs a
     pool from start_pool(workers, sequence_net, equalizer, rate_rule), whose workers hold
     that same network, classes and rule (and em_ranker, for EmPicks). em_labels, em_classes,
     em_ranker: burst_statistics' (one array of classes or EmPick per burst; the EM scores'

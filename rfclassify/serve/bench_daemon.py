@@ -9,10 +9,9 @@
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
-pyzmq is imported only when it runs: its options parse on a box without it, which is then told
-what is missing.
 Reported as ratios to the bare backend, measured in the same process. --no-refiner and
---refiner-workers choose how a model's constellation refiner runs, in both.
+--refiner-workers choose how a model's constellation refiner runs, in both. pyzmq is imported
+only where it is used: the options parse on a box without it, which is then told so.
 """
 
 from __future__ import annotations
@@ -151,8 +150,8 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
 def run(args: argparse.Namespace) -> int:
     from rfclassify._exceptions import ConfigError, InputError
 
-    # the daemon's sockets need pyzmq; imported here, not with the module, so that a box without
-    # it is told what is missing instead of "unrecognized arguments" for every option
+    # the daemon's sockets need pyzmq, which this module does not import at its top: a box
+    # without it is told what is missing instead of "unrecognized arguments" for every option
     if importlib.util.find_spec("zmq") is None:
         raise ConfigError("the daemon benchmark needs pyzmq (`pip install pyzmq`)")
     from rfclassify.engine.classifier import Classifier

@@ -59,7 +59,8 @@ def render_status(st: dict[str, Any]) -> str:
             workers = eng.get("refiner_workers") or 0
             where = f"in {workers} worker process{'es' if workers != 1 else ''}" if workers else "in the inference thread"
             breaks = eng.get("refiner_pool_breaks") or 0
-            add(f"            its statistics {where}" + (f" (worker pool broke {breaks} time{'s' if breaks != 1 else ''})" if breaks else ""))
+            broke = f" (worker pool broke {breaks} time{'s' if breaks != 1 else ''})" if breaks else ""
+            add(f"            its statistics {where}{broke}")
         if eng.get("dc_pass"):
             add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
