@@ -1,6 +1,6 @@
 """The refiners' worker pool over a daemon's life (rfclassify.engine.refiner_pool), with
 stand-in pools: restarted after it breaks, the wait doubling while it keeps breaking, a start
-that fails retried, close stopping it all. The real pool's kill-and-restart is in
+that fails retried, close stopping it all; how finely a map over it is cut. The real pool's kill-and-restart is in
 test_engine_refiner.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import pytest
 
 import rfclassify.engine.refiner_pool as refiner_pool
-from rfclassify.engine.refiner_pool import RefinerPool
+from rfclassify.engine.refiner_pool import RefinerPool, map_chunksize
 
 
 class StandIn:
@@ -127,3 +127,7 @@ def test_close_stops_a_waiting_restart_and_shuts_down_a_pool_that_was_starting()
     closer.join(10)
     assert not closer.is_alive() and len(starts.made) == 2 and starts.made[1].shut
     assert pool.executor is None and pool.restarts == 0
+
+
+def test_a_serving_batch_goes_to_the_pool_one_burst_a_task_and_a_fits_thousands_in_chunks():
+    assert [map_chunksize(n) for n in (0, 1, 64, 255, 256, 1_000, 60_000)] == [1, 1, 1, 1, 1, 3, 234]

@@ -26,6 +26,7 @@ import numpy as np
 
 from rfclassify.dsp.class_equalizer import alphabet_bank, scorable
 from rfclassify.dsp.dc_estimate import OffsetEstimate, estimate_offset, leak_line_offset
+from rfclassify.engine.refiner_pool import map_chunksize
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -146,7 +147,7 @@ def offsets_to_remove(probs: Sequence[np.ndarray], snr_db: Sequence[float], burs
         likely = [likely_classes(route.index, route.names, probs[i]) for i in fit]
         classes = [route.names] * len(fit)
         if pool is not None:    # one burst too: its fit would hold the caller's interpreter lock
-            fitted = pool.map(estimate_offset, xs, classes, likely, chunksize=max(1, len(fit) // 16))
+            fitted = pool.map(estimate_offset, xs, classes, likely, chunksize=map_chunksize(len(fit)))
         else:
             fitted = map(estimate_offset, xs, classes, likely)
         found.update(zip(fit, fitted, strict=True))

@@ -60,6 +60,7 @@ from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LIN
 from rfclassify.dsp.power_lines import power_line_features
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
+from rfclassify.engine.refiner_pool import map_chunksize
 from rfclassify.engine.results import log_softmax
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
@@ -262,7 +263,7 @@ def statistics_many(bursts: Sequence[np.ndarray], sequence_net: SequenceNet | No
         raise ValueError("the EM scores need one array of classes per burst")
     each = list(em_classes) if em_labels and em_classes is not None else [None] * len(bursts)
     if pool is not None and bursts:
-        chunk = max(1, len(bursts) // 16)
+        chunk = map_chunksize(len(bursts))
         if sequence_net is None and not equalizer and not em_labels:
             return list(pool.map(functools.partial(_pooled_invariants, rate_rule), bursts, chunksize=chunk))
         return list(pool.map(functools.partial(_pooled_statistics, em_labels=tuple(em_labels)), bursts, each,
