@@ -31,15 +31,15 @@ def randomize_batchnorm(net):
 
 
 @pytest.fixture(autouse=True)
-def _auto_refiner_workers_as_on_two_cores(monkeypatch):
-    """Every test sees the cores of a 2-core box where the daemon's default refiner_workers (-1,
+def _auto_refiner_workers_as_on_one_core(monkeypatch):
+    """Every test sees one core where the daemon's default refiner_workers (-1,
     _cpus.auto_refiner_workers) picks its count, so that count is 0 and a daemon a test starts
-    is the same on any machine (a test that wants workers names them, or patches this back).
-    Only auto_refiner_workers reads usable_cpu_count through the module; the backends' threads
-    are left alone."""
+    runs its refiners in its inference thread on any machine, without starting processes (a
+    test that wants workers names them, or patches this back). Only auto_refiner_workers reads
+    usable_cpu_count through the module; the backends' threads are left alone."""
     import rfclassify._cpus as cpus
 
-    monkeypatch.setattr(cpus, "usable_cpu_count", lambda: 2)
+    monkeypatch.setattr(cpus, "usable_cpu_count", lambda: 1)
 
 
 @pytest.fixture(name="randomize_batchnorm")

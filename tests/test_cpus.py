@@ -99,13 +99,13 @@ def test_the_classifier_runs_its_dc_pass_and_refiners_on_one_blas_thread(two_bla
     assert all(r.ok for r in results) and blas_threads() == [2]
 
 
-def test_auto_refiner_workers_leave_two_cores_and_start_none_below_two_workers():
+def test_auto_refiner_workers_leave_two_cores_start_two_at_least_and_none_on_one_core():
     counts = [auto_refiner_workers(cpus) for cpus in (1, 2, 3, 4, 5, 8, 12, 16, 18, 64)]
-    assert counts == [0, 0, 0, 2, 3, 6, 10, 14, 16, 16]
+    assert counts == [0, 2, 2, 2, 3, 6, 10, 14, 16, 16]
 
 
 def test_a_refiner_workers_setting_of_minus_one_is_auto_and_others_are_themselves():
-    assert refiner_worker_count(-1, cpus=12) == 10 and refiner_worker_count(-1, cpus=2) == 0
+    assert refiner_worker_count(-1, cpus=12) == 10 and refiner_worker_count(-1, cpus=1) == 0
     assert refiner_worker_count(0, cpus=12) == 0 and refiner_worker_count(3, cpus=2) == 3
     with pytest.raises(ValueError, match=r"-1 \(auto\) or >= 0, got -2"):
         refiner_worker_count(-2)

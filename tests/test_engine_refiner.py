@@ -611,7 +611,7 @@ def test_the_daemon_config_can_leave_the_refiner_out(tiny_model_dir, tmp_path):
         engine = load_engine(config)
         assert (engine.classifier.refiner is not None) == present
         assert (engine.classifier._refiner_pool is not None) == (config is pooled)
-        assert engine.classifier.refiner_workers == (1 if config is pooled else 0)  # the default, -1: none on 2 cores
+        assert engine.classifier.refiner_workers == (1 if config is pooled else 0)  # -1: none on 1 core (conftest)
         engine.classifier.close()
 
 

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "offset found and taken out, the network run again on it)")
     parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
                         help="compute the refiner's statistics in N processes (default 0: in this one; -1: all "
-                             "cores but two, none below four); the results are the same, sooner on a box with "
+                             "cores but two, at least two); the results are the same, sooner on a box with "
                              "cores to spare")
     parser.add_argument("--predictions", action="store_true",
                         help="also write each burst's outcome, served probabilities and SNR estimate "

@@ -116,7 +116,7 @@ class Classifier:
         alone); refiner_workers > 0 computes their statistics in that many processes (a batch's
         bursts in parallel) instead of one after another in the calling thread, and -1
         (_cpus.AUTO_WORKERS, the daemon's default) in as many as _cpus.auto_refiner_workers
-        allows (all cores but two; none on a box of fewer than four), the count kept in
+        allows (all cores but two, at least two; none on one core), the count kept in
         ``clf.refiner_workers`` (0 without a pool);
         refiner_sequence=False serves the constellation refiner's
         light variant (invariants only, about half its CPU per burst) where the model has one;

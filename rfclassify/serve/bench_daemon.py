@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the refiner's light variant (invariants only, no sequence network)")
     parser.add_argument("--refiner-workers", type=int, default=-1, metavar="N",
                         help="processes for the refiner's statistics (0: in the inference thread; default -1: "
-                             "the daemon's default, all cores but two, none below four)")
+                             "the daemon's default, all cores but two, at least two)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:

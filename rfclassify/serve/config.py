@@ -79,8 +79,8 @@ class ModelConfig:
     threads: int = field(default=0, metadata=_check(lo=0, hi=1024))   # CPU backend threads; 0: all
     warmup: bool = True
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
-    # processes for its statistics; 0: the inference thread; -1: all cores but two, none below
-    # four (_cpus.auto_refiner_workers)
+    # processes for its statistics; 0: the inference thread; -1: all cores but two, at least two
+    # (none on one core; _cpus.auto_refiner_workers)
     refiner_workers: int = field(default=-1, metadata=_check(lo=-1, hi=256))
     refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
     # "": the model's serving rule (model.json refiner.serve_rate_rule), else the refiner's own;
