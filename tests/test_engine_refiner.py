@@ -637,7 +637,7 @@ def test_a_process_pool_gives_the_same_results_as_the_inference_thread(monkeypat
     from rfclassify.labels import HIGH_ORDER_LABELS
 
     rng = np.random.default_rng(21)
-    low = ["4ASK", "8ASK", "GFSK", "GMSK", "AM-SSB-SC", "AM-SSB-WC"]     # the low-order refiner's, in the same batch
+    low = ["4ASK", "8ASK", "GFSK", "GMSK", "AM-SSB-SC", "AM-SSB-WC"]    # the low-order refiner's, same batch
     bursts = list(synthesize(list(HIGH_ORDER_LABELS) * 2 + low, 1024, rng, 25.0, ChannelConfig(p_dc_offset=0.0)).iq)
     for i in range(0, len(bursts), 2):      # a -15 dB receiver DC offset on every other one
         bursts[i] = bursts[i] + np.sqrt(np.mean(np.abs(bursts[i]) ** 2) * 10 ** -1.5).astype(np.complex64)
@@ -748,7 +748,7 @@ def test_a_killed_refiner_worker_does_not_stop_classification_and_its_pool_start
             time.sleep(0.1)
         assert clf.refiner_workers == 1 and pool.executor is not first and pool.restarts == 1
         assert [r.top for r in clf.classify(bursts)] == expected
-        assert "worker pool runs again (1 processes)" in caplog.text
+        assert "worker pool runs again (1 process)" in caplog.text
     assert clf._refiner_pool is None and clf.refiner_workers == 0
 
 

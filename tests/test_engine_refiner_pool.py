@@ -1,7 +1,7 @@
 """The refiners' worker pool over a daemon's life (rfclassify.engine.refiner_pool), with
 stand-in pools: restarted after it breaks, the wait doubling while it keeps breaking, a start
-that fails retried, close stopping it all; how finely a map over it is cut. The real pool's kill-and-restart is in
-test_engine_refiner.py."""
+that fails retried, close stopping it all; how finely a map over it is cut. The real pool's
+kill-and-restart is in test_engine_refiner.py."""
 
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ class RefinerPool:
                 if not self._closing.is_set():
                     self._executor, self._started_at = new, self._clock()
                     self.restarts += 1
-                    log.warning("refiner: its worker pool runs again (%d processes)", self.workers)
+                    log.warning("refiner: its worker pool runs again (%d process%s)", self.workers,
+                                "" if self.workers == 1 else "es")
                     return
             new.shutdown(wait=True, cancel_futures=True)    # closed while it started
             return
