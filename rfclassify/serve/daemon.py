@@ -257,9 +257,8 @@ class Daemon:
         clf = e.classifier if e is not None else None
         engine = None
         if e is not None:
-            engine = {**clf.describe(), "backend": e.backend, "precision": e.precision, "device": e.device,
-                      "dla_core": getattr(clf.backend_impl, "dla_core", None),
-                      "model": e.model_id, "unknown_threshold": e.unknown_threshold}
+            engine = {**clf.describe(), "dla_core": getattr(clf.backend_impl, "dla_core", None),
+                      "unknown_threshold": e.unknown_threshold}
         cfg = self.config
         p = self.pipeline
         return {
