@@ -165,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--rate must be a number or 'max', got {args.rate!r}") from None
         if fixed_rate <= 0:
             raise InputError("--rate must be positive")
-    if args.seconds <= 0 or args.max_batch < 1 or args.refiner_workers < -1:
-        raise InputError("--seconds and --max-batch must be positive, --refiner-workers -1 (auto) or more")
+    if args.seconds <= 0 or args.max_batch < 1:     # --refiner-workers: Classifier.load checks it
+        raise InputError("--seconds and --max-batch must be positive")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
                           refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner,
