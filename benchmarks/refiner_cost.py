@@ -14,10 +14,13 @@ as many as the daemon's default takes, all cores but two) and prints their resid
 --against-rule RULE times one more Classifier, its refiner's bursts clocked by RULE, in the
 same rounds, and prints its time over the first's; --against-model DIR does the same for
 another model's refiners (its own serving rule): what one refiner costs over another.
+--skip-above P sets the refiners' Classifier's refiner_skip_above (default: the model's, its
+skipped share of the bursts printed); --against-skip-above P times one more with P (1: every
+burst through the DC pass and the refiners) and prints its time over the first's.
 
     PYTHONPATH=. python3 benchmarks/refiner_cost.py [--model-dir models] [--length 1024] [--bursts 280] [--rounds 5]
         [--backend onnxruntime|torch] [--workers N] [--rate-rule alphabet_fit] [--against-rule coherence]
-        [--against-model DIR]
+        [--against-model DIR] [--skip-above P] [--against-skip-above 1]
 """
 
 from __future__ import annotations
@@ -79,12 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate-rule", default=None, help="refiner_rate_rule of the Classifier with the refiner")
     ap.add_argument("--against-rule", default=None, help="also time the refiner with its bursts clocked by this rule")
     ap.add_argument("--against-model", default=None, help="also time another model's refiners")
+    ap.add_argument("--skip-above", type=float, default=None,
+                    help="refiner_skip_above of the Classifier with the refiner (default: the model's)")
+    ap.add_argument("--against-skip-above", type=float, default=None,
+                    help="also time the refiner with this refiner_skip_above (1: every burst refined)")
     args = ap.parse_args(argv)
     bursts = cost_bursts(args.bursts, args.length)
     with Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
-                         refiner_rate_rule=args.rate_rule) as on, \
+                         refiner_rate_rule=args.rate_rule, refiner_skip_above=args.skip_above) as on, \
             Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
-                            refiner_rate_rule=args.rate_rule, dc_pass=False) as no_dc, \
+                            refiner_rate_rule=args.rate_rule, dc_pass=False,
+                            refiner_skip_above=args.skip_above) as no_dc, \
             Classifier.load(args.model_dir, backend=args.backend, refiner=False) as off, \
             contextlib.ExitStack() as stack:
         other = None if args.against_rule is None else stack.enter_context(
@@ -92,16 +100,20 @@ def main(argv: list[str] | None = None) -> int:
                             refiner_rate_rule=args.against_rule))
         model = None if args.against_model is None else stack.enter_context(
             Classifier.load(args.against_model, backend=args.backend, refiner_workers=args.workers))
+        skip = None if args.against_skip_above is None else stack.enter_context(
+            Classifier.load(args.model_dir, backend=args.backend, refiner_workers=args.workers,
+                            refiner_rate_rule=args.rate_rule, refiner_skip_above=args.against_skip_above))
         if not on.refiners:
             print(f"{args.model_dir} has no refiner")
             return 1
         resident, workers = workers_resident_mb(on), on.refiner_workers
-        top = np.stack([r.probabilities for r in off.classify(bursts)]).argmax(1)
-        shares = {("low-order" if ref is on.low_order_refiner else "constellation"): np.mean(np.isin(top, ref.index))
-                  for ref in on.refiners}
+        network = np.stack([r.probabilities for r in off.classify(bursts)])
+        top, skipped = network.argmax(1), network.max(1) > on.refiner_skip_above
+        shares = {("low-order" if ref is on.low_order_refiner else "constellation"):
+                  np.mean(np.isin(top, ref.index) & ~skipped) for ref in on.refiners}
         refined = sum(shares.values())
         clfs = ([("with", on), ("no DC pass", no_dc), ("without", off)] + ([("other rule", other)] if other else [])
-                + ([("other model", model)] if model else []))
+                + ([("other model", model)] if model else []) + ([("other skip", skip)] if skip else []))
         for _, clf in clfs:  # warm them
             clf.classify(bursts[:8])
         times: dict[str, list[float]] = {name: [] for name, _ in clfs}
@@ -119,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{t_on / t_no_dc:.2f}x the refiner's without its DC pass, {args.bursts / t_no_dc:.1f} bursts/s)")
     print(f"re-decided   : {100 * refined:.1f} % of bursts ("
           + ", ".join(f"{name} {100 * v:.1f} %" for name, v in shares.items()) + "), "
-          f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst")
+          f"{1e3 * (t_on - t_off) / max(refined * args.bursts, 1):.2f} ms added per re-decided burst; "
+          f"{100 * np.mean(skipped):.1f} % skip them, the network's top probability above "
+          f"{on.refiner_skip_above:g}")
     if resident:
         print(f"workers      : {len(resident)} processes resident {sum(resident):.0f} MB in all, "
               f"{min(resident):.0f}-{max(resident):.0f} MB each (once started and warmed)")
@@ -131,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         t_model = float(np.median(times["other model"]))
         print(f"{args.against_model}: {args.bursts / t_model:8.1f} bursts/s  ({t_on / t_model:.2f}x its time for "
               f"{args.model_dir}'s refiner above; it {t_model / t_off:.2f}x the network's)")
+    if args.against_skip_above is not None:
+        t_skip = float(np.median(times["other skip"]))
+        print(f"skip above {args.against_skip_above:g}: {args.bursts / t_skip:8.1f} bursts/s  ({t_skip / t_on:.2f}x the "
+              f"time of the refiner above, {t_skip / t_off:.2f}x the network's)")
     return 0
 
 

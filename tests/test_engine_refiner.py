@@ -183,9 +183,11 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
 
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
+    ModelMeta.load(model_dir).with_updates(refiner_skip_above=0.9).save(model_dir)
     rep = fit_refiner(model_dir, RefinerFitConfig(per_class=40, workers=2, epochs=5, chunk=96))
     meta = ModelMeta.load(model_dir)
     assert meta.refiner["sha256"] == file_sha256(model_dir / REFINER_FILE)
+    assert meta.refiner_skip_above == 1.0      # chosen for the refiner it replaced: every burst refined again
     assert rep["classes"] == list(HIGH_ORDER_LABELS) and 50 <= rep["bursts_routed"] <= 480
     assert set(rep["holdout_accuracy"]) == {"network", "refined"}
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
@@ -1361,6 +1363,62 @@ def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_
     assert RefinerFitConfig(rate_rule=ALPHABET_FIT).clock_rule(old) == ALPHABET_FIT
     with pytest.raises(ConfigError, match="rate_rule must be one of"):
         RefinerFitConfig(rate_rule="loudest")
+
+
+def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_model_dir, tmp_path, monkeypatch):
+    """Above refiner_skip_above (model.json's, the API's, the daemon's) a burst keeps the
+    network's answer and neither the DC pass nor a refiner sees its samples; at or below it,
+    and with 1.0 (older models), the refiner re-decides it."""
+    import rfclassify.engine.dc_pass as dc_pass
+    from rfclassify.engine.classifier import Classifier, skip_sure
+
+    rng = np.random.default_rng(3)
+    bursts = [(rng.standard_normal(2048) * (1 + 1j)).astype(np.complex64) for _ in range(4)]
+    with Classifier.load(tiny_model_dir, backend="onnxruntime") as plain:
+        network = plain.classify(bursts)
+    tops = sorted(r.confidence for r in network)
+    assert tops[1] < tops[2]                        # the bursts' network confidences differ
+    cut = (tops[1] + tops[2]) / 2                   # two bursts above, two below
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    _with_refiner(model_dir, constant_refiner(LABELS, "FM"))     # re-decides every class
+    assert ModelMeta.load(model_dir).refiner_skip_above == 1.0   # model.json without it: none skips
+    seen: list[int] = []
+
+    def offsets_seen(probs, snr_db, bursts, *args, **kwargs):
+        seen.append(sum(x is not None for x in bursts))
+        return {}
+    monkeypatch.setattr(dc_pass, "offsets_to_remove", offsets_seen)
+    with Classifier.load(model_dir, backend="onnxruntime") as every, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=cut) as gated:
+        refined, answers = every.classify(bursts), gated.classify(bursts)
+        assert gated.describe()["refiner_skip_above"] == cut and every.refiner_skip_above == 1.0
+    assert seen == [4, 2]                           # the DC pass had only the two unsure bursts
+    assert all(r.top[0][0] == "FM" for r in refined)
+    for net, ref, got in zip(network, refined, answers, strict=True):
+        assert got.top == (net.top if net.confidence > cut else ref.top)
+    ModelMeta.load(model_dir).with_updates(refiner_skip_above=cut, refiner_skip_min_samples=4096).save(model_dir)
+    with Classifier.load(model_dir, backend="onnxruntime") as long_only:    # 2,048 samples are too short to skip
+        assert [r.top for r in long_only.classify(bursts)] == [r.top for r in refined]
+    ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048).save(model_dir)
+    for keys, skipping in (({}, True), ({"refiner_skip_above": -1.0}, True), ({"refiner_skip_above": 1.0}, False)):
+        from rfclassify.serve.config import config_from_dict
+        from rfclassify.serve.daemon import load_engine
+        engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
+                                                         "warmup": False, **keys}}))
+        with engine.classifier as clf:
+            assert clf.refiner_skip_above == (cut if skipping else 1.0)
+            assert [r.top for r in clf.classify(bursts)] == [r.top for r in (answers if skipping else refined)]
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match="refiner_skip_above must be in 0..1"):
+            Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=bad)
+    with pytest.raises(ConfigError, match="refiner_skip_above"):
+        config_from_dict({"model": {"refiner_skip_above": 2.0}})
+    one = np.array([0.0, 1.0])
+    assert skip_sure([one, one, one * 0.5], [bursts[0], None, bursts[1]], 1.0) == [bursts[0], None, bursts[1]]
+    assert skip_sure([one, one * 0.5], [bursts[0], bursts[1]], 0.5) == [None, bursts[1]]
+    short = bursts[1][:100]
+    assert skip_sure([one, one], [bursts[0], short], 0.5, 2048) == [None, short]
 
 
 def _daemon_refiner(model_dir, **model_keys):

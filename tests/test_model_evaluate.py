@@ -236,6 +236,15 @@ def test_the_card_says_how_many_classes_get_the_em_scores_fitted_and_served():
         _serving_em_lines(4, five)[0]
 
 
+def test_the_card_says_which_bursts_skip_the_refiners_only_where_some_do():
+    from rfclassify.model.card import _skip_lines
+
+    assert _skip_lines(1.0, 0, True) == [] and _skip_lines(0.9, 0, False) == []
+    blank, line = _skip_lines(0.9, 0, True)
+    assert blank == "" and line.startswith("A burst whose network top probability is above 0.9 keeps the network's")
+    assert _skip_lines(0.9, 512, True)[1].startswith("A burst of at least 512 samples whose network top probability")
+
+
 def test_the_shipped_card_links_only_to_figures_it_ships():
     """Every figure MODEL_CARD.md shows is a file inside the model directory (the twenty-fifth
     session's card linked to a scratch directory on the machine that evaluated it)."""

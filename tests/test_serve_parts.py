@@ -314,6 +314,14 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     assert "256 samples\n            its statistics in 10 worker processes\n" in render_status(sample)
     sample["engine"]["refiner_pool_breaks"] = 2
     assert "its statistics in 10 worker processes (worker pool broke 2 times)\n" in render_status(sample)
+    assert "keeps its answer" not in render_status(sample)
+    sample["engine"]["refiner_skip_above"] = 1.0    # none skips: nothing to say
+    assert "keeps its answer" not in render_status(sample)
+    sample["engine"]["refiner_skip_above"] = 0.9
+    assert "(worker pool broke 2 times)\n            a burst the network puts above p=0.9 keeps its answer " \
+        "(no refiner, no dc pass)\n" in render_status(sample)
+    sample["engine"]["refiner_skip_min_samples"] = 512
+    assert "a burst of >= 512 samples the network puts above p=0.9 keeps its answer" in render_status(sample)
     sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
     assert "its statistics" not in render_status(sample)

@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dc-pass", action="store_true",
                         help="leave out the DC pass before the refiners (engine.dc_pass: each burst's receiver DC "
                              "offset found and taken out, the network run again on it)")
+    parser.add_argument("--refiner-skip-above", type=float, default=None, metavar="P",
+                        help="a burst whose network top probability is above P keeps the network's answer, "
+                             "without the DC pass and the refiners (default: model.json refiner_skip_above; "
+                             "1: every burst goes through them)")
     parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
                         help="compute the refiner's statistics in N processes (default 0: in this one; -1: all "
                              "cores but two, at least two); the results are the same, sooner on a box with "
@@ -91,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
                             dc_pass=not args.no_dc_pass, low_order_refiner=not args.no_low_order_refiner,
-                            refiner_em_classes=args.refiner_em_classes)
+                            refiner_em_classes=args.refiner_em_classes,
+                            refiner_skip_above=args.refiner_skip_above)
         if args.card:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         _print(res)

@@ -13,7 +13,10 @@ class is one of the low-order refiner's, where the model has one. Before the ref
 DC pass (``engine.dc_pass``) finds each burst's receiver DC offset (for those the
 constellation refiner takes, from the burst's symbols); where it matters it is taken out
 and the network runs again on the burst, so that the network and the refiners both see it
-without the offset.
+without the offset. A burst whose network top probability is above the model's
+``refiner_skip_above`` (model.json; bursts of at least its ``refiner_skip_min_samples``)
+skips both: the network is sure of it, and on held-out bursts the refiners did not change
+such answers, so their CPU goes to the others.
 The daemon batches windows across bursts itself with ``infer_windows`` and
 ``results_from_outputs``.
 """
@@ -72,6 +75,16 @@ def as_burst(burst: object) -> np.ndarray:
     return x
 
 
+def skip_sure(probs: Sequence[np.ndarray], bursts: Sequence[np.ndarray | None],
+              skip_above: float, min_samples: int = 0) -> list[np.ndarray | None]:
+    """The bursts as the DC pass and the refiners get them: None (no samples, so the network's
+    answer stands) for each of at least min_samples whose top probability in `probs` is above
+    skip_above, the others as given. skip_above 1.0 keeps every burst (no probability is
+    above 1)."""
+    return [None if x is None or (len(x) >= min_samples and float(np.max(p)) > skip_above) else x
+            for p, x in zip(probs, bursts, strict=True)]
+
+
 class Classifier:
     """A loaded model plus backend. Create with ``Classifier.load``; close (or use ``with``) when done."""
 
@@ -102,7 +115,8 @@ class Classifier:
              threads: int | None = None, refiner: bool = True, refiner_workers: int = 0,
              refiner_sequence: bool = True, refiner_rate_rule: str | None = None,
              refiner_em_classes: int | None = None,
-             dc_pass: bool = True, low_order_refiner: bool = True) -> Classifier:
+             dc_pass: bool = True, low_order_refiner: bool = True,
+             refiner_skip_above: float | None = None) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -129,7 +143,11 @@ class Classifier:
         count, else the count it was fitted with (Refiner.em_count); dc_pass=False
         leaves out the DC pass before the refiners (engine.dc_pass; it runs only where they do);
         low_order_refiner=False leaves out the model's low-order refiner alone (about a sixth
-        of the shipped model's CPU per burst; docs/engine.md).
+        of the shipped model's CPU per burst; docs/engine.md); refiner_skip_above: a burst
+        whose network top probability is above it keeps the network's answer, without the DC
+        pass and the refiners (0..1; 1: none skips them), if it is at least model.json's
+        refiner_skip_min_samples long; None: model.json's refiner_skip_above
+        (``clf.refiner_skip_above``).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -160,6 +178,8 @@ class Classifier:
                                           max_batch_size=max_batch_size, threads=threads)
         impl.load()
         clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
+        if refiner_skip_above is not None:
+            clf.refiner_skip_above = refiner_skip_above
         if refiner_workers > 0 and (refine is not None or low_order is not None):
             # started once the backend has loaded, so a backend that fails leaves no processes behind
             from functools import partial
@@ -243,10 +263,25 @@ class Classifier:
 
     @unknown_threshold.setter
     def unknown_threshold(self, value: float) -> None:
+        self._set_probability("unknown_threshold", value)
+
+    @property
+    def refiner_skip_above(self) -> float:
+        """The network top probability above which a burst skips the DC pass and the refiners
+        (model.json's unless set; 1.0: none skips them), if it is at least model.json's
+        refiner_skip_min_samples long."""
+        return float(self.meta.refiner_skip_above)
+
+    @refiner_skip_above.setter
+    def refiner_skip_above(self, value: float) -> None:
+        self._set_probability("refiner_skip_above", value, " (1: every burst is refined)")
+
+    def _set_probability(self, key: str, value: float, note: str = "") -> None:
+        """model.json's probability `key` as served from now on (ConfigError outside 0..1)."""
         if not 0.0 <= float(value) <= 1.0:
-            raise ConfigError(f"unknown_threshold must be in 0..1, got {value}")
+            raise ConfigError(f"{key} must be in 0..1{note}, got {value}")
         # one attribute swap of a frozen meta: a concurrent results_from_outputs sees old or new
-        self.meta = self.meta.with_updates(unknown_threshold=float(value))
+        self.meta = self.meta.with_updates(**{key: float(value)})
 
     @property
     def max_batch_size(self) -> int:
@@ -261,7 +296,9 @@ class Classifier:
                 "refiner": self.refiner.describe() if self.refiner else None,
                 "low_order_refiner": self.low_order_refiner.describe() if self.low_order_refiner else None,
                 "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers,
-                "refiner_pool_breaks": self.refiner_pool_breaks}
+                "refiner_pool_breaks": self.refiner_pool_breaks,
+                "refiner_skip_above": self.refiner_skip_above if self.refiners else None,
+                "refiner_skip_min_samples": self.meta.refiner_skip_min_samples}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -383,9 +420,12 @@ class Classifier:
         """The DC pass (probs, snrs, n_windows and bursts updated in place for the bursts it
         cleans), then the refiners' answers, their statistics in `executor`'s processes where
         given. Their numpy work runs with one BLAS thread (_cpus.one_blas_thread: its products
-        are small, and a thread per core only waits)."""
+        are small, and a thread per core only waits). A burst the network is sure of (top
+        probability above refiner_skip_above, at least refiner_skip_min_samples long) goes to
+        neither without its samples, which keeps the network's answer."""
         from rfclassify._cpus import one_blas_thread
         from rfclassify.engine.refiner import refine_routed
+        bursts[:] = skip_sure(probs, bursts, self.refiner_skip_above, self.meta.refiner_skip_min_samples)
         with one_blas_thread():
             if self.dc_pass:
                 self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route, executor)

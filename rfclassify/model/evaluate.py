@@ -159,13 +159,15 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                   plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
                   predictions: bool = False, refiner_rate_rule: str | None = None,
                   refiner_workers: int = 0, dc_pass: bool = True, low_order_refiner: bool = True,
-                  refiner_em_classes: int | None = None) -> dict[str, Any]:
+                  refiner_em_classes: int | None = None, refiner_skip_above: float | None = None
+                  ) -> dict[str, Any]:
     """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
     (with the model's refiners unless refiner=False, its low-order one unless
     low_order_refiner=False; the constellation refiner's bursts clocked by refiner_rate_rule
     and its EM scores fitted for refiner_em_classes classes where given, their statistics in
     refiner_workers processes (-1: as many as the cores allow), the DC pass unless
-    dc_pass=False: Classifier.load).
+    dc_pass=False, the bursts the network is sure of skipping both above refiner_skip_above
+    where given: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -181,7 +183,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                                                                 refiner_workers=refiner_workers,
                                                                 refiner_em_classes=refiner_em_classes,
                                                                 dc_pass=dc_pass,
-                                                                low_order_refiner=low_order_refiner) as clf:
+                                                                low_order_refiner=low_order_refiner,
+                                                                refiner_skip_above=refiner_skip_above) as clf:
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
@@ -216,7 +219,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "refiner_em_classes": clf.refiner.em_count if clf.refiner and clf.refiner.em_channel else None,
                "dc_pass": bool(clf.dc_pass and clf.refiners),
                "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
-               "refiner_workers": clf.refiner_workers}
+               "refiner_workers": clf.refiner_workers,
+               "refiner_skip_above": clf.refiner_skip_above if clf.refiners else None}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

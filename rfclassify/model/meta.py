@@ -52,6 +52,12 @@ class ModelMeta:
     #: the low-order refiner (the same kind, over labels.LOW_ORDER_LABELS, from the invariants
     #: alone): file, sha256, classes, fit report; empty (older models too) = none
     low_order_refiner: dict[str, Any] = field(default_factory=dict)
+    #: a burst of at least refiner_skip_min_samples whose network top probability is above
+    #: refiner_skip_above keeps the network's answer: no DC pass and no refiner for it (their
+    #: CPU saved where they would not change it); 1.0 (older models too): every burst goes
+    #: through them
+    refiner_skip_above: float = 1.0
+    refiner_skip_min_samples: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

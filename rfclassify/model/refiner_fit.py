@@ -868,5 +868,7 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
         info["light"] = {"file": LIGHT_REFINER_FILE, "sha256": file_sha256(light_path), "fit": light_scores}
     report["total_s"] = round(time.time() - t0, 1)
     info["sha256"] = file_sha256(refiner.save(Path(model_dir) / info["file"]))
-    meta.with_updates(**{GROUPS[cfg.group].meta_key: info}).save(model_dir)
+    # every burst goes through the new refiner until the skip is chosen again for it: the
+    # threshold was chosen where the refiners it was measured with changed no answer
+    meta.with_updates(**{GROUPS[cfg.group].meta_key: info}, refiner_skip_above=1.0).save(model_dir)
     return report

@@ -9,9 +9,10 @@
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
-Reported as ratios to the bare backend, measured in the same process. --no-refiner and
---refiner-workers choose how a model's constellation refiner runs, in both. pyzmq is imported
-only where it is used: the options parse on a box without it, which is then told so.
+Reported as ratios to the bare backend, measured in the same process. --no-refiner,
+--refiner-workers and --refiner-skip-above choose how a model's refiners run, in both.
+pyzmq is imported only where it is used: the options parse on a box without it, which is
+then told so.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-workers", type=int, default=-1, metavar="N",
                         help="processes for the refiner's statistics (0: in the inference thread; default -1: "
                              "the daemon's default, all cores but two, at least two)")
+    parser.add_argument("--refiner-skip-above", type=float, default=None, metavar="P",
+                        help="a burst whose network top probability is above P skips the DC pass and the "
+                             "refiners (default: the model's, model.json refiner_skip_above; 1: none skips them)")
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -170,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
                           refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner,
+                          refiner_skip_above=args.refiner_skip_above,
                           warmup=True)     # as the daemon loads it: no first-use costs in the phases
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
@@ -181,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": clf.refiner_workers,
         "refiner_sequence_net": clf.refiner is not None and clf.refiner.sequence is not None,
         "low_order_refiner": clf.low_order_refiner is not None,
+        "refiner_skip_above": clf.refiner_skip_above if clf.refiners else None,
     }
     refiner = ("no refiner" if clf.refiner is None else
                f"{'light ' if args.light_refiner else ''}refiner "

@@ -90,6 +90,9 @@ class ModelConfig:
     # the network's top classes get the refiner's EM scores fitted (a refiner without them ignores it)
     refiner_em_classes: int = field(default=0, metadata=_check(lo=0, hi=64))
     dc_pass: bool = True        # with the refiners: each burst's receiver DC offset found and taken out first
+    # a burst whose network top probability is above this skips the DC pass and the refiners (its
+    # answer the network's); <0: the model's (model.json refiner_skip_above); 1: none skips them
+    refiner_skip_above: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))
     low_order_refiner: bool = True  # the model's low-order refiner, when it has one (false: its CPU back)
 
 

@@ -44,7 +44,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
                           refiner=m.refiner, refiner_workers=m.refiner_workers, refiner_sequence=m.refiner_sequence,
                           refiner_rate_rule=m.refiner_rate_rule or None,
                           refiner_em_classes=m.refiner_em_classes or None, dc_pass=m.dc_pass,
-                          low_order_refiner=m.low_order_refiner)
+                          low_order_refiner=m.low_order_refiner,
+                          refiner_skip_above=m.refiner_skip_above if m.refiner_skip_above >= 0 else None)
     if m.warmup:
         # every bucket at batch 1 and a typical batch: first calls pay allocation, not traffic
         clf.backend_impl.warmup(batch_sizes=tuple(sorted({1, min(max_batch, 64)})))

@@ -61,6 +61,11 @@ def render_status(st: dict[str, Any]) -> str:
             breaks = eng.get("refiner_pool_breaks") or 0
             broke = f" (worker pool broke {breaks} time{'s' if breaks != 1 else ''})" if breaks else ""
             add(f"            its statistics {where}{broke}")
+            skip = eng.get("refiner_skip_above")
+            if skip is not None and skip < 1:
+                least = eng.get("refiner_skip_min_samples") or 0
+                add(f"            a burst {f'of >= {least} samples ' if least else ''}the network puts above "
+                    f"p={skip:g} keeps its answer (no refiner, no dc pass)")
         if eng.get("dc_pass"):
             add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
