@@ -262,7 +262,15 @@ def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tm
     assert mx["classified"] > 0 and mx["dropped"] == 0          # max load is lossless (block policy)
     assert half["offered_rate"] == pytest.approx(mx["throughput_bursts_per_s"] / 2)
     assert report["max_vs_bare"] == pytest.approx(mx["throughput_bursts_per_s"] / report["bare_bursts_per_s"])
-    assert "x bare" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "x bare" in printed and "ms (goal <= 20 ms)" in printed     # the tiny model has no refiners
+
+
+def test_bench_daemon_holds_only_the_network_alone_to_the_latency_goal():
+    from rfclassify.serve.bench_daemon import latency_goal_words
+
+    assert latency_goal_words(False) == "goal <= 20 ms"
+    assert "goal <= 20" not in latency_goal_words(True) and "--no-refiner" in latency_goal_words(True)
 
 
 def test_curve_protects_output_and_control(tiny_model_dir, tmp_path):

@@ -213,11 +213,20 @@ def run(args: argparse.Namespace) -> int:
     if "max" in phases:
         report["max_vs_bare"] = phases["max"]["throughput_bursts_per_s"] / bare
         print(f"daemon max / bare = {report['max_vs_bare']:.2f} (goal >= 0.80); half-load p99 total "
-              f"{phases['half']['latency_ms']['total']['p99']} ms (goal <= 20 ms)")
+              f"{phases['half']['latency_ms']['total']['p99']} ms ({latency_goal_words(bool(clf.refiners))})")
     clf.close()
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def latency_goal_words(refined: bool) -> str:
+    """What the half-load p99 is measured against: the daemon's 20 ms goal, which was set for
+    the network alone; with refiners a batch's statistics alone take longer (about 17 ms of
+    x86 CPU a burst, docs/daemon.md), so it has no goal there."""
+    if not refined:
+        return "goal <= 20 ms"
+    return "no goal with the refiners: the 20 ms goal is the network alone's, --no-refiner"
 
 
 def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
