@@ -8,9 +8,13 @@ above it takes the network's answer, every other the served one. Prints, per thr
 length bucket, the share of bursts that skip and the answers that change (right to wrong,
 wrong to right), and the threshold the rule picks: the lowest of the grid from which on no
 threshold turns more answers wrong than right in any length bucket of at least
---min-samples (each bucket's changes summed over the sets). Bursts shorter than --min-samples always go through the refiners (their
-losses are printed too, to choose --min-samples by). Use a set that is not a test set: a
-new seed of the training recipe (the fifty-sixth session's: docs/model.md).
+--min-samples (each bucket's changes summed over the sets). Bursts shorter than
+--min-samples always go through the refiners (their losses are printed too, to choose
+--min-samples by). Then the temperature that sharpens the skipped bursts' network
+probabilities (model.json's refiner_skip_temperature): the one of least negative
+log-likelihood on the skipped bursts of the sets, as the network's own temperature is
+fitted. Use sets that are not test sets: new seeds of the training recipe (the fifty-sixth
+session's: docs/model.md).
 
     PYTHONPATH=. python3 benchmarks/refiner_skip_choice.py NET_DIR SERVED_DIR [NET_DIR SERVED_DIR ...]
         [--min-samples 512] [--json OUT.json]
@@ -42,6 +46,35 @@ def changes(network: dict, served: dict, threshold: float, keep: np.ndarray) -> 
     moved = skip & (net != srv)
     return {"bursts": int(ok.sum()), "skip_share": float(skip.sum() / max(ok.sum(), 1)),
             "right_to_wrong": int((moved & (srv == truth)).sum()), "wrong_to_right": int((moved & (net == truth)).sum())}
+
+
+def skipped_bursts(sets: list[tuple[str, dict, dict]], threshold: float, min_samples: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The network probabilities and true labels of the bursts that skip at `threshold`."""
+    probs, truth = [], []
+    for _, network, _ in sets:
+        p = network["probabilities"].astype(np.float64)
+        skip = (network["pred"] >= 0) & (network["bucket"] >= min_samples) & (p.max(1) > threshold)
+        probs.append(p[skip])
+        truth.append(network["truth"][skip])
+    return np.concatenate(probs), np.concatenate(truth)
+
+
+def sharpened_rows(probs: np.ndarray, temperature: float) -> np.ndarray:
+    """Each row as classifier.sharpened serves it."""
+    from rfclassify.engine.classifier import sharpened
+    return np.stack([sharpened(p, temperature) for p in probs]) if len(probs) else probs
+
+
+def skip_temperature(probs: np.ndarray, truth: np.ndarray) -> float:
+    """The temperature of least negative log-likelihood of the true labels (1.0 for no bursts)."""
+    if not len(truth):
+        return 1.0
+    from scipy.optimize import minimize_scalar
+
+    def nll(t: float) -> float:
+        return -float(np.mean(np.log(np.maximum(sharpened_rows(probs, t)[np.arange(len(truth)), truth], 1e-300))))
+    return float(minimize_scalar(nll, bounds=(0.05, 2.0), method="bounded").x)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,11 +109,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{key} {c['skip_share']:.0%} skip, {c['right_to_wrong']}/{c['wrong_to_right']}" for key, c in rows.items())
             + f"  (most lost in a bucket of >= {args.min_samples} samples: {worst[threshold]})")
     chosen = next((t for i, t in enumerate(GRID) if all(worst[u] <= 0 for u in GRID[i:])), 1.0)
+    probs, truth = skipped_bursts(sets, chosen, args.min_samples)
+    temperature = skip_temperature(probs, truth)
+    sharp = sharpened_rows(probs, temperature)
     print(f"chosen: refiner_skip_above {chosen:g}, refiner_skip_min_samples {args.min_samples} "
           "(right to wrong / wrong to right per set and bucket above)")
+    print(f"refiner_skip_temperature {temperature:.4f}: the {len(truth):,} skipped bursts, {np.mean(probs.argmax(1) == truth):.2%} "
+          f"right, network confidence {probs.max(1).mean():.4f} on average, sharpened {sharp.max(1).mean():.4f}")
     if args.json:
-        args.json.write_text(json.dumps({"min_samples": args.min_samples, "chosen": chosen, "table": table,
-                                         "sets": [name for name, _, _ in sets]}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"min_samples": args.min_samples, "chosen": chosen,
+                                         "temperature": round(temperature, 4), "skipped_bursts": int(len(truth)),
+                                         "table": table, "sets": [name for name, _, _ in sets]}, indent=1) + "\n")
     return 0
 
 

@@ -188,6 +188,7 @@ def test_fit_refiner_writes_a_refiner_the_classifier_loads_and_export_carries(ti
     meta = ModelMeta.load(model_dir)
     assert meta.refiner["sha256"] == file_sha256(model_dir / REFINER_FILE)
     assert meta.refiner_skip_above == 1.0      # chosen for the refiner it replaced: every burst refined again
+    assert meta.refiner_skip_temperature == 1.0
     assert rep["classes"] == list(HIGH_ORDER_LABELS) and 50 <= rep["bursts_routed"] <= 480
     assert set(rep["holdout_accuracy"]) == {"network", "refined"}
     with Classifier.load(model_dir, backend="onnxruntime") as clf:
@@ -1370,7 +1371,7 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_
     network's answer and neither the DC pass nor a refiner sees its samples; at or below it,
     and with 1.0 (older models), the refiner re-decides it."""
     import rfclassify.engine.dc_pass as dc_pass
-    from rfclassify.engine.classifier import Classifier, skip_sure
+    from rfclassify.engine.classifier import Classifier, sharpened, skip_sure
 
     rng = np.random.default_rng(3)
     bursts = [(rng.standard_normal(2048) * (1 + 1j)).astype(np.complex64) for _ in range(4)]
@@ -1400,7 +1401,22 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_
     ModelMeta.load(model_dir).with_updates(refiner_skip_above=cut, refiner_skip_min_samples=4096).save(model_dir)
     with Classifier.load(model_dir, backend="onnxruntime") as long_only:    # 2,048 samples are too short to skip
         assert [r.top for r in long_only.classify(bursts)] == [r.top for r in refined]
-    ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048).save(model_dir)
+    ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048, refiner_skip_temperature=0.5).save(model_dir)
+    with Classifier.load(model_dir, backend="onnxruntime") as sharp:     # the skipped bursts' confidence sharpened
+        for net, got in zip(network, sharp.classify(bursts), strict=True):
+            if net.confidence > cut:
+                p = net.probabilities.astype(np.float64) ** 2
+                np.testing.assert_allclose(got.probabilities, p / p.sum(), rtol=1e-5)
+                assert got.label == net.label and got.confidence > net.confidence
+        assert sharp.meta.refiner_skip_temperature == 0.5
+    with Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=cut) as same, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=(cut + tops[2]) / 2) as other:
+        # the temperature was fitted for the model's threshold: another one serves the network's probabilities
+        assert same.meta.refiner_skip_temperature == 0.5 and other.meta.refiner_skip_temperature == 1.0
+        above = [(net, got) for net, got in zip(network, other.classify(bursts), strict=True)
+                 if net.confidence > other.refiner_skip_above]
+        assert above and all(got.top == net.top for net, got in above)
+    ModelMeta.load(model_dir).with_updates(refiner_skip_temperature=1.0).save(model_dir)
     for keys, skipping in (({}, True), ({"refiner_skip_above": -1.0}, True), ({"refiner_skip_above": 1.0}, False)):
         from rfclassify.serve.config import config_from_dict
         from rfclassify.serve.daemon import load_engine
@@ -1417,6 +1433,8 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_
     one = np.array([0.0, 1.0])
     assert skip_sure([one, one, one * 0.5], [bursts[0], None, bursts[1]], 1.0) == [bursts[0], None, bursts[1]]
     assert skip_sure([one, one * 0.5], [bursts[0], bursts[1]], 0.5) == [None, bursts[1]]
+    assert sharpened(one, 1.0) is one
+    np.testing.assert_allclose(sharpened(np.array([0.6, 0.4]), 0.5), np.array([0.36, 0.16]) / 0.52)
     short = bursts[1][:100]
     assert skip_sure([one, one], [bursts[0], short], 0.5, 2048) == [None, short]
 

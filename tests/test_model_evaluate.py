@@ -243,6 +243,8 @@ def test_the_card_says_which_bursts_skip_the_refiners_only_where_some_do():
     blank, line = _skip_lines(0.9, 0, True)
     assert blank == "" and line.startswith("A burst whose network top probability is above 0.9 keeps the network's")
     assert _skip_lines(0.9, 512, True)[1].startswith("A burst of at least 512 samples whose network top probability")
+    assert "keeps the network's answer, its probabilities sharpened by the temperature 0.67 (" in \
+        _skip_lines(0.9, 512, True, 0.67)[1]
 
 
 def test_the_shipped_card_links_only_to_figures_it_ships():

@@ -38,6 +38,7 @@ from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
 from rfclassify.engine.results import (
     ClassificationResult,
     aggregate_windows,
+    log_softmax,
     make_result,
     reject_result,
 )
@@ -73,6 +74,15 @@ def as_burst(burst: object) -> np.ndarray:
     if x.ndim != 1:
         raise MessageError("bad_shape", f"a burst must be 1-D complex (or (n, 2) I/Q), got shape {x.shape}")
     return x
+
+
+def sharpened(probs: np.ndarray, temperature: float) -> np.ndarray:
+    """probs raised to 1 / temperature and renormalized (the same order; temperature 1: as
+    given): the calibration of the bursts that skip the refiners, whose network confidence
+    alone sits below their accuracy (model.json's refiner_skip_temperature)."""
+    if temperature == 1.0:
+        return probs
+    return np.exp(log_softmax(np.log(np.maximum(np.asarray(probs, np.float64), 1e-300)), temperature))
 
 
 def skip_sure(probs: Sequence[np.ndarray], bursts: Sequence[np.ndarray | None],
@@ -274,14 +284,19 @@ class Classifier:
 
     @refiner_skip_above.setter
     def refiner_skip_above(self, value: float) -> None:
-        self._set_probability("refiner_skip_above", value, " (1: every burst is refined)")
+        # the skipped bursts' temperature was fitted for the model's own threshold: another one
+        # serves them the network's probabilities as they are
+        same = float(value) == self.meta.refiner_skip_above
+        self._set_probability("refiner_skip_above", value, " (1: every burst is refined)",
+                              **({} if same else {"refiner_skip_temperature": 1.0}))
 
-    def _set_probability(self, key: str, value: float, note: str = "") -> None:
-        """model.json's probability `key` as served from now on (ConfigError outside 0..1)."""
+    def _set_probability(self, key: str, value: float, note: str = "", **also: Any) -> None:
+        """model.json's probability `key` (and the values `also`) as served from now on
+        (ConfigError outside 0..1)."""
         if not 0.0 <= float(value) <= 1.0:
             raise ConfigError(f"{key} must be in 0..1{note}, got {value}")
         # one attribute swap of a frozen meta: a concurrent results_from_outputs sees old or new
-        self.meta = self.meta.with_updates(**{key: float(value)})
+        self.meta = self.meta.with_updates(**{key: float(value)}, **also)
 
     @property
     def max_batch_size(self) -> int:
@@ -399,18 +414,24 @@ class Classifier:
                  n_samples: list[int], bucket_samples: int, sample_rates: Sequence[float | None],
                  bursts: Sequence[np.ndarray | None]) -> list[ClassificationResult]:
         """Results from each burst's aggregated network output (probabilities, SNR estimate):
-        through the DC pass and the refiners where the burst's samples are given."""
+        through the DC pass and the refiners where the burst's samples are given and the
+        network is not sure of it (skip_sure; those sharpened by refiner_skip_temperature)."""
         probs = [p for p, _ in outputs]
         snrs = [s - off for (_, s), off in zip(outputs, snr_offsets, strict=True)]
-        bursts = list(bursts)
         if self.refiners:
+            # a burst the network is sure of goes to the DC pass and the refiners without its
+            # samples, which keeps the network's answer; its probabilities are sharpened after
+            sure = skip_sure(probs, bursts, self.refiner_skip_above, self.meta.refiner_skip_min_samples)
+            skipped = [i for i, (x, y) in enumerate(zip(bursts, sure, strict=True)) if x is not None and y is None]
             pool = self._refiner_pool
             executor = pool.executor if pool is not None else None
             try:
-                probs = self._refine(probs, snrs, n_windows, bursts, executor)
+                probs = self._refine(probs, snrs, n_windows, sure, executor)
             except BrokenExecutor:  # a worker died (killed, out of memory): this batch without the pool
                 pool.broke(executor)    # which starts a new one in the background
-                probs = self._refine(probs, snrs, n_windows, bursts, None)
+                probs = self._refine(probs, snrs, n_windows, sure, None)
+            for i in skipped:
+                probs[i] = sharpened(probs[i], self.meta.refiner_skip_temperature)
         return [make_result(p, s, self.labels, n_samples=n, bucket=bucket_samples, windows=w,
                             unknown_threshold=self.meta.unknown_threshold, top_k=self.top_k, sample_rate_hz=rate)
                 for p, s, w, n, rate in zip(probs, snrs, n_windows, n_samples, sample_rates, strict=True)]
@@ -420,12 +441,9 @@ class Classifier:
         """The DC pass (probs, snrs, n_windows and bursts updated in place for the bursts it
         cleans), then the refiners' answers, their statistics in `executor`'s processes where
         given. Their numpy work runs with one BLAS thread (_cpus.one_blas_thread: its products
-        are small, and a thread per core only waits). A burst the network is sure of (top
-        probability above refiner_skip_above, at least refiner_skip_min_samples long) goes to
-        neither without its samples, which keeps the network's answer."""
+        are small, and a thread per core only waits)."""
         from rfclassify._cpus import one_blas_thread
         from rfclassify.engine.refiner import refine_routed
-        bursts[:] = skip_sure(probs, bursts, self.refiner_skip_above, self.meta.refiner_skip_min_samples)
         with one_blas_thread():
             if self.dc_pass:
                 self.take_out_dc(probs, snrs, n_windows, bursts, self.dc_route, executor)

@@ -63,6 +63,7 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "refiner": meta.refiner,
         "low_order_refiner": meta.low_order_refiner,
         "refiner_skip_above": meta.refiner_skip_above, "refiner_skip_min_samples": meta.refiner_skip_min_samples,
+        "refiner_skip_temperature": meta.refiner_skip_temperature,
         "training": {k: training.get(k) for k in (
             "command", "seed", "device_name", "steps", "train_s", "total_s", "examples_fresh",
             "examples_reused", "data_wait_s", "recipe", "validation", "calibration", "torch",
@@ -292,17 +293,20 @@ def _low_order_refiner_lines(r: dict[str, Any]) -> list[str]:
             f"shorter than {fit.get('min_samples', 0)} samples are left to the network."]
 
 
-def _skip_lines(skip_above: float, min_samples: int, refiners: bool) -> list[str]:
+def _skip_lines(skip_above: float, min_samples: int, refiners: bool, temperature: float = 1.0) -> list[str]:
     """The bursts the refiners leave to the network (none said for a model without refiners or
     one that refines every burst)."""
     if not refiners or skip_above >= 1:
         return []
     burst = f"A burst of at least {min_samples} samples" if min_samples > 0 else "A burst"
-    return ["", f"{burst} whose network top probability is above {skip_above:g} keeps the network's answer: neither "
-                "the DC pass nor a refiner runs for it (model.json's refiner_skip_above and refiner_skip_min_samples, "
-                "chosen on held-out bursts "
-                "where the refiners changed no such answer; docs/model.md). `[model] refiner_skip_above` or "
-                "`--refiner-skip-above` change it; 1 refines every burst."]
+    sharp = ("" if temperature == 1 else
+             f", its probabilities sharpened by the temperature {temperature:g} (refiner_skip_temperature, fitted on "
+             "the held-out bursts that skip: the network's confidence alone sits below their accuracy)")
+    return ["", f"{burst} whose network top probability is above {skip_above:g} keeps the network's answer{sharp}: "
+                "neither the DC pass nor a refiner runs for it (model.json's refiner_skip_above and "
+                "refiner_skip_min_samples, chosen on held-out bursts where the refiners changed no such answer; "
+                "docs/model.md). `[model] refiner_skip_above` or `--refiner-skip-above` change it; 1 refines every "
+                "burst."]
 
 
 def _light_lines(light: dict[str, Any] | None) -> list[str]:
@@ -359,7 +363,8 @@ def render_markdown(card: dict[str, Any]) -> str:
     lines += _refiner_lines(card.get("refiner") or {})
     lines += _low_order_refiner_lines(card.get("low_order_refiner") or {})
     lines += _skip_lines(card.get("refiner_skip_above", 1.0), card.get("refiner_skip_min_samples", 0),
-                         bool(card.get("refiner") or card.get("low_order_refiner")))
+                         bool(card.get("refiner") or card.get("low_order_refiner")),
+                         card.get("refiner_skip_temperature", 1.0))
     lines += ["", "## Training", ""]
     if t:
         recipe = t.get("recipe", {})

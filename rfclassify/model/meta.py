@@ -58,6 +58,10 @@ class ModelMeta:
     #: through them
     refiner_skip_above: float = 1.0
     refiner_skip_min_samples: int = 0
+    #: the probabilities of a burst that skips are sharpened by this temperature (p ** (1 / T),
+    #: renormalized; the decision unchanged), fitted on held-out skipped bursts: the network's
+    #: confidence alone sits below their accuracy; 1.0: as the network gave them
+    refiner_skip_temperature: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

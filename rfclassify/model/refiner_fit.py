@@ -870,5 +870,6 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     info["sha256"] = file_sha256(refiner.save(Path(model_dir) / info["file"]))
     # every burst goes through the new refiner until the skip is chosen again for it: the
     # threshold was chosen where the refiners it was measured with changed no answer
-    meta.with_updates(**{GROUPS[cfg.group].meta_key: info}, refiner_skip_above=1.0).save(model_dir)
+    meta.with_updates(**{GROUPS[cfg.group].meta_key: info}, refiner_skip_above=1.0,
+                      refiner_skip_temperature=1.0).save(model_dir)
     return report
