@@ -10,7 +10,9 @@ pass) and keeps those; `score` replays them through other models' refiners
 run burst for burst (rfclassify.model.paired). A variant whose statistics differ (another
 sequence network, rate rule, blind view or equalizer) is refused: it has to be served. The
 bursts a low-order refiner takes (fit-refiner --group low-order) keep their served answers, so
-a variant must carry the recorded model's low-order refiner file (or none where it had none).
+a variant must carry the recorded model's low-order refiner file (or none where it had none),
+and so do the bursts the model's skip left to the network (refiner_skip_above; recorded with
+length 0, as the refiners got them without their samples).
 
     PYTHONPATH=. python3 benchmarks/refiner_replay.py record FILE.h5 --model-dir models --out CACHE.npz \
         [--refiner-workers N]

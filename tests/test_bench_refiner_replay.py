@@ -37,7 +37,9 @@ def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(
     assert rr.main(["record", str(mixed_set), "--model-dir", shipped, "--out", str(cache)]) == 0
     assert "differs from the served predictions on 0" in capsys.readouterr().out
     with np.load(cache) as z:
-        assert len(z["truth"]) == 28 and z["wants"].sum() > 10 and set(z["length"]) == {256, 1024}
+        assert len(z["truth"]) == 28 and z["wants"].sum() > 10
+        # 0: a burst the network was sure of, which the refiners got without its samples (skip_sure)
+        assert set(z["length"][z["wants"]]) == {256, 1024} and set(z["length"]) <= {0, 256, 1024}
         stats = z["stats"][z["wants"]]
         assert not np.isnan(stats).all(axis=1).any()
     # another fuser on the same statistics: the shipped perceptrons with their output layer's biases
