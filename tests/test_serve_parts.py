@@ -134,6 +134,25 @@ def test_percentiles_and_live_accuracy():
     assert s.recent_drops(60) == 3
 
 
+def test_throughput_keeps_only_the_bursts_of_its_window(monkeypatch):
+    """A daemon up for months at a few bursts a second holds the timestamps of its last
+    window, not of every burst since it started."""
+    import rfclassify.serve.stats as stats_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(stats_module.time, "monotonic", lambda: clock[0])
+    s = DaemonStats(throughput_window_s=10.0)
+    for _ in range(3000):                   # 50 minutes at one burst a second
+        clock[0] += 1.0
+        s.add_result("QPSK", 0.0, 0.0, 0.0)
+    assert len(s._done_times) == 11 and s.throughput() == pytest.approx(1.0, abs=0.11)   # both ends counted
+    for _ in range(40):                     # then 40 bursts in the same instant
+        s.add_result("FM", 0.0, 0.0, 0.0)
+    assert s.throughput() == pytest.approx(5.0, rel=0.1)
+    clock[0] += 60.0                        # a quiet minute
+    assert s.throughput() == 0.0 and s.snapshot()["counters"]["classified"] == 3040
+
+
 # -- config ----------------------------------------------------------------------------------
 def test_config_reports_every_mistake_on_its_own_line():
     with pytest.raises(ConfigError) as err:

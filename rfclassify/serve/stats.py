@@ -79,6 +79,9 @@ class DaemonStats:
         self.per_class: Counter[str] = Counter()
         self.latency = {stage: LatencyHistogram() for stage in LATENCY_STAGES}
         self._drop_seconds: deque[list[int]] = deque(maxlen=3600)   # [whole second, drops]
+        # when each burst of the throughput window was classified: older ones are let go as
+        # new ones come (a ring of 100,000 kept every one for hours at a few bursts a second:
+        # 3 MB of a soak's growth, benchmarks/soak_daemon.py); the bound caps a burst of traffic
         self._done_times: deque[float] = deque(maxlen=100_000)
         self._window_s = throughput_window_s
         # live accuracy against echoed ground truth: (correct, total) per key
@@ -125,6 +128,8 @@ class DaemonStats:
             self.latency["infer"].observe(infer_s)
             self.latency["total"].observe(total_s)
             self._done_times.append(now)
+            while self._done_times[0] < now - self._window_s:
+                self._done_times.popleft()
             if truth_label is not None:
                 ok = int(label == truth_label)
                 self.truth_total += 1
