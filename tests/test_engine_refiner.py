@@ -1366,12 +1366,12 @@ def test_a_refiner_fit_clocks_by_its_own_rule_else_its_sequence_networks(random_
         RefinerFitConfig(rate_rule="loudest")
 
 
-def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_model_dir, tmp_path, monkeypatch):
-    """Above refiner_skip_above (model.json's, the API's, the daemon's) a burst keeps the
-    network's answer and neither the DC pass nor a refiner sees its samples; at or below it,
-    and with 1.0 (older models), the refiner re-decides it."""
-    import rfclassify.engine.dc_pass as dc_pass
-    from rfclassify.engine.classifier import Classifier, sharpened, skip_sure
+@pytest.fixture
+def sure_and_unsure(tiny_model_dir, tmp_path):
+    """A copy of the tiny model with a refiner that re-decides every class (FM at 0.9), four
+    bursts of 2,048 samples, the network's results for them, and a threshold between the
+    second and third of their network confidences."""
+    from rfclassify.engine.classifier import Classifier
 
     rng = np.random.default_rng(3)
     bursts = [(rng.standard_normal(2048) * (1 + 1j)).astype(np.complex64) for _ in range(4)]
@@ -1379,10 +1379,22 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_
         network = plain.classify(bursts)
     tops = sorted(r.confidence for r in network)
     assert tops[1] < tops[2]                        # the bursts' network confidences differ
-    cut = (tops[1] + tops[2]) / 2                   # two bursts above, two below
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)
-    _with_refiner(model_dir, constant_refiner(LABELS, "FM"))     # re-decides every class
+    _with_refiner(model_dir, constant_refiner(LABELS, "FM"))
+    return model_dir, bursts, network, (tops[1] + tops[2]) / 2, tops
+
+
+def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(sure_and_unsure, monkeypatch):
+    """Above refiner_skip_above (the API's, model.json's, the daemon's) a burst of at least
+    refiner_skip_min_samples keeps the network's answer and neither the DC pass nor a refiner
+    sees its samples; at or below it, shorter, and with 1.0 (older models) it is refined."""
+    import rfclassify.engine.dc_pass as dc_pass
+    from rfclassify.engine.classifier import Classifier, skip_sure
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.daemon import load_engine
+
+    model_dir, bursts, network, cut, _ = sure_and_unsure
     assert ModelMeta.load(model_dir).refiner_skip_above == 1.0   # model.json without it: none skips
     seen: list[int] = []
 
@@ -1401,42 +1413,54 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(tiny_
     ModelMeta.load(model_dir).with_updates(refiner_skip_above=cut, refiner_skip_min_samples=4096).save(model_dir)
     with Classifier.load(model_dir, backend="onnxruntime") as long_only:    # 2,048 samples are too short to skip
         assert [r.top for r in long_only.classify(bursts)] == [r.top for r in refined]
-    ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048, refiner_skip_temperature=0.5).save(model_dir)
-    with Classifier.load(model_dir, backend="onnxruntime") as sharp:     # the skipped bursts' confidence sharpened
-        for net, got in zip(network, sharp.classify(bursts), strict=True):
-            if net.confidence > cut:
-                p = net.probabilities.astype(np.float64) ** 2
-                np.testing.assert_allclose(got.probabilities, p / p.sum(), rtol=1e-5)
-                assert got.label == net.label and got.confidence > net.confidence
-        assert sharp.meta.refiner_skip_temperature == 0.5
-    with Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=cut) as same, \
-            Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=(cut + tops[2]) / 2) as other:
-        # the temperature was fitted for the model's threshold: another one serves the network's probabilities
-        assert same.meta.refiner_skip_temperature == 0.5 and other.meta.refiner_skip_temperature == 1.0
-        above = [(net, got) for net, got in zip(network, other.classify(bursts), strict=True)
-                 if net.confidence > other.refiner_skip_above]
-        assert above and all(got.top == net.top for net, got in above)
-    ModelMeta.load(model_dir).with_updates(refiner_skip_temperature=1.0).save(model_dir)
+    ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048).save(model_dir)
     for keys, skipping in (({}, True), ({"refiner_skip_above": -1.0}, True), ({"refiner_skip_above": 1.0}, False)):
-        from rfclassify.serve.config import config_from_dict
-        from rfclassify.serve.daemon import load_engine
         engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",
                                                          "warmup": False, **keys}}))
         with engine.classifier as clf:
             assert clf.refiner_skip_above == (cut if skipping else 1.0)
             assert [r.top for r in clf.classify(bursts)] == [r.top for r in (answers if skipping else refined)]
+    one = np.array([0.0, 1.0])
+    assert skip_sure([one, one, one * 0.5], [bursts[0], None, bursts[1]], 1.0) == [bursts[0], None, bursts[1]]
+    assert skip_sure([one, one * 0.5], [bursts[0], bursts[1]], 0.5) == [None, bursts[1]]
+    short = bursts[1][:100]
+    assert skip_sure([one, one], [bursts[0], short], 0.5, 2048) == [None, short]
+
+
+def test_the_bursts_that_skip_are_sharpened_by_the_models_temperature_for_its_threshold_only(sure_and_unsure):
+    """model.json's refiner_skip_temperature sharpens the skipped bursts' probabilities (the
+    answer unchanged); a threshold other than the model's serves them as the network gave them."""
+    from rfclassify.engine.classifier import Classifier, sharpened
+
+    model_dir, bursts, network, cut, tops = sure_and_unsure
+    ModelMeta.load(model_dir).with_updates(refiner_skip_above=cut, refiner_skip_temperature=0.5).save(model_dir)
+    with Classifier.load(model_dir, backend="onnxruntime") as sharp:
+        for net, got in zip(network, sharp.classify(bursts), strict=True):
+            if net.confidence > cut:
+                p = net.probabilities.astype(np.float64) ** 2
+                np.testing.assert_allclose(got.probabilities, p / p.sum(), rtol=1e-5)
+                assert got.label == net.label and got.confidence > net.confidence
+    with Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=cut) as same, \
+            Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=(cut + tops[2]) / 2) as other:
+        assert same.meta.refiner_skip_temperature == 0.5 and other.meta.refiner_skip_temperature == 1.0
+        above = [(net, got) for net, got in zip(network, other.classify(bursts), strict=True)
+                 if net.confidence > other.refiner_skip_above]
+        assert above and all(got.top == net.top for net, got in above)
+    p = np.array([0.6, 0.4])
+    assert sharpened(p, 1.0) is p
+    np.testing.assert_allclose(sharpened(p, 0.5), np.array([0.36, 0.16]) / 0.52)
+
+
+def test_a_skip_threshold_outside_0_to_1_is_a_clear_error(sure_and_unsure):
+    from rfclassify.engine.classifier import Classifier
+    from rfclassify.serve.config import config_from_dict
+
+    model_dir = sure_and_unsure[0]
     for bad in (-0.1, 1.5):
         with pytest.raises(ConfigError, match="refiner_skip_above must be in 0..1"):
             Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=bad)
     with pytest.raises(ConfigError, match="refiner_skip_above"):
         config_from_dict({"model": {"refiner_skip_above": 2.0}})
-    one = np.array([0.0, 1.0])
-    assert skip_sure([one, one, one * 0.5], [bursts[0], None, bursts[1]], 1.0) == [bursts[0], None, bursts[1]]
-    assert skip_sure([one, one * 0.5], [bursts[0], bursts[1]], 0.5) == [None, bursts[1]]
-    assert sharpened(one, 1.0) is one
-    np.testing.assert_allclose(sharpened(np.array([0.6, 0.4]), 0.5), np.array([0.36, 0.16]) / 0.52)
-    short = bursts[1][:100]
-    assert skip_sure([one, one], [bursts[0], short], 0.5, 2048) == [None, short]
 
 
 def _daemon_refiner(model_dir, **model_keys):
