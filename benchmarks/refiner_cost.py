@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         resident, workers = workers_resident_mb(on), on.refiner_workers
         network = np.stack([r.probabilities for r in off.classify(bursts)])
-        top, skipped = network.argmax(1), network.max(1) > on.refiner_skip_above
+        top = network.argmax(1)
+        skipped = (network.max(1) > on.refiner_skip_above) & (args.length >= on.meta.refiner_skip_min_samples)
         shares = {("low-order" if ref is on.low_order_refiner else "constellation"):
                   np.mean(np.isin(top, ref.index) & ~skipped) for ref in on.refiners}
         refined = sum(shares.values())
