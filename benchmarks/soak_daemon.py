@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,12 +41,6 @@ from rfclassify.serve.simulate import BurstSource, SimulateOptions  # noqa: E402
 
 GARBAGE = ("random bytes", "truncated payload", "invalid json", "unknown dtype", "nan samples", "zero samples",
            "too short", "one frame")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def garbage(kind: str, iq: np.ndarray, n: int) -> list[bytes]:
@@ -114,10 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="rfclassify-soak-"))
-    inp, out, control = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", f"ipc://{tmp}/control"
+    control = f"ipc://{tmp}/control"
     (tmp / "rfclassify.toml").write_text("")
-    cmd = [sys.executable, "-m", "rfclassify", "serve", "--config", str(tmp / "rfclassify.toml"), "--input", inp,
-           "--input-mode", "pull", "--input-bind", "--output", out, "--control", control, "--backend", "onnxruntime"]
+    # ports the daemon picks; its status says which
+    cmd = [sys.executable, "-m", "rfclassify", "serve", "--config", str(tmp / "rfclassify.toml"),
+           "--input", "tcp://127.0.0.1:*", "--input-mode", "pull", "--input-bind", "--output", "tcp://127.0.0.1:*",
+           "--control", control, "--backend", "onnxruntime"]
     if args.model_dir:
         cmd += ["--model-dir", args.model_dir]
     log = open(tmp / "serve.log", "w+")
@@ -132,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("the daemon did not start:\n" + log.read())
                 return 1
             try:
-                if request(control, "status", timeout_s=0.5)["health"] != "starting":
+                st = request(control, "status", timeout_s=0.5)
+                if st["health"] != "starting":
                     break
             except NoDaemonError:
                 pass
             time.sleep(0.2)
+        inp, out = st["input"]["endpoint"], st["output"]["endpoint"]
         collector = ResultCollector(out).start()
         push = zmq.Context.instance().socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
