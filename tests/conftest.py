@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,36 @@ def _auto_refiner_workers_as_on_one_core(monkeypatch):
     import rfclassify._cpus as cpus
 
     monkeypatch.setattr(cpus, "usable_cpu_count", lambda: 1)
+
+
+@contextlib.contextmanager
+def serving(config):
+    """A Daemon started on `config` (serve.demo.local_config), a PUSH socket connected to its
+    input and a ResultCollector started on its output: yields (daemon, push, collector); the
+    socket closed and the daemon stopped with a drain (which must succeed) after."""
+    import zmq
+
+    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.demo import ResultCollector
+
+    d = Daemon(config)
+    d.start()
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    try:
+        collector = ResultCollector(d.pipeline.output_endpoint, ctx).start()
+        push.connect(d.pipeline.input_endpoint)
+        yield d, push, collector
+    finally:
+        push.close(0)
+        assert d.stop(drain=True)
+        ctx.term()
+
+
+@pytest.fixture(name="serving")
+def serving_fixture():
+    """serving, for tests (conftest is not imported by name)."""
+    return serving
 
 
 @pytest.fixture(name="randomize_batchnorm")

@@ -671,32 +671,26 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
     burst answered, the count and its pool's breaks in the status and health; stop() ends the pool."""
     import os
     import signal
-    import socket
     import threading
     import time
 
     from rfclassify.dsp.synth import synthesize
 
-    from rfclassify.serve.config import InputConfig
     from rfclassify.serve.daemon import Daemon
     from rfclassify.serve.demo import ResultCollector, local_config
     from rfclassify.serve.simulate import SimulateOptions, run_simulator
     from rfclassify.serve.status_view import render_status
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     cfg = local_config(tmp_path, backend="onnxruntime")
-    cfg = replace(cfg, input=InputConfig(endpoint=f"tcp://127.0.0.1:{port}"),
-                  model=replace(cfg.model, refiner_workers=1, warmup=False))
+    cfg = replace(cfg, model=replace(cfg.model, refiner_workers=1, warmup=False))
     d = Daemon(cfg)
     d.start()
     clf = d.engine.classifier
     try:
         assert clf.refiner is not None and clf._refiner_pool is not None
         c = ResultCollector(d.pipeline.output_endpoint).start()
-        opts = SimulateOptions(endpoint=f"tcp://127.0.0.1:{port}", rate_bursts_per_s=200, count=24,
-                               warmup_s=1.0, classes=("16PSK", "32PSK", "64QAM"))
+        opts = SimulateOptions(endpoint=d.pipeline.input_endpoint, bind=False, socket_type="push",
+                               rate_bursts_per_s=200, count=24, classes=("16PSK", "32PSK", "64QAM"))
         sim = threading.Thread(target=run_simulator, args=(opts,))
         sim.start()
         sim.join(30)
@@ -755,15 +749,13 @@ def test_a_killed_refiner_worker_does_not_stop_classification_and_its_pool_start
     assert clf._refiner_pool is None and clf.refiner_workers == 0
 
 
-def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_model_dir, tmp_path, monkeypatch):
+def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_model_dir, tmp_path, monkeypatch,
+                                                                          serving):
     """The refiner raising on one batch: that batch's bursts still get results, the network's
     (counted, in health); the next batches are refined again."""
     import time
 
-    import zmq
-
-    from rfclassify.serve.daemon import Daemon
-    from rfclassify.serve.demo import ResultCollector, local_config
+    from rfclassify.serve.demo import local_config
     from rfclassify.serve.native import encode_native
 
     model_dir = tmp_path / "m"
@@ -778,14 +770,8 @@ def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_mo
         return real(self, *args, **kwargs)
     monkeypatch.setattr(Refiner, "refine_many", fails_once)
 
-    d = Daemon(local_config(tmp_path, model_dir=str(model_dir), backend="onnxruntime", max_batch=4,
-                            max_wait_ms=1.0))
-    d.start()
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    try:
-        c = ResultCollector(d.pipeline.output_endpoint, ctx).start()
-        push.connect(d.pipeline.input_endpoint)
+    with serving(local_config(tmp_path, model_dir=str(model_dir), backend="onnxruntime", max_batch=4,
+                              max_wait_ms=1.0)) as (d, push, c):
         rng = np.random.default_rng(5)
         for k in range(12):
             iq = (rng.standard_normal(1024) + 1j * rng.standard_normal(1024)).astype(np.complex64)
@@ -803,10 +789,6 @@ def test_a_refiner_failing_in_the_daemon_leaves_its_batch_to_the_network(tiny_mo
         st = d.status()
         assert any("refiner failed" in r for r in st["health_reasons"])
         assert d.pipeline.refiner_errors == 1 and d.pipeline.inference_errors == 0
-    finally:
-        push.close(0)
-        assert d.stop(drain=True)
-        ctx.term()
 
 
 def sequence_reading_refiner(classes: tuple[str, ...], sequence) -> Refiner:

@@ -359,7 +359,8 @@ def test_demo_command_classifies_every_simulated_burst(tiny_model_dir, capsys):
     assert out.count(" samples ") >= 3 and "live accuracy" in out and "latency total" in out
 
 
-def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch):
+def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch,
+                                                                              serving):
     """A bucket past max_wait_ms is held while inference runs another batch, then goes whole:
     30 bursts sent during a slow first batch make two more batches at most, not one per 2 ms
     (which would leave a refiner's worker processes mostly idle)."""
@@ -374,14 +375,8 @@ def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(ti
             time.sleep(0.4)
         return real(self, batch)
     monkeypatch.setattr(EngineAdapter, "infer_batch", slow_first)
-    d = Daemon(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime", max_batch=64,
-                            max_wait_ms=2.0))
-    d.start()
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    try:
-        c = ResultCollector(d.pipeline.output_endpoint, ctx).start()
-        push.connect(d.pipeline.input_endpoint)
+    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime", max_batch=64,
+                              max_wait_ms=2.0)) as (_, push, c):
         batch, _, _ = _bursts(31, seed=7)
         push.send_multipart(encode_native(batch.iq[0], _header("busy-0")))
         deadline = time.monotonic() + 10
@@ -394,10 +389,6 @@ def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(ti
         c.stop()
         assert sorted(r["burst_id"] for r in c.results) == sorted(f"busy-{i}" for i in range(31))
         assert sizes[0] == 1 and sum(sizes) == 31 and len(sizes) <= 3, sizes
-    finally:
-        push.close(0)
-        assert d.stop(drain=True)
-        ctx.term()
 
 
 def test_held_batches_grow_unless_the_refiners_run_in_the_inference_thread():
