@@ -698,6 +698,9 @@ def test_a_daemon_with_refiner_workers_classifies_and_ends_its_workers(tmp_path)
         c.stop()
         engine = d.status()["engine"]
         assert engine["refiner_workers"] == 1 and engine["dc_pass"] and engine["refiner"]["classes"]
+        # how many of the bursts long enough to skip the refiners did (most of 256..2,048 samples are)
+        counts = clf.refiner_skip_counts
+        assert engine["refiner_skip_counts"] == counts and 0 < counts["long_enough"] <= 24
         assert "its statistics in 1 worker process\n" in render_status(d.status())
         # its worker killed: the health says so until a new pool takes over (after about a second)
         for pid in list(clf._refiner_pool.executor._processes):
@@ -1388,13 +1391,19 @@ def test_a_burst_the_network_is_sure_of_skips_the_dc_pass_and_the_refiners(sure_
             Classifier.load(model_dir, backend="onnxruntime", refiner_skip_above=cut) as gated:
         refined, answers = every.classify(bursts), gated.classify(bursts)
         assert gated.describe()["refiner_skip_above"] == cut and every.refiner_skip_above == 1.0
-    assert seen == [4, 2]                           # the DC pass had only the two unsure bursts
+        assert every.refiner_skip_counts == {"long_enough": 4, "skipped": 0}
+        assert gated.refiner_skip_counts == {"long_enough": 4, "skipped": 2}
+        unsure = [x for x, r in zip(bursts, network, strict=True) if r.confidence <= cut]
+        gated.classify(unsure + [bursts[0][:10]])       # counted on; a burst rejected too short is not
+        assert gated.describe()["refiner_skip_counts"] == {"long_enough": 6, "skipped": 2}
+    assert seen == [4, 2, 2]                        # the DC pass had only the unsure bursts
     assert all(r.top[0][0] == "FM" for r in refined)
     for net, ref, got in zip(network, refined, answers, strict=True):
         assert got.top == (net.top if net.confidence > cut else ref.top)
     ModelMeta.load(model_dir).with_updates(refiner_skip_above=cut, refiner_skip_min_samples=4096).save(model_dir)
     with Classifier.load(model_dir, backend="onnxruntime") as long_only:    # 2,048 samples are too short to skip
         assert [r.top for r in long_only.classify(bursts)] == [r.top for r in refined]
+        assert long_only.refiner_skip_counts == {"long_enough": 0, "skipped": 0}
     ModelMeta.load(model_dir).with_updates(refiner_skip_min_samples=2048).save(model_dir)
     for keys, skipping in (({}, True), ({"refiner_skip_above": -1.0}, True), ({"refiner_skip_above": 1.0}, False)):
         engine = load_engine(config_from_dict({"model": {"dir": str(model_dir), "backend": "onnxruntime",

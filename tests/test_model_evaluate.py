@@ -16,6 +16,7 @@ pytest.importorskip("matplotlib")
 from rfclassify.cli import main  # noqa: E402
 from rfclassify.data.reader import DatasetReader  # noqa: E402
 from rfclassify.labels import LABELS  # noqa: E402
+from rfclassify.model.meta import ModelMeta, default_model_dir  # noqa: E402
 from rfclassify.model.evaluate import (  # noqa: E402
     accuracy_summary,
     burst_conditions,
@@ -111,7 +112,8 @@ def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, t
     assert len(links) == 3 and all(not link.startswith("..") and (card_dir / link).is_file() for link in links)
     assert (card_dir / "eval" / "tiny" / "evaluation.json").is_file()
     assert {r["condition"] for r in ev["conditions_snr_ge_10db"]} >= {"Rayleigh fading", "8-16 samples/symbol"}
-    assert "bursts via onnxruntime" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "bursts via onnxruntime" in out and "skipped the DC pass" not in out     # no refiners, no skip
     # a second evaluation (e.g. the GNU Radio set) merges into the card
     assert main(["evaluate", str(tiny_dataset), "--model-dir", str(model_dir), "--backend", "torch",
                  "--name", "second", "--out", str(tmp_path / "ev2"), "--card", "--card-dir", str(card_dir)]) == 0
@@ -149,13 +151,13 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
 
     data = tmp_path / "high.h5"
     assert main(["dataset", "generate", "--out", str(data), "--snr=14,30", "--per-cell", "3",
-                 "--classes", "16PSK,32PSK,64QAM,256QAM", "--lengths", "1024", "--seed", "9"]) == 0
+                 "--classes", "16PSK,32PSK,64QAM,256QAM,QPSK", "--lengths", "1024", "--seed", "9"]) == 0
     card = ["--card", "--card-dir", str(tmp_path / "card")]
     for workers in ("0", "2"):
         assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / workers),
                      "--predictions", "--refiner-workers", workers, *card, "--name", f"workers {workers}"]) == 0
     alone, pooled = load_predictions(tmp_path / "0"), load_predictions(tmp_path / "2")
-    assert alone["truth"].size == 24 and np.array_equal(alone["pred"], pooled["pred"])
+    assert alone["truth"].size == 30 and np.array_equal(alone["pred"], pooled["pred"])
     # the served probabilities come with the answers: their argmax is the answer, and the SNR
     # estimates are the model's, most of them within 2 dB of these bursts' 14 and 30 dB
     assert np.array_equal(alone["probabilities"].astype(np.float32).argmax(1), alone["pred"])
@@ -163,6 +165,14 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
     run = json.loads((tmp_path / "2" / "evaluation.json").read_text())["run"]
     assert run["refiner"] and run["refiner_workers"] == 2 and run["dc_pass"]
     assert run["refiner_em_classes"] == 5          # the refit's own count (forty-fifth session)
+    # the skip as served (fifty-sixth session) and how many of these bursts it took, alike in both runs
+    meta = ModelMeta.load(default_model_dir())
+    assert (run["refiner_skip_above"], run["refiner_skip_min_samples"], run["refiner_skip_temperature"]) == \
+        (meta.refiner_skip_above, meta.refiner_skip_min_samples, meta.refiner_skip_temperature)
+    counts = run["refiner_skip_counts"]
+    assert counts == json.loads((tmp_path / "0" / "evaluation.json").read_text())["run"]["refiner_skip_counts"]
+    assert counts["long_enough"] == 30 and 0 < counts["skipped"] < 30     # QPSK's sure, the dense classes not
+    assert f"{counts['skipped']} of 30 bursts of >= 512 samples skipped the DC pass" in capsys.readouterr().out
     # --no-dc-pass: recorded, and the card says how each evaluation was served
     assert main(["evaluate", str(data), "--backend", "onnxruntime", "--out", str(tmp_path / "nodc"),
                  "--no-dc-pass", *card, "--name", "no DC pass"]) == 0

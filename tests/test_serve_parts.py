@@ -341,6 +341,12 @@ def test_status_table_shows_health_engine_counters_and_jetson():
         "(no refiner, no dc pass)\n" in render_status(sample)
     sample["engine"]["refiner_skip_min_samples"] = 512
     assert "a burst of >= 512 samples the network puts above p=0.9 keeps its answer" in render_status(sample)
+    assert "so far" not in render_status(sample)       # an older daemon's reply: no counts
+    sample["engine"]["refiner_skip_counts"] = {"long_enough": 0, "skipped": 0}
+    assert "so far" not in render_status(sample)       # none yet: no share of nothing
+    sample["engine"]["refiner_skip_counts"] = {"long_enough": 800, "skipped": 300}
+    assert "(no refiner, no dc pass)\n            so far 300 of 800 bursts of >= 512 samples (37.5%)\n" \
+        in render_status(sample)
     sample["engine"]["low_order_refiner"] = None
     assert "refiner     off" in render_status(sample) and "low-order" not in render_status(sample)
     assert "its statistics" not in render_status(sample)

@@ -61,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _print(res: dict) -> None:
     print(f"{res['name']}: {res['dataset']['n_bursts']} bursts via {res['run']['backend']} "
           f"{res['run']['precision']} at {res['bursts_per_s']} bursts/s; rejected {res['rejected'] or 'none'}")
+    counts, skip = res["run"].get("refiner_skip_counts"), res["run"].get("refiner_skip_above")
+    if counts and skip is not None and skip < 1:
+        print(f"{counts['skipped']} of {counts['long_enough']} bursts of >= {res['run']['refiner_skip_min_samples']} "
+              f"samples skipped the DC pass and the refiners (network top probability above {skip:g})")
     print(f"{'bucket':>7} {'n':>6} {'acc':>7} {'meanSNR':>8} {'>=10dB':>7} {'SNR MAE':>8}")
     for b, s in [*res["per_bucket"].items(), ("all", res["overall"])]:
         print(f"{b:>7} {s['n']:>6} {s['accuracy']:7.3f} {s['mean_accuracy_over_snr']:8.3f} "

@@ -24,6 +24,7 @@ The daemon batches windows across bursts itself with ``infer_windows`` and
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import BrokenExecutor
 from pathlib import Path
@@ -111,6 +112,10 @@ class Classifier:
         self.low_order_refiner = low_order_refiner
         self._refiner_pool = refiner_pool
         self.dc_pass = bool(dc_pass)
+        # the bursts handed to the refiners with their samples and at least
+        # refiner_skip_min_samples long, and how many of those skipped (refiner_skip_counts)
+        self._skip_counts = [0, 0]
+        self._skip_lock = threading.Lock()
         #: the bursts the DC pass fits rather than leak-lines: its constellation refiner's
         #: (dc_pass.FitRoute.of_refiner; None without one)
         self.dc_route: FitRoute | None = None
@@ -234,6 +239,14 @@ class Classifier:
         return self._refiner_pool.breaks if self._refiner_pool is not None else 0
 
     @property
+    def refiner_skip_counts(self) -> dict[str, int]:
+        """Since load: the bursts given to the refiners with their samples that were at least
+        model.json's refiner_skip_min_samples long (`long_enough`), and how many of them kept the
+        network's answer above refiner_skip_above (`skipped`)."""
+        with self._skip_lock:
+            return {"long_enough": self._skip_counts[0], "skipped": self._skip_counts[1]}
+
+    @property
     def labels(self) -> tuple[str, ...]:
         return self.meta.labels
 
@@ -313,7 +326,8 @@ class Classifier:
                 "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers,
                 "refiner_pool_breaks": self.refiner_pool_breaks,
                 "refiner_skip_above": self.refiner_skip_above if self.refiners else None,
-                "refiner_skip_min_samples": self.meta.refiner_skip_min_samples}
+                "refiner_skip_min_samples": self.meta.refiner_skip_min_samples,
+                "refiner_skip_counts": self.refiner_skip_counts if self.refiners else None}
 
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
@@ -423,6 +437,10 @@ class Classifier:
             # samples, which keeps the network's answer; its probabilities are sharpened after
             sure = skip_sure(probs, bursts, self.refiner_skip_above, self.meta.refiner_skip_min_samples)
             skipped = [i for i, (x, y) in enumerate(zip(bursts, sure, strict=True)) if x is not None and y is None]
+            least = self.meta.refiner_skip_min_samples
+            with self._skip_lock:
+                self._skip_counts[0] += sum(x is not None and len(x) >= least for x in bursts)
+                self._skip_counts[1] += len(skipped)
             pool = self._refiner_pool
             executor = pool.executor if pool is not None else None
             try:

@@ -220,7 +220,10 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                "dc_pass": bool(clf.dc_pass and clf.refiners),
                "low_order_refiner": list(clf.low_order_refiner.labels) if clf.low_order_refiner else None,
                "refiner_workers": clf.refiner_workers,
-               "refiner_skip_above": clf.refiner_skip_above if clf.refiners else None}
+               "refiner_skip_above": clf.refiner_skip_above if clf.refiners else None,
+               "refiner_skip_min_samples": clf.meta.refiner_skip_min_samples if clf.refiners else None,
+               "refiner_skip_temperature": clf.meta.refiner_skip_temperature if clf.refiners else None,
+               "refiner_skip_counts": clf.refiner_skip_counts if clf.refiners else None}
     ok = (pred >= 0) & (y >= 0)
     y_ok, p_ok, s_ok = y[ok], pred[ok], snr[ok]
     high = s_ok >= HIGH_SNR_DB

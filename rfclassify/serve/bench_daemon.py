@@ -214,6 +214,11 @@ def run(args: argparse.Namespace) -> int:
         report["max_vs_bare"] = phases["max"]["throughput_bursts_per_s"] / bare
         print(f"daemon max / bare = {report['max_vs_bare']:.2f} (goal >= 0.80); half-load p99 total "
               f"{phases['half']['latency_ms']['total']['p99']} ms ({latency_goal_words(bool(clf.refiners))})")
+    if clf.refiners and clf.refiner_skip_above < 1:
+        # over every phase, bare loops included (the same bursts): how much of the refiners' work the skip saved
+        counts = report["refiner_skip_counts"] = clf.refiner_skip_counts
+        print(f"skipped the refiners: {counts['skipped']} of {counts['long_enough']} bursts "
+              f"(network top probability above {clf.refiner_skip_above:g})", flush=True)
     clf.close()
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -66,6 +66,11 @@ def render_status(st: dict[str, Any]) -> str:
                 least = eng.get("refiner_skip_min_samples") or 0
                 add(f"            a burst {f'of >= {least} samples ' if least else ''}the network puts above "
                     f"p={skip:g} keeps its answer (no refiner, no dc pass)")
+                counts = eng.get("refiner_skip_counts")
+                if counts and counts.get("long_enough"):
+                    n, kept = counts["long_enough"], counts.get("skipped", 0)
+                    add(f"            so far {kept} of {n} bursts{f' of >= {least} samples' if least else ''} "
+                        f"({100 * kept / n:.1f}%)")
         if eng.get("dc_pass"):
             add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
