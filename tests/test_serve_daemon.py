@@ -262,7 +262,12 @@ def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tm
     assert mx["classified"] > 0 and mx["dropped"] == 0          # max load is lossless (block policy)
     assert half["offered_rate"] == pytest.approx(mx["throughput_bursts_per_s"] / 2)
     assert report["max_vs_bare"] == pytest.approx(mx["throughput_bursts_per_s"] / report["bare_bursts_per_s"])
+    # the daemon's process CPU over the window: busy at max load, and per burst what it says
+    assert mx["process_cpu_cores"] > 0
+    assert mx["process_cpu_ms_per_burst"] == pytest.approx(
+        mx["process_cpu_cores"] * 1e3 / mx["throughput_bursts_per_s"], rel=1e-6)
     printed = capsys.readouterr().out
+    assert "daemon process CPU" in printed
     assert "x bare" in printed and "ms (goal <= 20 ms)" in printed     # the tiny model has no refiners
 
 
@@ -359,11 +364,10 @@ def test_demo_command_classifies_every_simulated_burst(tiny_model_dir, capsys):
     assert out.count(" samples ") >= 3 and "live accuracy" in out and "latency total" in out
 
 
-def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch,
-                                                                              serving):
-    """A bucket past max_wait_ms is held while inference runs another batch, then goes whole:
-    30 bursts sent during a slow first batch make two more batches at most, not one per 2 ms
-    (which would leave a refiner's worker processes mostly idle)."""
+def _serving_a_slow_first_batch(tiny_model_dir, tmp_path, monkeypatch, serving, seconds: float):
+    """(the batch sizes inference was given, a context serving the tiny model with a 2 ms
+    max_wait_ms, and a function that sends one burst and waits until the first batch runs),
+    the first batch taking `seconds` longer than it would."""
     from rfclassify.serve.pipeline import EngineAdapter
 
     sizes: list[int] = []
@@ -372,16 +376,28 @@ def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(ti
     def slow_first(self, batch):
         sizes.append(len(batch.items))
         if len(sizes) == 1:
-            time.sleep(0.4)
+            time.sleep(seconds)
         return real(self, batch)
     monkeypatch.setattr(EngineAdapter, "infer_batch", slow_first)
-    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime", max_batch=64,
-                              max_wait_ms=2.0)) as (_, push, c):
-        batch, _, _ = _bursts(31, seed=7)
-        push.send_multipart(encode_native(batch.iq[0], _header("busy-0")))
+
+    def send_first(push, iq, burst_id):
+        push.send_multipart(encode_native(iq, _header(burst_id)))
         deadline = time.monotonic() + 10
         while not sizes and time.monotonic() < deadline:
             time.sleep(0.005)                       # the first batch is running (slowly)
+    return sizes, serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime",
+                                       max_batch=64, max_wait_ms=2.0)), send_first
+
+
+def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch,
+                                                                              serving):
+    """A bucket past max_wait_ms is held while inference runs another batch, then goes whole:
+    30 bursts sent during a slow first batch make two more batches at most, not one per 2 ms
+    (which would leave a refiner's worker processes mostly idle)."""
+    sizes, served, send_first = _serving_a_slow_first_batch(tiny_model_dir, tmp_path, monkeypatch, serving, 0.4)
+    with served as (_, push, c):
+        batch, _, _ = _bursts(31, seed=7)
+        send_first(push, batch.iq[0], "busy-0")
         for i in range(1, 31):
             push.send_multipart(encode_native(batch.iq[i], _header(f"busy-{i}")))
             time.sleep(0.005)                       # 150 ms of arrivals, 75 max_waits of 2 ms
@@ -389,6 +405,37 @@ def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(ti
         c.stop()
         assert sorted(r["burst_id"] for r in c.results) == sorted(f"busy-{i}" for i in range(31))
         assert sizes[0] == 1 and sum(sizes) == 31 and len(sizes) <= 3, sizes
+
+
+def test_a_held_batch_waits_for_inference_without_polling_the_ingest_queue(tiny_model_dir, tmp_path, monkeypatch,
+                                                                          serving):
+    """While a due batch is held behind a slow one, the batcher sleeps until a burst comes or
+    inference ends (which wakes it), instead of looking every millisecond; the held burst goes
+    when inference is free."""
+    from rfclassify.serve.batching import BoundedQueue
+
+    gets = {"n": 0}
+    real_get = BoundedQueue.get
+
+    def counted_get(self, *args, **kwargs):
+        if self.name == "ingest":
+            gets["n"] += 1
+        return real_get(self, *args, **kwargs)
+    monkeypatch.setattr(BoundedQueue, "get", counted_get)
+    sizes, served, send_first = _serving_a_slow_first_batch(tiny_model_dir, tmp_path, monkeypatch, serving, 1.0)
+    with served as (_, push, c):
+        batch, _, _ = _bursts(2, seed=7)
+        send_first(push, batch.iq[0], "first")
+        push.send_multipart(encode_native(batch.iq[1], _header("held")))
+        time.sleep(0.1)                             # the second is due after 2 ms, and held
+        before = gets["n"]
+        time.sleep(0.5)
+        during = gets["n"] - before
+        assert c.wait_for(2, 30), f"{c.count()} of 2"
+        c.stop()
+    assert sizes == [1, 1]
+    # half a second held: a few 100 ms timeouts (its stop-flag look), not 500 one-millisecond polls
+    assert during <= 10, during
 
 
 def test_held_batches_grow_unless_the_refiners_run_in_the_inference_thread():

@@ -75,6 +75,27 @@ def test_block_policy_times_out_without_dropping():
     assert time.monotonic() - t0 >= 0.04 and dropped == [] and len(q) == 1
 
 
+def test_a_get_waiting_with_until_returns_on_wake_once_until_holds_and_an_item_comes_first():
+    import threading
+
+    q, _ = _q("drop_oldest")
+    ready = threading.Event()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(q.get(timeout=30, until=ready.is_set)))
+    waiter.start()
+    time.sleep(0.05)
+    q.wake()                                   # until() still false: it keeps waiting
+    waiter.join(0.2)
+    assert waiter.is_alive()
+    ready.set()
+    q.wake()
+    waiter.join(10)                            # far sooner than its 30 s timeout, or it never looked again
+    assert not waiter.is_alive() and got == [None]
+    q.put("burst", 1)
+    assert q.get(timeout=30, until=ready.is_set) == "burst"     # an item is taken whatever until() says
+    assert q.get(timeout=0, until=ready.is_set) is None and len(q) == 0
+
+
 # -- batching --------------------------------------------------------------------------------
 def _pending(n_samples: int) -> Pending:
     rng = np.random.default_rng(n_samples)

@@ -68,15 +68,23 @@ class BoundedQueue:
             self._cond.notify_all()
             return True
 
-    def get(self, timeout: float | None = None) -> Any | None:
-        """Dequeue the oldest item, or None after `timeout` seconds with nothing to take."""
+    def get(self, timeout: float | None = None, until: Callable[[], bool] | None = None) -> Any | None:
+        """Dequeue the oldest item, or None after `timeout` seconds with nothing to take, or
+        as soon as `until()` is true with nothing to take (it is looked at when the wait
+        starts and on each wake(), so whoever makes it true calls wake() after)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._items, timeout):
+            if not self._cond.wait_for(lambda: self._items or (until is not None and until()), timeout) \
+                    or not self._items:
                 return None
             item, nbytes = self._items.popleft()
             self._bytes -= nbytes
             self._cond.notify_all()
             return item
+
+    def wake(self) -> None:
+        """Wake a get() that waits, so that it looks at its `until` again."""
+        with self._cond:
+            self._cond.notify_all()
 
     def drain(self) -> list[Any]:
         """Remove and return everything queued (used when shutdown gives up)."""

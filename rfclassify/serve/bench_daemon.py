@@ -9,7 +9,9 @@
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
-Reported as ratios to the bare backend, measured in the same process. --no-refiner,
+Reported as ratios to the bare backend, measured in the same process, with the CPU the
+daemon's process spent in each phase (its threads; not the load generator's process or the
+refiners' worker processes), in cores and per classified burst. --no-refiner,
 --refiner-workers and --refiner-skip-above choose how a model's refiners run, in both.
 pyzmq is imported only where it is used: the options parse on a box without it, which is
 then told so.
@@ -129,10 +131,10 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
             while daemon.stats.snapshot()["counters"]["received"] == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)                  # the generator process is starting
             time.sleep(warmup_s)
-            s0, t0 = daemon.stats.snapshot()["counters"], time.monotonic()
+            s0, t0, cpu0 = daemon.stats.snapshot()["counters"], time.monotonic(), time.process_time()
             daemon.stats.reset_latency()          # percentiles of the measuring window only
             time.sleep(seconds)
-            snap, t1 = daemon.stats.snapshot(), time.monotonic()
+            snap, t1, cpu1 = daemon.stats.snapshot(), time.monotonic(), time.process_time()
         finally:
             stop.set()
             gen.join(5)
@@ -141,11 +143,16 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
                 gen.join(5)
             daemon.stop(drain=False)
     c = snap["counters"]
+    classified = c["classified"] - s0["classified"]
     return {
         "offered_rate": rate,
-        "throughput_bursts_per_s": (c["classified"] - s0["classified"]) / (t1 - t0),
+        "throughput_bursts_per_s": classified / (t1 - t0),
+        # the CPU of this process's threads (the daemon's; the load generator is another
+        # process, and so are the refiners' workers, which this leaves out)
+        "process_cpu_cores": (cpu1 - cpu0) / (t1 - t0),
+        "process_cpu_ms_per_burst": (cpu1 - cpu0) * 1e3 / classified if classified else None,
         "received": c["received"] - s0["received"],
-        "classified": c["classified"] - s0["classified"],
+        "classified": classified,
         "dropped": c["dropped_total"] - s0["dropped_total"],
         "latency_ms": snap["latency_ms"],
     }
@@ -239,7 +246,9 @@ def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
     if p["offered_rate"] is not None:
         name += f" ({p['offered_rate']:.0f}/s offered)"
     print(f"daemon, {name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
-          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms",
+          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms, "
+          f"daemon process CPU {p['process_cpu_cores']:.2f} cores"
+          + (f" ({p['process_cpu_ms_per_burst']:.2f} ms a burst)" if p["process_cpu_ms_per_burst"] else ""),
           flush=True)
 
 

@@ -9,7 +9,8 @@
   policy; too_short / non_finite / zero_power become rejects) and assembles batches per
   bucket (max_batch windows or max_wait_ms, whichever first). A bucket past its max_wait_ms
   is held, growing, while inference is busy with another batch or one waits for it, and
-  goes as soon as inference is free: it would wait for inference anyway, and a larger batch
+  goes as soon as inference is free (the inference thread wakes the batcher when it ends a
+  batch): it would wait for inference anyway, and a larger batch
   keeps the refiner's worker processes busy (a batch's statistics run in parallel over its
   bursts; with 14 workers on a 16-core GPU host the daemon reached 0.33 of the bare loop on
   2 ms batches; fifty-fifth session). Not where the refiners run in the inference thread
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 _END = object()          # end-of-stream marker passed down the queues on shutdown
 _POLL_S = 0.1            # how often idle threads look at their stop flags
-_HOLD_POLL_S = 0.001     # how often the batcher looks for inference to be free while it holds a batch
 
 
 class EngineAdapter:
@@ -325,9 +325,11 @@ class Pipeline:
             # read the flag before the queue: once ingest is done, an empty queue stays empty
             ingest_finished = self._ingest_done.is_set()
             wait = self.batcher.next_due_s(time.monotonic())
-            if wait is not None and wait <= 0 and not self._inference_free():
-                wait = _HOLD_POLL_S     # overdue but held: look again soon for inference to be free
-            item = self.ingest_q.get(timeout=_POLL_S if wait is None else min(wait, _POLL_S))
+            held = wait is not None and wait <= 0 and not self._inference_free()
+            # a due batch held while inference is busy waits for a burst or for inference to
+            # come free (the inference thread wakes this queue when it does)
+            item = self.ingest_q.get(timeout=_POLL_S if wait is None or held else min(wait, _POLL_S),
+                                     until=self._inference_free if held else None)
             if item is not None:
                 burst: Burst = item
                 try:
@@ -381,6 +383,7 @@ class Pipeline:
                 self._run_batch(batch)
             finally:
                 self._inferring = False
+                self.ingest_q.wake()        # a batch the batcher holds may go now
         self._put_blocking(self.publish_q, _END)
 
     def _run_batch(self, batch: Batch) -> None:
