@@ -44,6 +44,10 @@ def test_auto_selection_on_a_cpu_box_picks_onnxruntime_and_says_why(tiny_model_d
 
 def test_device_cpu_picks_onnxruntime_and_says_why(clf):
     _check_cpu_choice(clf)
+    # the tiny model has no refiners: nothing of theirs to report, so status shows no skip line
+    d = clf.describe()
+    assert d["refiner"] is None and d["low_order_refiner"] is None
+    assert (d["refiner_skip_above"], d["refiner_skip_min_samples"], d["refiner_skip_counts"]) == (None, None, None)
 
 
 def _check_cpu_choice(clf):

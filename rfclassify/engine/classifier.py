@@ -326,7 +326,7 @@ class Classifier:
                 "dc_pass": bool(self.dc_pass and self.refiners), "refiner_workers": self.refiner_workers,
                 "refiner_pool_breaks": self.refiner_pool_breaks,
                 "refiner_skip_above": self.refiner_skip_above if self.refiners else None,
-                "refiner_skip_min_samples": self.meta.refiner_skip_min_samples,
+                "refiner_skip_min_samples": self.meta.refiner_skip_min_samples if self.refiners else None,
                 "refiner_skip_counts": self.refiner_skip_counts if self.refiners else None}
 
     # -- classification -----------------------------------------------------------------
