@@ -31,6 +31,13 @@ def test_pdu_fields_and_samples() -> None:
     json.dumps(b.meta, allow_nan=False)
 
 
+@pytest.mark.parametrize("rx_time", [float("inf"), float("nan"), (1e308, 1e308), (0, float("nan"))])
+def test_a_time_that_is_not_a_finite_number_is_left_out(rx_time) -> None:
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6))
+    (b,) = dec.decode([_pdu({"rx_time": rx_time, "burst_id": 1}, np.ones(100, np.complex64))], 0.0)
+    assert isinstance(b, Burst) and b.time is None and b.burst_id == 1
+
+
 def test_config_defaults_fill_missing_fields_and_nil_meta() -> None:
     dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=48e3, stream="s", center_freq_hz=1e8))
     (b,) = dec.decode([_pdu(None, np.ones(100, np.complex128))], 0.0)

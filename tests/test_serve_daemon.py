@@ -134,6 +134,8 @@ def test_bad_input_is_rejected_counted_and_valid_bursts_still_classified(daemon,
         "100 MB payload": ([hdr("huge"), bytes(100 * 1024 * 1024)], "too_large"),
         "four frames": ([b"t", hdr("four"), good[0].tobytes(), b"x"], "bad_frames"),
         "one frame": ([hdr("one")], "bad_frames"),
+        # a JSON integer past float range: it once raised out of the decoder and ended ingest
+        "huge integer": ([hdr("bigint", sample_rate=10 ** 400), good[0].tobytes()], "bad_header"),
     }
     for i, (frames, _) in enumerate(bad.values()):
         sender.send_multipart(ok(i % 6))
@@ -153,6 +155,59 @@ def test_bad_input_is_rejected_counted_and_valid_bursts_still_classified(daemon,
         got = after["counters"]["rejected"].get(reason, 0) - before["rejected"].get(reason, 0)
         assert got == reasons.count(reason), reason
     assert after["counters"]["classified"] - before["classified"] == len(bad)
+
+
+def test_a_header_meta_json_cannot_hold_is_echoed_as_strict_json(daemon, sender, collector):
+    """Python's parser takes NaN and Infinity in a header, which are not JSON: the echoed meta
+    holds their names (as PDU metadata does), so a strict consumer can read every record."""
+    import zmq
+
+    raw = zmq.Context.instance().socket(zmq.SUB)
+    raw.setsockopt(zmq.SUBSCRIBE, b"result")
+    raw.setsockopt(zmq.RCVTIMEO, 30000)
+    raw.connect(daemon.pipeline.output_endpoint)
+    time.sleep(0.3)
+    try:
+        iq = _bursts(1, seed=4)[0].iq[0]
+        sender.send_multipart(encode_native(iq, _header("nan-meta", meta={"x": math.nan, "y": [math.inf, -math.inf]})))
+        assert collector.wait_for(1, 30)
+        text = raw.recv_multipart()[1]
+    finally:
+        raw.close(0)
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    assert json.loads(text, parse_constant=refuse)["meta"] == {"x": "nan", "y": ["inf", "-inf"]}
+    assert collector.results[0]["meta"] == {"x": "nan", "y": ["inf", "-inf"]}
+
+
+def test_a_decoder_that_raises_costs_its_message_not_the_daemon(tiny_model_dir, tmp_path, monkeypatch, serving):
+    """Decoders reject bad input themselves; if one raises anyway (a bug some input found),
+    that message is rejected as internal_error and counted, the health says so, and the
+    messages after it are classified: the ingest thread does not die with it."""
+    from rfclassify.serve.native import NativeDecoder
+
+    real = NativeDecoder.decode
+
+    def fragile(self, frames, received_s):
+        if bytes(frames[0]).startswith(b'{"boom"'):
+            raise RuntimeError("a decoder bug")
+        return real(self, frames, received_s)
+    monkeypatch.setattr(NativeDecoder, "decode", fragile)
+    iq = _bursts(2, seed=5)[0].iq
+    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")) as (d, push, c):
+        push.send_multipart(encode_native(iq[0], _header("before")))
+        push.send_multipart([b'{"boom": 1}', iq[0].tobytes()])
+        push.send_multipart(encode_native(iq[1], _header("after")))
+        assert c.wait_for(3, 30), f"{c.count()} of 3"
+        st = d.status()
+        assert st["health"] == "degraded" and not d.pipeline.failed_threads()
+        assert "1 message(s) the decoder failed on (rejected; see the log)" in st["health_reasons"]
+        assert st["counters"]["rejected"] == {"internal_error": 1}
+        c.stop()
+    assert sorted(r["burst_id"] for r in c.results) == ["after", "before"]
+    assert [r["reason"] for r in c.rejects] == ["internal_error"]
+    assert "RuntimeError: a decoder bug" in c.rejects[0]["detail"]
 
 
 def test_status_reply_has_every_documented_field(daemon):

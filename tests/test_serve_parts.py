@@ -96,6 +96,33 @@ def test_a_get_waiting_with_until_returns_on_wake_once_until_holds_and_an_item_c
     assert q.get(timeout=0, until=ready.is_set) is None and len(q) == 0
 
 
+def test_records_are_strict_json_whatever_their_echoed_values_hold():
+    """encode sends a record as it is when JSON can hold it, and otherwise with non-finite
+    floats named and nesting past 64 levels cut, never as invalid JSON or an exception."""
+    import json
+
+    from rfclassify.serve.results import encode
+
+    def strict(frame: bytes):
+        def refuse(constant):
+            raise ValueError(f"{constant} is not JSON")
+        return json.loads(frame, parse_constant=refuse)
+
+    plain = {"burst_id": 3, "meta": {"k": [1, "x", 2.5]}, "time": 1.5}
+    assert encode(b"result", plain) == [b"result", json.dumps(plain, separators=(",", ":")).encode()]
+    odd = {"burst_id": 4, "meta": {"x": float("nan"), "y": [float("inf"), -float("inf")]}, "time": 2.0}
+    assert strict(encode(b"result", odd)[1]) == {"burst_id": 4, "meta": {"x": "nan", "y": ["inf", "-inf"]},
+                                                 "time": 2.0}
+    deep: object = 1
+    for _ in range(5000):                     # deeper than json.dumps goes on any thread
+        deep = {"a": deep}
+    got = strict(encode(b"result", {"burst_id": 5, "meta": deep})[1])
+    level, depth = got["meta"], 1
+    while isinstance(level, dict):
+        level, depth = level["a"], depth + 1
+    assert got["burst_id"] == 5 and level == "..." and depth == 64
+
+
 # -- batching --------------------------------------------------------------------------------
 def _pending(n_samples: int) -> Pending:
     rng = np.random.default_rng(n_samples)

@@ -39,6 +39,9 @@ def test_normalize_removes_dc_and_sets_unit_rms():
         (np.zeros(256, np.complex64), "zero_power"),
         (np.full(256, 1 + 1j, np.complex64), "zero_power"),  # pure DC has nothing left
         (np.array([np.nan] + [1.0] * 255, np.complex64), "non_finite"),
+        # a signalling NaN (random payload bytes make them): rejected, not a warning (an error here)
+        (np.frombuffer(bytes.fromhex("0100807f00000000") + np.ones(255, np.complex64).tobytes(), "<c8"),
+         "non_finite"),
         (np.ones((4, 64), np.complex64), "bad_shape"),
     ],
 )

@@ -152,7 +152,8 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
     x = np.asarray(iq)
     if x.ndim != 1:
         raise MessageError("bad_shape", f"a burst must be 1-D, got shape {x.shape}")
-    x = x.astype(np.complex128, copy=False)
+    with np.errstate(invalid="ignore"):      # a signalling NaN in the payload: rejected just below
+        x = x.astype(np.complex128, copy=False)
     if not np.all(np.isfinite(x)):
         raise MessageError("non_finite", "burst contains NaN or Inf samples")
     y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))

@@ -241,6 +241,8 @@ class Daemon:
             reasons.append(f"{self.pipeline.inference_errors} failed inference batch(es)")
         if self.pipeline.refiner_errors:
             reasons.append(f"{self.pipeline.refiner_errors} batch(es) the refiner failed on (network alone)")
+        if self.pipeline.decoder_errors:
+            reasons.append(f"{self.pipeline.decoder_errors} message(s) the decoder failed on (rejected; see the log)")
         clf = getattr(e, "classifier", None)
         breaks = getattr(clf, "refiner_pool_breaks", 0)
         if breaks and not clf.refiner_workers:

@@ -54,10 +54,10 @@ def pmt_time(value: Any) -> float | str | None:
     """rx_time (secs, frac) tuple, a number or a string -> Burst.time; None if unusable."""
     if isinstance(value, tuple) and len(value) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return float(value[0]) + float(value[1])
-    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return finite_number(float(value[0]) + float(value[1]))
+    if isinstance(value, str):
         return value
-    return None
+    return finite_number(value)
 
 
 def finite_number(value: Any) -> float | None:

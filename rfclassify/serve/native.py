@@ -41,7 +41,11 @@ def _number(header: Mapping[str, Any], key: str, *, required: bool = False,
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MessageError("bad_header", f"'{key}' must be a number, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:       # an integer past float range (JSON integers have no limit)
+        raise MessageError("bad_header", f"'{key}' must be a finite number, got an integer of "
+                                         f"{len(str(abs(value)))} digits") from None
     if not math.isfinite(value) or (positive and value <= 0):
         raise MessageError("bad_header", f"'{key}' must be a {'positive ' if positive else ''}finite number, got {value}")
     return value

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import zmq
@@ -145,6 +145,7 @@ class Pipeline:
         self._inferring = False           # the inference thread is running a batch
         self.inference_errors = 0
         self.refiner_errors = 0           # batches the refiner failed on (left to the network)
+        self.decoder_errors = 0           # messages the decoder raised on (rejected, internal_error)
         self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
         self.output_endpoint = ""
         self._stop_ingest = threading.Event()
@@ -289,7 +290,7 @@ class Pipeline:
                 if not poller.poll(int(_POLL_S * 1000)):
                     now = time.monotonic()
                     if now - last_msg >= idle_s:
-                        self._enqueue(decoder.poll_timeout(now))
+                        self._enqueue(self._decoded(decoder.poll_timeout, now))
                     continue
                 # take what is waiting in one go, but look at the stop flag now and then
                 if self._receive_waiting(sock, decoder, 256):
@@ -297,7 +298,7 @@ class Pipeline:
             if not self._abort.is_set():
                 # what already reached our socket is in flight too (PULL: nobody else has it)
                 self._receive_waiting(sock, decoder, self.config.input.rcvhwm)
-                self._enqueue(decoder.flush(time.monotonic()))
+                self._enqueue(self._decoded(decoder.flush, time.monotonic()))
         finally:
             self._decoder_stats = decoder.stats()
             sock.close(linger=0)
@@ -314,10 +315,24 @@ class Pipeline:
             n += 1
             self.stats.add_message()
             overhead = sum(len(f) for f in frames[:-1])
-            self._enqueue(decoder.decode(frames, time.monotonic()), overhead)
+            self._enqueue(self._decoded(decoder.decode, frames, time.monotonic()), overhead)
         if n:
             self._decoder_stats = decoder.stats()
         return n
+
+    def _decoded(self, step: Callable[..., list[Burst | Reject]], *args: Any) -> list[Burst | Reject]:
+        """What a decoder step gives. Decoders reject bad input themselves; one that raises
+        (a bug the input found) costs its message, rejected as internal_error and counted
+        (health: degraded), not the ingest thread and every message after it."""
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - one message must not stop the daemon
+            self.decoder_errors += 1
+            if self.decoder_errors <= 10 or self.decoder_errors % 1000 == 0:
+                log.exception("the %s decoder failed on a message (%d so far); it is rejected",
+                              self.config.input.format, self.decoder_errors)
+            return [Reject("internal_error", f"the decoder failed on this message: {type(exc).__name__}: {exc}",
+                           stream=self.config.input.stream or None)]
 
     def _batch_loop(self) -> None:
         policy = self.engine.policy

@@ -58,6 +58,31 @@ def reject_record(reject: Reject) -> dict[str, Any]:
             "reason": reject.reason, "detail": reject.detail}
 
 
+_MAX_ECHO_DEPTH = 64     # nesting kept of an echoed value that cannot be encoded as it is
+
+
 def encode(topic: bytes, record: dict[str, Any]) -> list[bytes]:
-    """The two frames sent on the output socket."""
-    return [topic, json.dumps(record, separators=(",", ":"), default=str).encode()]
+    """The two frames sent on the output socket, the record as strict JSON. An echoed value
+    that JSON cannot hold as it is (a NaN or infinity in a native header's `meta`, which
+    Python's parser accepts; nesting deeper than the encoder can go on this thread) is sent
+    as strict_json makes it, rather than as invalid JSON or not at all."""
+    try:
+        text = json.dumps(record, separators=(",", ":"), default=str, allow_nan=False)
+    except (ValueError, RecursionError):
+        text = json.dumps(strict_json(record), separators=(",", ":"), default=str, allow_nan=False)
+    return [topic, text.encode()]
+
+
+def strict_json(value: Any, depth: int = 0) -> Any:
+    """value with each non-finite float as its name ("nan", "inf", "-inf", as GNU Radio PDU
+    metadata is echoed) and anything nested deeper than _MAX_ECHO_DEPTH as "...": something
+    json.dumps(allow_nan=False) encodes whatever the stack depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (dict, list, tuple)):
+        if depth >= _MAX_ECHO_DEPTH:
+            return "..."
+        if isinstance(value, dict):
+            return {k: strict_json(v, depth + 1) for k, v in value.items()}
+        return [strict_json(v, depth + 1) for v in value]
+    return value
