@@ -466,6 +466,38 @@ def test_control_socket_file_is_private_in_the_fallback_dir(tmp_path):
 
 
 
+def test_a_malformed_control_request_gets_an_error_reply_and_the_socket_answers_on(tmp_path):
+    """A request of several frames, JSON nested past the parser's depth, or not an object:
+    each is answered with an error, and the next status request is answered (either of the
+    first two once ended the control thread, so `rfclassify status` found no daemon)."""
+    import json
+
+    import zmq
+
+    from rfclassify.serve.control import ControlServer, request
+
+    ctx = zmq.Context()
+    srv = ControlServer(ctx, f"ipc://{tmp_path}/ctl", lambda req: {"echo": req.get("command")})
+    srv.start()
+    try:
+        for frames, needle in (([b'{"command": "status"}', b"more"], "one frame, got 2"),
+                               ([b"[" * 5000], "nested too deeply"),
+                               ([b'"status"'], "JSON object")):
+            req = ctx.socket(zmq.REQ)
+            req.setsockopt(zmq.LINGER, 0)
+            req.setsockopt(zmq.RCVTIMEO, 10000)
+            req.connect(srv.endpoint)
+            try:
+                req.send_multipart(frames)
+                assert needle in json.loads(req.recv())["error"]
+            finally:
+                req.close(0)
+            assert request(srv.endpoint, "status", timeout_s=5) == {"echo": "status"}
+    finally:
+        srv.stop()
+        ctx.term()
+
+
 def test_status_request_to_a_malformed_endpoint_is_a_config_error():
     from rfclassify.serve.control import request
 

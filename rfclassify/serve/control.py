@@ -177,8 +177,12 @@ class ControlServer:
             while not self._stop.is_set():
                 if not sock.poll(POLL_MS):
                     continue
-                raw = sock.recv()
-                sock.send(json.dumps(self._answer(raw), default=str).encode())
+                frames = sock.recv_multipart()     # every frame, or REP will not send the reply
+                if len(frames) != 1:
+                    answer = {"error": f"a request is one frame, got {len(frames)}"}
+                else:
+                    answer = self._answer(frames[0])
+                sock.send(json.dumps(answer, default=str).encode())
         except zmq.ContextTerminated:
             pass
         finally:
@@ -195,6 +199,8 @@ class ControlServer:
             request = json.loads(raw.decode("utf-8")) if raw.strip() else {}
         except (UnicodeDecodeError, ValueError):
             request = {"command": raw.decode("utf-8", "replace").strip()}
+        except RecursionError:
+            return {"error": "request is nested too deeply; send {\"command\": \"status\"}"}
         if not isinstance(request, dict):
             return {"error": "request must be a JSON object such as {\"command\": \"status\"}"}
         try:
