@@ -101,6 +101,18 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
         (lambda p: _write_sigmf(p, _iq(100, 0), "cq16_le"), "unsupported SigMF datatype"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": 90,
                                                              "core:sample_count": 20}]), "outside"),
+        # metadata that once raised a traceback (OverflowError, ValueError, RecursionError) or was
+        # taken as it came (a NaN rate, annotations that are not a list)
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", sample_rate=10 ** 400), "positive finite number"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", sample_rate=float("nan")), "got nan"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": "x"}]),
+         "core:sample_start must be an integer, got 'x'"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": 0, "core:sample_count": 1.5}]),
+         "core:sample_count must be an integer"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", "all of it"), "'annotations' must be a list"),
+        (lambda p: (_write_sigmf(p, _iq(100, 0), "cf32_le"),
+                    p.with_name("bad.sigmf-meta").write_text('{"global": ' + "[" * 5000 + "]" * 5000 + "}"))[0],
+         "cannot read SigMF metadata"),
     ],
 )
 def test_bad_files_are_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys, setup, match):
@@ -108,6 +120,22 @@ def test_bad_files_are_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys, set
     rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--device", "cpu"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and match in err
+
+
+def test_sigmf_offsets_written_as_whole_floats_are_read(tmp_path):
+    base = _write_sigmf(tmp_path / "f", _iq(100, 0), "cf32_le", [{"core:sample_start": 10.0, "core:sample_count": 80.0}])
+    (burst,) = read_sigmf(base)
+    assert (burst.start_sample, burst.iq.size) == (10, 80)
+
+
+def test_samples_past_float32_are_a_non_finite_reject_not_a_warning(tiny_model_dir, tmp_path, capsys):
+    """A cf64 recording whose values float32 cannot hold (warnings are errors in the tests)."""
+    base = tmp_path / "loud"
+    base.with_name("loud.sigmf-data").write_bytes(np.full(512, 1e300, "<f8").tobytes())
+    base.with_name("loud.sigmf-meta").write_text(json.dumps({"global": {"core:datatype": "cf64_le",
+                                                                        "core:sample_rate": 1e6}}))
+    assert main(["classify", str(base), "--model-dir", str(tiny_model_dir), "--device", "cpu"]) == 0
+    assert "1 rejected (non_finite 1)" in capsys.readouterr().out
 
 
 def test_sigmf_datatypes():

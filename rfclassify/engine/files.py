@@ -75,29 +75,28 @@ def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
     meta_path, data_path = sigmf_paths(path)
     try:
         meta = json.loads(meta_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("global"), dict):
         raise InputError(f"{meta_path}: SigMF metadata has no 'global' object")
     glob = meta["global"]
-    if int(glob.get("core:num_channels", 1)) != 1:
+    if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
         raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
     if "core:datatype" not in glob:
         raise InputError(f"{meta_path}: SigMF metadata has no core:datatype")
     component, is_complex = sigmf_dtype(str(glob["core:datatype"]))
-    rate = glob.get("core:sample_rate")
-    rate_hz = float(rate) if isinstance(rate, (int, float)) else None
-    captures = meta.get("captures") or [{}]
-    header = int(captures[0].get("core:header_bytes", 0)) if isinstance(captures[0], dict) else 0
+    rate_hz = _sigmf_rate(glob.get("core:sample_rate"), meta_path)
+    captures = _sigmf_list(meta, "captures", meta_path) or [{}]
+    header = _sigmf_int(captures[0], "core:header_bytes", 0, meta_path) if isinstance(captures[0], dict) else 0
     samples = _map_samples(data_path, component, is_complex, header)
-    annotations = [a for a in meta.get("annotations") or [] if isinstance(a, dict)
+    annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
     if not annotations:
         return [FileBurst(_as_float(samples, is_complex), str(meta_path), 0, 0, rate_hz)][:limit]
     spans = []
-    for i, a in enumerate(sorted(annotations, key=lambda a: int(a["core:sample_start"]))):
-        start = int(a["core:sample_start"])
-        count = int(a.get("core:sample_count", samples.shape[0] - start))
+    starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
+    for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
+        count = _sigmf_int(a, "core:sample_count", samples.shape[0] - start, meta_path)
         if start < 0 or count < 0 or start + count > samples.shape[0]:
             raise InputError(f"{meta_path}: annotation {i} ({start}+{count}) lies outside the "
                              f"{samples.shape[0]} samples of {data_path.name}")
@@ -106,6 +105,49 @@ def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
     return [FileBurst(_as_float(samples[start:start + count], is_complex),
                       str(meta_path), i, start, rate_hz, truth)
             for i, start, count, truth in spans[:limit]]
+
+
+def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
+    """obj[key] as an int (default when absent; a float of integral value, as some writers
+    put it, taken); InputError naming it when it is not one."""
+    value = obj.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{meta_path}: {key} must be an integer, got {_shown(value)}")
+    return value
+
+
+def _sigmf_rate(rate: object, meta_path: Path) -> float | None:
+    """core:sample_rate in Hz: None when absent, InputError unless a positive finite number."""
+    if rate is None:
+        return None
+    try:
+        hz = float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else float("nan")
+    except OverflowError:            # a JSON integer past float range
+        hz = float("inf")
+    if not (0 < hz < float("inf")):
+        raise InputError(f"{meta_path}: core:sample_rate must be a positive finite number of Hz, "
+                         f"got {_shown(rate)}")
+    return hz
+
+
+def _shown(value: object) -> str:
+    """A metadata value for an error message: a short repr of a scalar, the type of anything else."""
+    if isinstance(value, (str, int, float)) or value is None:
+        text = repr(value)
+        return text if len(text) <= 40 else f"{text[:37]}..."
+    return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+
+
+def _sigmf_list(meta: dict, key: str, meta_path: Path) -> list:
+    """meta[key] (absent or null: []), InputError unless it is a list."""
+    value = meta.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{meta_path}: '{key}' must be a list, got {type(value).__name__}")
+    return value
 
 
 def _map_samples(data_path: Path, component: np.dtype, is_complex: bool, header_bytes: int) -> np.ndarray:
@@ -129,10 +171,12 @@ def _as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
     x = np.asarray(samples)
     if x.dtype.kind == "u":
         x = x.astype(np.float32) - float(2 ** (8 * x.dtype.itemsize - 1))
-    x = x.astype(np.float32)
-    if not is_complex:
-        return x
-    return (x[:, 0] + 1j * x[:, 1]).astype(np.complex64)
+    # values past float32 (a cf64 file) become inf and their burst a non_finite reject, not a warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = x.astype(np.float32)
+        if not is_complex:
+            return x
+        return (x[:, 0] + 1j * x[:, 1]).astype(np.complex64)
 
 
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
