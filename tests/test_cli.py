@@ -46,3 +46,29 @@ def test_status_does_not_import_heavy_packages():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--rate", "nan", "--count", "1"],
+    ["demo", "--rate", "inf", "--count", "5"],
+    ["bench", "daemon", "--seconds", "nan"],
+    ["dataset", "generate", "--out", "unused.h5", "--snr-min", "nan"],
+    ["status", "--timeout", "nan"],
+    ["status", "--watch", "inf"],
+    ["train", "--lr=-inf", "--out", "unused"],
+    ["serve", "--max-wait-ms", "nan", "--check-config"],
+])
+def test_a_number_that_is_not_finite_is_a_usage_error(argv, capsys):
+    """float() reads 'nan' and 'inf'; every float option refuses them at parse time (they
+    passed the commands' range checks and ended in tracebacks or waits)."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "must be a finite number" in err and "Traceback" not in err
+
+
+def test_status_with_a_timeout_that_is_not_positive_is_a_usage_error(tmp_path, capsys):
+    """ZeroMQ reads a negative receive timeout as 'wait for ever': with no daemon, status hung."""
+    for timeout in ("-1", "0"):
+        assert cli.main(["status", "--control", f"ipc://{tmp_path}/nothing", "--timeout", timeout]) == 2
+        assert "--timeout needs a positive number of seconds" in capsys.readouterr().err

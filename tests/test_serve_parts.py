@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import math
 import os
 import re
 import shutil
@@ -212,6 +213,18 @@ def test_config_reports_every_mistake_on_its_own_line():
     assert any("input.bogus: unknown key" in ln for ln in lines)
     assert any("batching.max_wait_ms: expected a number" in ln for ln in lines)
     assert any("queues.ingest_max_bursts: must be in 1..10000000" in ln for ln in lines)
+
+
+def test_config_refuses_nan_and_infinity_which_pass_every_range_check():
+    """TOML writes nan and inf; a NaN max_wait_ms would never send a batch, a NaN heartbeat
+    limit never report a hung backend (and never ping the watchdog)."""
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"batching": {"max_wait_ms": math.nan}, "health": {"heartbeat_stale_s": math.nan},
+                          "model": {"unknown_threshold": math.inf}, "input": {"sample_rate_hz": math.inf}})
+    lines = str(err.value).splitlines()
+    assert len(lines) == 4, lines
+    for key in ("batching.max_wait_ms", "health.heartbeat_stale_s", "model.unknown_threshold", "input.sample_rate_hz"):
+        assert any(f"{key}: must be a finite number" in ln for ln in lines), key
 
 
 def test_config_types_are_strict_but_ints_are_fine_for_floats():

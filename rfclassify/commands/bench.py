@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments, names, positive_ints
 
 DAEMON_MODULE = "rfclassify.serve.bench_daemon"
@@ -35,7 +36,7 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
                         help="window lengths in samples (default 1024)")
     parser.add_argument("--batch-sizes", type=positive_ints, default=d(None),
                         help="batch sizes (default 1,64 on CPU, 1,64,1024 on GPU)")
-    parser.add_argument("--seconds", type=float, default=d(2.0),
+    parser.add_argument("--seconds", type=finite_float, default=d(2.0),
                         help="seconds per measurement, baseline included (default 2)")
     parser.add_argument("--device", default=d(None), help="cpu, cuda or cuda:N (default: per backend)")
     parser.add_argument("--threads", type=int, default=d(None), help="CPU threads (default: all usable)")

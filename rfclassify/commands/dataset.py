@@ -6,6 +6,7 @@ import argparse
 import shlex
 
 from rfclassify._exceptions import InputError
+from rfclassify.commands.argtypes import finite_float
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_snr_args(p: argparse.ArgumentParser, default_min: float, default_max: float, default_step: float) -> None:
-    p.add_argument("--snr-min", type=float, default=default_min, help=f"lowest SNR, dB (default {default_min:g})")
-    p.add_argument("--snr-max", type=float, default=default_max, help=f"highest SNR, dB (default {default_max:g})")
-    p.add_argument("--snr-step", type=float, default=default_step, help=f"SNR step, dB (default {default_step:g})")
+    p.add_argument("--snr-min", type=finite_float, default=default_min, help=f"lowest SNR, dB (default {default_min:g})")
+    p.add_argument("--snr-max", type=finite_float, default=default_max, help=f"highest SNR, dB (default {default_max:g})")
+    p.add_argument("--snr-step", type=finite_float, default=default_step, help=f"SNR step, dB (default {default_step:g})")
     p.add_argument("--snr", default=None, help="comma-separated SNR list in dB instead of min/max/step; write --snr=-10,0,10 when it starts with a minus")
 
 

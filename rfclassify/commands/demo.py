@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=600, metavar="N", help="bursts to simulate (default 600)")
-    parser.add_argument("--rate", type=float, default=150.0, metavar="R", help="bursts per second (default 150)")
-    parser.add_argument("--seconds", type=float, metavar="S", help="simulate for S seconds instead of --count")
+    parser.add_argument("--rate", type=finite_float, default=150.0, metavar="R", help="bursts per second (default 150)")
+    parser.add_argument("--seconds", type=finite_float, metavar="S", help="simulate for S seconds instead of --count")
     add_model_arguments(parser)
     parser.add_argument("--lines", type=int, default=15, metavar="N",
                         help="print the first N results one per line, then a rolling summary (default 15)")

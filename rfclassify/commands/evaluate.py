@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import model_dir_path
 
 
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dc-pass", action="store_true",
                         help="leave out the DC pass before the refiners (engine.dc_pass: each burst's receiver DC "
                              "offset found and taken out, the network run again on it)")
-    parser.add_argument("--refiner-skip-above", type=float, default=None, metavar="P",
+    parser.add_argument("--refiner-skip-above", type=finite_float, default=None, metavar="P",
                         help="a burst whose network top probability is above P keeps the network's answer, "
                              "without the DC pass and the refiners (default: model.json refiner_skip_above; "
                              "1: every burst goes through them)")

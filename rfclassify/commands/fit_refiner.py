@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import model_dir_path
 
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
     parser.add_argument("--hidden", type=int, default=d.hidden,
                         help=f"units in the perceptron's hidden layer (default {d.hidden})")
-    parser.add_argument("--label-smoothing", type=float, default=d.label_smoothing, metavar="EPS",
+    parser.add_argument("--label-smoothing", type=finite_float, default=d.label_smoothing, metavar="EPS",
                         help="smooth the perceptron's targets by EPS, then sharpen its outputs back with a "
                              "temperature fitted on the held-out share (default %(default)s)")
     parser.add_argument("--members", type=int, default=d.members, metavar="M",
@@ -37,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "perceptrons' (docs/model.md, twenty-eighth session)")
     parser.add_argument("--tree-leaves", type=int, default=d.tree_leaves, metavar="N",
                         help="leaves per tree (default %(default)s)")
-    parser.add_argument("--tree-lr", type=float, default=d.tree_lr, metavar="LR",
+    parser.add_argument("--tree-lr", type=finite_float, default=d.tree_lr, metavar="LR",
                         help="the trees' learning rate (default %(default)s)")
-    parser.add_argument("--tree-share", type=float, default=d.tree_share, metavar="S",
+    parser.add_argument("--tree-share", type=finite_float, default=d.tree_share, metavar="S",
                         help="the trees' share of the served probabilities (default %(default)s)")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")

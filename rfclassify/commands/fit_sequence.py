@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import model_dir_path
 
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-bursts", type=int, default=d.start_bursts,
                         help="start training once this many bursts are made; the rest keep coming while it "
                              "trains (default 0: make them all first, which is reproducible)")
-    parser.add_argument("--train-s", type=float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
+    parser.add_argument("--train-s", type=finite_float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
     parser.add_argument("--max-steps", type=int, default=d.max_steps,
                         help="also stop after this many steps (default 0: the time budget alone)")
     parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "frequency under which a few alphabets fit them best (rfclassify.dsp.symbol_sequence; "
                              "default %(default)s)")
     parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
-    parser.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
+    parser.add_argument("--lr", type=finite_float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
 
 

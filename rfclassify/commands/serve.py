@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments
 from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="bind the input socket (default: connect to the front end)")
     bind.add_argument("--input-connect", dest="input_bind", action="store_false",
                       help="connect the input socket (the default)")
-    g.add_argument("--sample-rate", type=float, metavar="HZ",
+    g.add_argument("--sample-rate", type=finite_float, metavar="HZ",
                    help="sample rate of GNU Radio input (it carries none)")
     g.add_argument("--overload", choices=OVERLOAD_POLICIES,
                    help="what a full ingest queue does (default drop_oldest)")
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, fill_defaults=False)
     g = parser.add_argument_group("batching")
     g.add_argument("--max-batch", type=int, metavar="WINDOWS", help="windows per backend batch (default 64)")
-    g.add_argument("--max-wait-ms", type=float, metavar="MS", help="longest a burst waits for its batch (default 2)")
+    g.add_argument("--max-wait-ms", type=finite_float, metavar="MS", help="longest a burst waits for its batch (default 2)")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration, print it, exit")
 
 

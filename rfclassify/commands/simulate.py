@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from rfclassify.commands.argtypes import finite_float
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", default="tcp://127.0.0.1:5555", metavar="ENDPOINT",
@@ -16,23 +18,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--connect", dest="bind", action="store_false", help="connect instead of binding")
     parser.add_argument("--socket", choices=("pub", "push"), default="pub",
                         help="PUB (default; daemon --input-mode sub) or PUSH (lossless; --input-mode pull)")
-    parser.add_argument("--rate", type=float, default=100.0, metavar="BURSTS_PER_S",
+    parser.add_argument("--rate", type=finite_float, default=100.0, metavar="BURSTS_PER_S",
                         help="send rate (default 100; 0 = as fast as possible)")
     parser.add_argument("--count", type=int, default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
     parser.add_argument("--classes", default="all", metavar="LIST",
                         help="comma-separated labels to draw from (default all)")
-    parser.add_argument("--snr-min", type=float, default=0.0, metavar="DB", help="default 0")
-    parser.add_argument("--snr-max", type=float, default=20.0, metavar="DB", help="default 20")
+    parser.add_argument("--snr-min", type=finite_float, default=0.0, metavar="DB", help="default 0")
+    parser.add_argument("--snr-max", type=finite_float, default=20.0, metavar="DB", help="default 20")
     parser.add_argument("--length-min", type=int, default=256, metavar="SAMPLES", help="default 256")
     parser.add_argument("--length-max", type=int, default=2048, metavar="SAMPLES", help="default 2048")
     parser.add_argument("--pattern", choices=("random", "cycle"), default="random",
                         help="random labels (default) or every class in turn")
     parser.add_argument("--dtype", choices=("cf32_le", "ci16_le", "ci8"), default="cf32_le")
     parser.add_argument("--stream", default="sim0", help="stream (sensor) name in headers")
-    parser.add_argument("--sample-rate", type=float, default=1e6, metavar="HZ")
+    parser.add_argument("--sample-rate", type=finite_float, default=1e6, metavar="HZ")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clean", action="store_true", help="no channel impairments besides noise")
-    parser.add_argument("--warmup", type=float, default=0.5, metavar="SECONDS",
+    parser.add_argument("--warmup", type=finite_float, default=0.5, metavar="SECONDS",
                         help="PUB: wait this long for subscribers before sending (default 0.5)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 

@@ -9,6 +9,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rfclassify.commands.argtypes import finite_float
+
 if TYPE_CHECKING:
     from rfclassify.model.train import TrainConfig
 
@@ -32,11 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=d["device"], help=f"auto | cpu | cuda | cuda:N (default {d['device']})")
     parser.add_argument("--data", default=d["data"], metavar="FILE.h5",
                         help="train from an HDF5 dataset instead of synthesizing on the fly")
-    parser.add_argument("--time-budget-s", type=float, default=d["time_budget_s"],
+    parser.add_argument("--time-budget-s", type=finite_float, default=d["time_budget_s"],
                         help="wall time of the whole run; the LR schedule anneals over it")
     parser.add_argument("--steps", type=int, default=d["steps"], help="number of optimizer steps")
     parser.add_argument("--batch-size", type=int, default=d["batch_size"])
-    parser.add_argument("--lr", type=float, default=d["lr"], help="peak learning rate (AdamW)")
+    parser.add_argument("--lr", type=finite_float, default=d["lr"], help="peak learning rate (AdamW)")
     parser.add_argument("--workers", type=int, default=d["workers"],
                         help="data-synthesis processes (0: make batches in this process, reproducible)")
     parser.add_argument("--seed", type=int, default=d["seed"])
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-per-bucket", type=int, default=d["val_per_bucket"],
                         help="held-out synthesized bursts per bucket for validation and temperature")
     parser.add_argument("--log-every", type=int, default=d["log_every"], help="steps between progress lines")
-    parser.add_argument("--checkpoint-every-s", type=float, default=d["checkpoint_every_s"])
+    parser.add_argument("--checkpoint-every-s", type=finite_float, default=d["checkpoint_every_s"])
     # JSON text, not the dict: None stands for TrainConfig's default (no overrides)
     parser.add_argument("--arch", default=None, metavar="JSON",
                         help="network constructor overrides as JSON (default: network.DEFAULT_ARCH); with "
@@ -55,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda-graphs", action="store_true", default=d["cuda_graphs"],
                         help="CUDA only: capture each bucket's training step as a CUDA graph and replay it "
                              "(removes the per-kernel launch cost that bounds the eager loop)")
-    parser.add_argument("--target-sps", type=float, default=d["target_sps"], metavar="SPS",
+    parser.add_argument("--target-sps", type=finite_float, default=d["target_sps"], metavar="SPS",
                         help="resample every burst to about SPS samples/symbol before bucketing "
                              "(blind symbol-rate estimate; recorded in model.json so serving does the same)")
     parser.add_argument("--normalization", choices=NORMALIZATIONS, default=d["normalization"],
@@ -67,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="impairment-chain settings that differ from the full chain, as JSON of "
                              "rfclassify.dsp.channel.ChannelConfig fields, e.g. '{\"dc_offset_db_range\": [-40, 6]}' "
                              "(synthesized data only; recorded in the recipe)")
-    parser.add_argument("--snr-focus", type=float, nargs=3, default=d["snr_focus"], metavar=("LO", "HI", "SHARE"),
+    parser.add_argument("--snr-focus", type=finite_float, nargs=3, default=d["snr_focus"], metavar=("LO", "HI", "SHARE"),
                         help="draw SHARE of the synthesized bursts' SNRs from LO..HI dB instead of the whole "
                              "-20..30 dB range, which the rest keeps (validation stays uniform; recorded in "
                              "the recipe)")
@@ -81,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decay-steps", type=int, default=d["decay_steps"],
                         help="--schedule wsd: decay the rate linearly over the last N steps of --steps "
                              f"(default {d['decay_steps']}: no decay, a trunk to resume)")
-    parser.add_argument("--stop-after-s", type=float, default=d["stop_after_s"], metavar="S",
+    parser.add_argument("--stop-after-s", type=finite_float, default=d["stop_after_s"], metavar="S",
                         help="end this invocation after S seconds with checkpoint.pt and no model "
                              "(--resume continues it, schedule included)")
     parser.add_argument("--ema-half-life-steps", type=int, default=d["ema_half_life_steps"], metavar="N",

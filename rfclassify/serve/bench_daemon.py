@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._cpus import usable_cpu_count
+from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments
 
 BURST_SAMPLES = 1024
@@ -39,13 +40,13 @@ POOL = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per phase (default 5)")
+    parser.add_argument("--seconds", type=finite_float, default=5.0, help="seconds per phase (default 5)")
     parser.add_argument("--rate", default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
     add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
-    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batch wait (default 2 ms)")
+    parser.add_argument("--max-wait-ms", type=finite_float, default=2.0, help="batch wait (default 2 ms)")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave the model's constellation refiner out (the network alone)")
     parser.add_argument("--light-refiner", action="store_true",
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-workers", type=int, default=-1, metavar="N",
                         help="processes for the refiner's statistics (0: in the inference thread; default -1: "
                              "the daemon's default, all cores but two, at least two)")
-    parser.add_argument("--refiner-skip-above", type=float, default=None, metavar="P",
+    parser.add_argument("--refiner-skip-above", type=finite_float, default=None, metavar="P",
                         help="a burst whose network top probability is above P skips the DC pass and the "
                              "refiners (default: the model's, model.json refiner_skip_above; 1: none skips them)")
 

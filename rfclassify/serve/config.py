@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import math
 import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -185,6 +186,10 @@ def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
 
 def _check_value(value: Any, meta: Any, where: str, errors: list[str]) -> bool:
     choices, lo, hi = meta.get("choices"), meta.get("lo"), meta.get("hi")
+    if isinstance(value, float) and not math.isfinite(value):
+        # TOML has nan and inf; a NaN passes every range test (a NaN max_wait_ms never sends a batch)
+        errors.append(f"{where}: must be a finite number; got {value!r}")
+        return False
     if choices is not None and value not in choices:
         errors.append(f"{where}: must be one of {', '.join(map(str, choices))}; got {value!r}")
         return False
