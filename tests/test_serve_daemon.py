@@ -304,6 +304,31 @@ def test_prometheus_endpoint_serves_the_live_counters(daemon):
         m.stop()
 
 
+def test_a_metrics_connection_that_sends_nothing_is_closed(daemon, monkeypatch):
+    """Each open connection holds one of the endpoint's threads: one that sends no request is
+    closed after CLIENT_TIMEOUT_S, and the endpoint answers others meanwhile."""
+    import socket
+    import urllib.request
+
+    import rfclassify.serve.metrics as metrics
+
+    monkeypatch.setattr(metrics, "CLIENT_TIMEOUT_S", 0.5)
+    m = metrics.MetricsServer("127.0.0.1:0", daemon)
+    m.start()
+    host, port = m.address.rsplit(":", 1)
+    try:
+        idle = socket.create_connection((host, int(port)), timeout=30)
+        idle.sendall(b"GET /metr")                  # half a request line, then nothing
+        with urllib.request.urlopen(f"http://{m.address}/metrics", timeout=10) as resp:
+            assert resp.status == 200
+        t0 = time.monotonic()
+        assert idle.recv(1024) == b""               # the server closed it (else: a 30 s timeout error)
+        assert time.monotonic() - t0 < 20
+        idle.close()
+    finally:
+        m.stop()
+
+
 def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tmp_path, capsys):
     from rfclassify.cli import main
 

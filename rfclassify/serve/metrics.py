@@ -32,6 +32,9 @@ from rfclassify.serve.stats import LATENCY_BUCKETS_S
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# a connection that sends no complete request within this many seconds is closed: each open
+# one holds a thread, and a box left for months must not collect them from a stuck scraper
+CLIENT_TIMEOUT_S = 10.0
 HEALTH_STATES = ("starting", "ok", "degraded", "failed")
 
 
@@ -128,6 +131,8 @@ class MetricsServer:
         daemon_ref = daemon
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = CLIENT_TIMEOUT_S
+
             def do_GET(self) -> None:  # noqa: N802 - http.server hook
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404, "only /metrics is served here")
