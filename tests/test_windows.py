@@ -33,6 +33,19 @@ def test_normalize_removes_dc_and_sets_unit_rms():
     assert np.mean(np.abs(x) ** 2) == pytest.approx(1.0, rel=1e-5)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-20, 1e160, 1e300])
+@pytest.mark.parametrize("normalization", ["remove_dc", "keep_dc"])
+def test_normalize_is_scale_free_even_where_float64_cannot_square_the_samples(scale, normalization):
+    """A complex128 burst (the Python API takes any) of any finite magnitude normalizes as it
+    does at unit scale, with no overflow warning (an error here); its power once overflowed or
+    fell under the floor and the burst was called zero_power."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(600) + 1j * rng.standard_normal(600) + 0.3
+    np.testing.assert_allclose(normalize_burst(x * scale, normalization), normalize_burst(x, normalization),
+                               rtol=1e-6, atol=1e-6)
+
+
+
 @pytest.mark.parametrize(
     ("iq", "reason"),
     [

@@ -156,7 +156,14 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
         x = x.astype(np.complex128, copy=False)
     if not np.all(np.isfinite(x)):
         raise MessageError("non_finite", "burst contains NaN or Inf samples")
-    y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):   # magnitudes float64 cannot square: below
+        y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
+    if not live[0] and x.size:
+        # the rule is scale-free, so a burst whose power float64 cannot hold (|x| beyond about
+        # 1e150, or power under its 1e-30 floor) is normalized again from its peak's scale
+        peak = float(np.max(np.abs(x)))
+        if peak > 0 and not 1e-10 < peak < 1e100:
+            y, live = _normalize_rows(x[None, :] / peak, normalization)
     if not live[0]:
         raise MessageError("zero_power", "burst has no power after DC removal")
     return y[0].astype(np.complex64)
