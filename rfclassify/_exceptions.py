@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 class RfclassifyError(Exception):
     """Base of every error rfclassify raises on purpose."""
@@ -53,3 +55,16 @@ class InternalError(RfclassifyError):
 
 class BackendError(InternalError):
     """An inference backend failed to load or run."""
+
+
+def quoted(value: object, width: int = 60) -> str:
+    """A value read from a user's file, as an error message quotes it: JSON for a scalar or a
+    flat list of scalars, at most `width` characters; a description for anything nested (whose
+    repr may be as deep as the file)."""
+    scalar = (str, int, float, bool, type(None))
+    if isinstance(value, scalar) or (isinstance(value, (list, tuple)) and all(isinstance(v, scalar) for v in value)):
+        text = json.dumps(value)
+        return text if len(text) <= width else f"{text[:width - 3]}..."
+    if isinstance(value, dict):
+        return "a JSON object"
+    return f"a JSON array of {len(value)} items" if isinstance(value, (list, tuple)) else type(value).__name__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -164,6 +165,45 @@ def test_fewer_than_two_labels_is_a_config_error_before_any_backend_loads(tiny_m
     meta.with_updates(labels=meta.labels[:n_labels]).save(tmp_path)  # model.json only
     with pytest.raises(rfclassify.ConfigError, match=f"model.json lists {n_labels} labels"):
         Classifier.load(tmp_path, device="cpu")
+
+
+@pytest.mark.parametrize("edit,message", [
+    ({"temperature": float("nan")}, "temperature must be a finite number > 0, got NaN"),
+    ({"temperature": "hot"}, 'temperature must be a finite number > 0, got "hot"'),
+    ({"unknown_threshold": 2}, "unknown_threshold must be a finite number in [0, 1], got 2"),
+    ({"refiner_skip_above": -0.5}, "refiner_skip_above must be a finite number in [0, 1], got -0.5"),
+    ({"refiner_skip_temperature": 0}, "refiner_skip_temperature must be a finite number > 0, got 0"),
+    ({"min_samples": 0}, "min_samples must be an integer >= 1, got 0"),
+    ({"buckets_samples": [1024, 256]}, "buckets_samples must be increasing positive integers, got [1024, 256]"),
+    ({"labels": [1, 2]}, "labels must be a list of strings"),
+    ({"arch": [3]}, "arch must be a JSON object, got [3]"),
+])
+def test_a_hand_edited_model_json_is_checked_field_by_field(tiny_model_dir, tmp_path, capsys, edit, message):
+    """docs/model.md invites editing unknown_threshold in model.json: a value that would serve
+    NaN probabilities or call every burst unknown, or a wrong type (once a traceback), is one
+    line naming the field, exit 2."""
+    import json
+
+    from rfclassify.cli import main
+
+    shutil.copytree(tiny_model_dir, tmp_path / "m")
+    data = json.loads((tmp_path / "m" / "model.json").read_text())
+    (tmp_path / "m" / "model.json").write_text(json.dumps({**data, **edit}))
+    with pytest.raises(rfclassify.ModelNotFoundError, match=re.escape(message)):
+        ModelMeta.load(tmp_path / "m")
+    (tmp_path / "x.sigmf-data").write_bytes(_burst(512).astype(np.complex64).tobytes())
+    (tmp_path / "x.sigmf-meta").write_text(json.dumps({"global": {"core:datatype": "cf32_le"}}))
+    assert main(["classify", str(tmp_path / "x"), "--model-dir", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_a_model_json_that_is_not_an_object_or_too_deep_is_one_line(tmp_path):
+    for text, message in (("[1, 2]", "expected a JSON object, got a JSON list"),
+                          ("[" * 5000 + "]" * 5000, "cannot read")):
+        (tmp_path / "model.json").write_text(text)
+        with pytest.raises(rfclassify.ModelNotFoundError, match=message):
+            ModelMeta.load(tmp_path)
 
 
 def test_unknown_threshold_reports_unknown_with_the_best_guess_first(tiny_model_dir, tmp_path, clf):

@@ -104,9 +104,9 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
         # metadata that once raised a traceback (OverflowError, ValueError, RecursionError) or was
         # taken as it came (a NaN rate, annotations that are not a list)
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", sample_rate=10 ** 400), "positive finite number"),
-        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", sample_rate=float("nan")), "got nan"),
+        (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", sample_rate=float("nan")), "got NaN"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": "x"}]),
-         "core:sample_start must be an integer, got 'x'"),
+         'core:sample_start must be an integer, got "x"'),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": 0, "core:sample_count": 1.5}]),
          "core:sample_count must be an integer"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", "all of it"), "'annotations' must be a list"),

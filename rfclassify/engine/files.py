@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rfclassify._exceptions import InputError
+from rfclassify._exceptions import InputError, quoted
 from rfclassify.labels import LABELS
 
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
@@ -114,7 +114,7 @@ def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{meta_path}: {key} must be an integer, got {_shown(value)}")
+        raise InputError(f"{meta_path}: {key} must be an integer, got {quoted(value)}")
     return value
 
 
@@ -128,16 +128,8 @@ def _sigmf_rate(rate: object, meta_path: Path) -> float | None:
         hz = float("inf")
     if not (0 < hz < float("inf")):
         raise InputError(f"{meta_path}: core:sample_rate must be a positive finite number of Hz, "
-                         f"got {_shown(rate)}")
+                         f"got {quoted(rate)}")
     return hz
-
-
-def _shown(value: object) -> str:
-    """A metadata value for an error message: a short repr of a scalar, the type of anything else."""
-    if isinstance(value, (str, int, float)) or value is None:
-        text = repr(value)
-        return text if len(text) <= 40 else f"{text[:37]}..."
-    return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
 
 
 def _sigmf_list(meta: dict, key: str, meta_path: Path) -> list:

@@ -8,12 +8,13 @@ temperature and the open-set threshold.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rfclassify._exceptions import ModelNotFoundError
+from rfclassify._exceptions import ModelNotFoundError, quoted
 from rfclassify.dsp.rate import SymbolRateNormalizer
 from rfclassify.dsp.windows import BucketPolicy
 from rfclassify.labels import LABELS
@@ -104,10 +105,62 @@ class ModelMeta:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise ModelNotFoundError(f"no model in {model_dir}: {META_FILE} is missing") from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise ModelNotFoundError(f"cannot read {path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ModelNotFoundError(f"{path}: expected a JSON object, got a JSON {type(data).__name__}")
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields_ = {k: v for k, v in data.items() if k in known}
+        problems = [f"{path}: {problem}" for problem in _problems(fields_)]
+        if problems:
+            raise ModelNotFoundError("\n".join(problems))
+        return cls(**fields_)
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    """What is wrong with model.json's fields (those present), one line each: a file edited by
+    hand (docs/model.md: unknown_threshold may be) must not serve NaN probabilities or call
+    every burst unknown, nor end in a traceback."""
+    out: list[str] = []
+
+    def number(key: str, lo: float, hi: float, lo_open: bool = False) -> None:
+        if key not in data:
+            return
+        v = data[key]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+            and (lo < v if lo_open else lo <= v) and v <= hi
+        if not ok:
+            where = f"> {lo:g}" if hi == math.inf else f"in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+            out.append(f"{key} must be a finite number {where}, got {quoted(v)}")
+
+    def integer(key: str, lo: int) -> None:
+        if key in data and (isinstance(data[key], bool) or not isinstance(data[key], int) or data[key] < lo):
+            out.append(f"{key} must be an integer >= {lo}, got {quoted(data[key])}")
+
+    def kind(key: str, types: tuple[type, ...], what: str) -> None:
+        if key in data and not isinstance(data[key], types):
+            out.append(f"{key} must be {what}, got {quoted(data[key])}")
+
+    number("temperature", 0.0, math.inf, lo_open=True)
+    number("unknown_threshold", 0.0, 1.0)
+    number("refiner_skip_above", 0.0, 1.0)
+    number("refiner_skip_temperature", 0.0, math.inf, lo_open=True)
+    integer("min_samples", 1)
+    integer("max_windows", 1)
+    integer("refiner_skip_min_samples", 0)
+    for key in ("model_id", "weights_file", "onnx_file", "int8_onnx_file", "normalization"):
+        kind(key, (str,), "a string")
+    for key in ("arch", "symbol_rate", "refiner", "low_order_refiner", "extra"):
+        kind(key, (dict,), "a JSON object")
+    labels = data.get("labels", LABELS)
+    if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
+        out.append(f"labels must be a list of strings, got {quoted(labels)}")
+    buckets = data.get("buckets_samples", [1])
+    if not isinstance(buckets, list | tuple) or not buckets or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in buckets) \
+            or list(buckets) != sorted(set(buckets)):
+        out.append(f"buckets_samples must be increasing positive integers, got {quoted(buckets)}")
+    return out
 
 
 def default_model_dir() -> Path:
