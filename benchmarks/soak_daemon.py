@@ -3,9 +3,10 @@
 Starts `rfclassify serve` (the shipped model unless --model-dir, the CPU default backend, its
 refiner worker processes as the daemon picks them) on loopback ports, sends it labelled
 bursts from the simulator (all 28 classes, 0..20 dB, 256..2,048 samples) at --rate a second
-with every --garbage-every-th message a malformed one (eight kinds in turn: random bytes, a
+with every --garbage-every-th message a malformed one (ten kinds in turn: random bytes, a
 truncated payload, invalid JSON, an unknown dtype, NaN samples, zero samples, a burst too
-short, a message of one frame), and every --every seconds records the daemon's resident
+short, a message of one frame, a 400-digit sample rate, and a good burst with NaN in its
+meta, which is classified), and every --every seconds records the daemon's resident
 memory and that of its worker processes, its open file descriptors and threads (from
 /proc), and its status counters. At the end it prints the samples, the memory slope over the
 second half of the run (MB an hour, least squares; the first half holds the start-up's
@@ -40,7 +41,7 @@ from rfclassify.serve.native import encode_native  # noqa: E402
 from rfclassify.serve.simulate import BurstSource, SimulateOptions  # noqa: E402
 
 GARBAGE = ("random bytes", "truncated payload", "invalid json", "unknown dtype", "nan samples", "zero samples",
-           "too short", "one frame")
+           "too short", "one frame", "huge integer", "nan in meta")
 
 
 def garbage(kind: str, iq: np.ndarray, n: int) -> list[bytes]:
@@ -62,6 +63,10 @@ def garbage(kind: str, iq: np.ndarray, n: int) -> list[bytes]:
         return encode_native(np.zeros(len(iq), np.complex64), header)
     if kind == "too short":
         return encode_native(iq[:10].astype(np.complex64), header)
+    if kind == "huge integer":        # past float range: once ended the ingest thread (fifty-seventh session)
+        return [json.dumps({**header, "sample_rate": 10 ** 400}).encode(), iq.astype(np.complex64).tobytes()]
+    if kind == "nan in meta":         # a valid burst whose echo JSON cannot hold as it is: classified
+        return encode_native(iq.astype(np.complex64), {**header, "meta": {"x": float("nan")}})
     return [json.dumps(header).encode()]     # one frame
 
 
