@@ -469,6 +469,24 @@ def _serving_a_slow_first_batch(tiny_model_dir, tmp_path, monkeypatch, serving, 
                                        max_batch=64, max_wait_ms=2.0)), send_first
 
 
+def test_the_demo_summary_gives_a_class_its_best_guess_where_unknown_hides_it():
+    """NOISE bursts are mostly called unknown (below the open-set threshold) with NOISE as their
+    best guess: the per-class line says so instead of a bare 0 %."""
+    from rfclassify.serve.demo import _print_summary
+    from rfclassify.serve.stats import DaemonStats
+
+    stats = DaemonStats()
+    for _ in range(9):
+        stats.add_result("unknown", 0.0, 0.0, 0.0, truth_label="NOISE", truth_snr_db=0.0, best_guess="NOISE")
+    stats.add_result("QPSK", 0.0, 0.0, 0.0, truth_label="QPSK", truth_snr_db=0.0, best_guess="QPSK")
+    status = {**stats.snapshot(), "engine": {"backend": "b", "precision": "p", "model": "m"}}
+    lines: list[str] = []
+    _print_summary({"sent": 10, "elapsed_s": 1.0, "status": status, "results_received": 10,
+                    "rejects_received": 0}, lines.append)
+    (by_class,) = [ln for ln in lines if "by class" in ln]
+    assert by_class == "  by class: NOISE 0% (best guess 100%), QPSK 100%"
+
+
 def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch,
                                                                               serving):
     """A bucket past max_wait_ms is held while inference runs another batch, then goes whole:

@@ -177,6 +177,9 @@ def test_percentiles_and_live_accuracy():
     s.add_result("unknown", 0.0, 0.0, 0.0, truth_label="QPSK", truth_snr_db=5.0, best_guess="QPSK")
     assert s.snapshot()["accuracy"]["overall"] == pytest.approx(7 / 11, abs=1e-4)
     assert s.snapshot()["accuracy"]["best_guess"] == pytest.approx(8 / 11, abs=1e-4)
+    # per class too: the burst called unknown had QPSK as its best guess
+    assert s.snapshot()["accuracy"]["per_class"]["QPSK"] == {"accuracy": pytest.approx(7 / 11, abs=1e-4), "n": 11,
+                                                            "best_guess": pytest.approx(8 / 11, abs=1e-4)}
     assert snap["accuracy"]["per_snr_db"]["0..10"] == {"accuracy": 0.7, "n": 10}
     assert s.snapshot()["per_class"] == {"QPSK": 7, "FM": 4, "unknown": 1}
     assert snap["latency_ms"]["total"]["p50"] == 10.0

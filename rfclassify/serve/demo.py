@@ -205,4 +205,9 @@ def _print_summary(s: dict[str, Any], say: Any) -> None:
             f"model {eng['model']})")
         say("  by SNR: " + ", ".join(f"{k} dB {v['accuracy'] * 100:.0f}% (n={v['n']})"
                                     for k, v in acc["per_snr_db"].items()))
-        say("  by class: " + ", ".join(f"{k} {v['accuracy'] * 100:.0f}%" for k, v in acc["per_class"].items()))
+        # a class whose bursts the open-set threshold calls unknown (NOISE: noise looks like any
+        # signal at -20 dB) would read as a fault without its best guess beside it
+        say("  by class: " + ", ".join(
+            f"{k} {v['accuracy'] * 100:.0f}%" + (f" (best guess {v['best_guess'] * 100:.0f}%)"
+                                                 if v.get("best_guess", 0) - v["accuracy"] >= 0.1 else "")
+            for k, v in acc["per_class"].items()))

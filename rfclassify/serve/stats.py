@@ -132,12 +132,14 @@ class DaemonStats:
                 self._done_times.popleft()
             if truth_label is not None:
                 ok = int(label == truth_label)
+                guessed = int((best_guess or label) == truth_label)
                 self.truth_total += 1
                 self.truth_correct += ok
-                self.truth_best_guess_correct += int((best_guess or label) == truth_label)
-                c = self.truth_by_class.setdefault(truth_label, [0, 0])
+                self.truth_best_guess_correct += guessed
+                c = self.truth_by_class.setdefault(truth_label, [0, 0, 0])   # right, bursts, best guess right
                 c[0] += ok
                 c[1] += 1
+                c[2] += guessed
                 if truth_snr_db is not None:
                     s = self.truth_by_snr.setdefault(snr_band(truth_snr_db), [0, 0])
                     s[0] += ok
@@ -174,7 +176,8 @@ class DaemonStats:
                     "overall": round(self.truth_correct / self.truth_total, 4),
                     "best_guess": round(self.truth_best_guess_correct / self.truth_total, 4),
                     "n": self.truth_total,
-                    "per_class": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
+                    "per_class": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1],
+                                      "best_guess": round(v[2] / v[1], 4)}
                                   for k, v in sorted(self.truth_by_class.items())},
                     "per_snr_db": {k: {"accuracy": round(v[0] / v[1], 4), "n": v[1]}
                                    for k in SNR_BANDS if (v := self.truth_by_snr.get(k))},
