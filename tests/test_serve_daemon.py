@@ -484,7 +484,7 @@ def test_the_demo_summary_gives_a_class_its_best_guess_where_unknown_hides_it():
     _print_summary({"sent": 10, "elapsed_s": 1.0, "status": status, "results_received": 10,
                     "rejects_received": 0}, lines.append)
     (by_class,) = [ln for ln in lines if "by class" in ln]
-    assert by_class == "  by class: NOISE 0% (best guess 100%), QPSK 100%"
+    assert by_class == "  by class, reported / best guess: NOISE 0/100%, QPSK 100%"
 
 
 def test_bursts_that_arrive_while_inference_is_busy_wait_as_one_growing_batch(tiny_model_dir, tmp_path, monkeypatch,

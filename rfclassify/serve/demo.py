@@ -207,7 +207,11 @@ def _print_summary(s: dict[str, Any], say: Any) -> None:
                                     for k, v in acc["per_snr_db"].items()))
         # a class whose bursts the open-set threshold calls unknown (NOISE: noise looks like any
         # signal at -20 dB) would read as a fault without its best guess beside it
-        say("  by class: " + ", ".join(
-            f"{k} {v['accuracy'] * 100:.0f}%" + (f" (best guess {v['best_guess'] * 100:.0f}%)"
-                                                 if v.get("best_guess", 0) - v["accuracy"] >= 0.1 else "")
-            for k, v in acc["per_class"].items()))
+        say("  by class, reported / best guess: " + ", ".join(
+            f"{k} {_percents(v['accuracy'], v.get('best_guess', v['accuracy']))}" for k, v in acc["per_class"].items()))
+
+
+def _percents(reported: float, best_guess: float) -> str:
+    """'40/64%', or '64%' where the two round alike."""
+    a, b = round(reported * 100), round(best_guess * 100)
+    return f"{a}%" if a == b else f"{a}/{b}%"
