@@ -305,6 +305,39 @@ def test_reload_splits_reloadable_from_restart_keys():
     assert restart == ["input.endpoint"]
 
 
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"a = " + b"[" * 5000 + b"]" * 5000,
+                                     b"[batching]\nmax_batch = 1" + b"0" * 5000])
+def test_a_config_file_tomllib_cannot_read_is_a_config_error(tmp_path, content):
+    """Not UTF-8, nested past the parser's depth, an integer too long for Python: each was a
+    traceback at start-up, and on SIGHUP it would have stopped the running daemon."""
+    path = tmp_path / "bad.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path)
+
+
+def test_a_reload_that_fails_keeps_the_running_config(tmp_path, caplog, monkeypatch):
+    import rfclassify.serve.daemon as daemon_module
+    from rfclassify.serve.daemon import Daemon
+
+    path = tmp_path / "rfclassify.toml"
+    path.write_text("[batching]\nmax_wait_ms = 7.0\n")
+    d = Daemon(DaemonConfig(), config_path=str(path))
+    try:
+        assert d.reload() == ["batching.max_wait_ms"] and d.config.batching.max_wait_ms == 7.0
+        path.write_bytes(b"\xff\xfe[batching]\nmax_wait_ms = 9.0\n")
+        assert d.reload() == [] and d.config.batching.max_wait_ms == 7.0
+        assert "config not reloaded, it has errors" in caplog.text
+
+        def broken(path):
+            raise RuntimeError("a reader bug")
+        monkeypatch.setattr(daemon_module, "load_config", broken)
+        assert d.reload() == [] and d.config.batching.max_wait_ms == 7.0
+        assert "config not reloaded, reading it failed" in caplog.text
+    finally:
+        d.context.term()
+
+
 # -- sd_notify -------------------------------------------------------------------------------
 def test_notify_to_an_abstract_socket_and_watchdog_interval():
     name = f"rfclassify-test-{os.getpid()}"

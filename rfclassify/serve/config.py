@@ -288,6 +288,9 @@ def load_config(path: str | os.PathLike[str] | None) -> DaemonConfig:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # not UTF-8; an integer too long for Python to read; arrays nested past the parser's depth
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     return config_from_dict(data, str(path))
 
 

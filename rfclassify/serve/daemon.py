@@ -194,6 +194,9 @@ class Daemon:
         except ConfigError as exc:
             log.error("SIGHUP: config not reloaded, it has errors:\n%s", exc)
             return []
+        except Exception:  # noqa: BLE001 - a bad edit must not stop a running daemon
+            log.exception("SIGHUP: config not reloaded, reading it failed")
+            return []
         applied, restart = reloadable_changes(self.config, new)
         merged = self.config
         for key in applied:
