@@ -152,11 +152,12 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
     x = np.asarray(iq)
     if x.ndim != 1:
         raise MessageError("bad_shape", f"a burst must be 1-D, got shape {x.shape}")
-    with np.errstate(invalid="ignore"):      # a signalling NaN in the payload: rejected just below
+    # quiet: a signalling NaN in the payload (its cast) is rejected just below, and magnitudes
+    # whose squares float64 cannot hold are normalized again from their peak further down
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         x = x.astype(np.complex128, copy=False)
-    if not np.all(np.isfinite(x)):
-        raise MessageError("non_finite", "burst contains NaN or Inf samples")
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):   # magnitudes float64 cannot square: below
+        if not np.all(np.isfinite(x)):
+            raise MessageError("non_finite", "burst contains NaN or Inf samples")
         y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
     if not live[0] and x.size:
         # the rule is scale-free, so a burst whose power float64 cannot hold (|x| beyond about
