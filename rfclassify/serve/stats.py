@@ -162,7 +162,7 @@ class DaemonStats:
         span = min(self._window_s, max(now - self.started_monotonic, 1e-3))
         cutoff = now - span
         with self._lock:
-            idx = bisect.bisect_left(self._done_times, cutoff)
+            idx = bisect.bisect_right(self._done_times, cutoff)     # (cutoff, now]: one end only
             n = len(self._done_times) - idx
         return n / span
 
