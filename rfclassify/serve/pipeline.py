@@ -10,10 +10,10 @@
   bucket (max_batch windows or max_wait_ms, whichever first). A bucket past its max_wait_ms
   is held, growing, while inference is busy with another batch or one waits for it, and
   goes as soon as inference is free (the inference thread wakes the batcher when it ends a
-  batch): it would wait for inference anyway, and a larger batch
-  keeps the refiner's worker processes busy (a batch's statistics run in parallel over its
-  bursts; with 14 workers on a 16-core GPU host the daemon reached 0.33 of the bare loop on
-  2 ms batches; fifty-fifth session). Not where the refiners run in the inference thread
+  batch): it would wait for inference anyway, and a larger batch keeps the refiner's worker
+  processes busy (a batch's statistics run in parallel over its bursts; with 14 workers on a
+  16-core GPU host the daemon reached 0.33 of the bare loop on 2 ms batches; fifty-fifth
+  session). Not where the refiners run in the inference thread
   (EngineAdapter.grows_held_batches).
 * inference runs the backend on a batch and turns outputs into result records (the model's
   constellation refiner included, when it has one: a refiner that fails leaves that batch
