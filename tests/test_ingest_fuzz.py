@@ -119,3 +119,39 @@ def test_mutated_messages_never_raise_and_publish_strict_json(fmt, config, make)
         frames = make(rng, iq)
         _published(decoder.decode(frames, float(n)))
     _published(decoder.flush(6000.0))
+
+
+def test_a_daemon_fed_mutated_messages_answers_each_once_in_strict_json(tiny_model_dir, tmp_path, serving) -> None:
+    """The same native messages through a running daemon: each is answered once (a result or
+    a reject), every published record is strict JSON, and the daemon stays up."""
+    import time
+
+    import zmq
+
+    from rfclassify.serve.demo import local_config
+
+    rng = np.random.default_rng(20261207)
+    iq = (rng.standard_normal(700) + 1j * rng.standard_normal(700)).astype(np.complex64)
+    n = 300
+    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")) as (d, push, c):
+        raw = zmq.Context.instance().socket(zmq.SUB)
+        raw.setsockopt(zmq.SUBSCRIBE, b"")
+        raw.setsockopt(zmq.RCVHWM, 0)
+        raw.setsockopt(zmq.RCVTIMEO, 30000)
+        raw.connect(d.pipeline.output_endpoint)
+        time.sleep(0.3)
+        try:
+            for _ in range(n):
+                push.send_multipart(_native(rng, iq))
+            assert c.wait_for(n, 60), f"{c.count()} of {n} answered"
+            records = [raw.recv_multipart()[1] for _ in range(n)]
+        finally:
+            raw.close(0)
+        c.stop()
+        status = d.status()
+    for record in records:
+        _strict(record)
+    counters = status["counters"]
+    assert status["health"] != "failed" and counters["messages"] == n
+    assert len(c.results) + len(c.rejects) == n and counters["classified"] == len(c.results) > 0
+    assert len(c.rejects) == counters["rejected_total"] > 0
