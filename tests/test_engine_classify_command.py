@@ -154,3 +154,37 @@ def test_an_empty_model_dir_is_refused_not_read_as_the_current_directory(command
     with pytest.raises(SystemExit) as exc:
         main([*args[command], "--model-dir", ""])
     assert exc.value.code == 2 and "--model-dir: must not be empty" in capsys.readouterr().err
+
+
+def test_sigmf_metadata_with_awkward_fields_is_read_or_refused_never_raised(tmp_path):
+    """Seeded: SigMF metadata whose fields are swapped for awkward values (wrong types, NaN,
+    integers past float range, nesting) is read or refused with an InputError, nothing else."""
+    from rfclassify._exceptions import InputError
+
+    awkward = [None, True, -1, 0, 2.5, 10 ** 400, float("nan"), float("inf"), "x", [], {}, [1, [2]], {"a": None}]
+    rng = np.random.default_rng(11)
+    base = tmp_path / "rec"
+    base.with_name("rec.sigmf-data").write_bytes(_iq(256, 1).tobytes())
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(400):
+        meta = {"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "core:num_channels": 1},
+                "captures": [{"core:sample_start": 0, "core:header_bytes": 0}],
+                "annotations": [{"core:sample_start": 10, "core:sample_count": 100, "core:label": "QPSK"}]}
+        for section, key in (("global", "core:datatype"), ("global", "core:sample_rate"),
+                             ("global", "core:num_channels"), ("captures", "core:header_bytes"),
+                             ("annotations", "core:sample_start"), ("annotations", "core:sample_count"),
+                             ("annotations", "core:label")):
+            if rng.random() < 0.2:
+                value = awkward[int(rng.integers(0, len(awkward)))]
+                target = meta[section] if section == "global" else meta[section][0]
+                target[key] = value
+        for section in ("captures", "annotations"):
+            if rng.random() < 0.05:
+                meta[section] = awkward[int(rng.integers(0, len(awkward)))]
+        base.with_name("rec.sigmf-meta").write_text(json.dumps(meta))
+        try:
+            read_sigmf(base)
+            outcomes["read"] += 1
+        except InputError:
+            outcomes["refused"] += 1
+    assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes
