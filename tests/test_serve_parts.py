@@ -232,6 +232,31 @@ def test_config_refuses_nan_and_infinity_which_pass_every_range_check():
         assert any(f"{key}: must be a finite number" in ln for ln in lines), key
 
 
+def test_config_with_awkward_values_anywhere_is_a_config_error_never_another_exception():
+    """Seeded: every key of every section, and whole sections and bucket tables, swapped for
+    awkward values (wrong types, NaN, integers past float range or Python's digit limit as
+    bucket names). A 400-digit max_wait_ms once raised OverflowError."""
+    awkward = [None, True, -1, 0, 2.5, 10 ** 400, math.nan, math.inf, "x", "", [], {}, [1, [2]], {"a": None}, 2 ** 63]
+    sections = {f.name: getattr(DaemonConfig(), f.name) for f in dataclasses.fields(DaemonConfig)}
+    rng = np.random.default_rng(3)
+    refused = 0
+    for _ in range(2000):
+        data: dict = {}
+        for name, section in sections.items():
+            for f in dataclasses.fields(section) if dataclasses.is_dataclass(section) else ():
+                if rng.random() < 0.05:
+                    data.setdefault(name, {})[f.name] = awkward[int(rng.integers(0, len(awkward)))]
+        if rng.random() < 0.05:
+            data[list(sections)[int(rng.integers(0, len(sections)))]] = awkward[int(rng.integers(0, len(awkward)))]
+        if rng.random() < 0.05 and isinstance(data.setdefault("batching", {}), dict):
+            data["batching"]["buckets"] = {"1" + "0" * 5000: {"max_batch": 8}, "x": 1}
+        try:
+            config_from_dict(data)
+        except ConfigError:
+            refused += 1
+    assert refused > 1000
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from rfclassify._exceptions import ConfigError
+from rfclassify._exceptions import ConfigError, quoted
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
 INPUT_MODES = ("sub", "pull")
@@ -179,9 +179,15 @@ def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
     ok = (isinstance(value, kind) and not (kind is int and isinstance(value, bool))) or (
         kind is float and isinstance(value, int) and not isinstance(value, bool))
     if not ok:
-        errors.append(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {value!r}")
+        errors.append(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {quoted(value)}")
         return None
-    return float(value) if kind is float else value
+    if kind is float:
+        try:
+            return float(value)
+        except OverflowError:       # TOML integers have no size limit in Python's reader
+            errors.append(f"{where}: must be a finite number; got an integer of {len(str(abs(value)))} digits")
+            return None
+    return value
 
 
 def _check_value(value: Any, meta: Any, where: str, errors: list[str]) -> bool:
@@ -237,7 +243,7 @@ def _build_buckets(value: Any, where: str, batching: BatchingConfig,
     base = BucketBatching(batching.max_batch, batching.max_wait_ms)
     out = {}
     for name, table in value.items():
-        if not str(name).isdigit():
+        if not str(name).isdigit() or len(str(name)) > 9:
             errors.append(f"{where}.{name}: bucket names are sample counts such as \"1024\"")
             continue
         built = _build(BucketBatching, table, f"{where}.{name}", errors)
