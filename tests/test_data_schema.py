@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import h5py
 import numpy as np
 import pytest
@@ -177,4 +179,16 @@ def test_not_ours_and_corrupt_files_raise_input_error(tmp_path, written):
     with h5py.File(path, "a") as f:
         del f[schema.LABEL_INDEX]
     with pytest.raises(InputError, match="missing label_index"):
+        DatasetReader(path)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("schema_version", "[]", "schema version None"),        # once: ValueError from int()
+    ("labels", "[" * 3000, "corrupt dataset attributes"),     # once: RecursionError from json
+])
+def test_attributes_that_cannot_be_parsed_raise_input_error(written, key, value, message):
+    path, _, _ = written
+    with h5py.File(path, "a") as f:
+        f.attrs[key] = value
+    with pytest.raises(InputError, match=re.escape(message)):
         DatasetReader(path)

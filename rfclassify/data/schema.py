@@ -96,7 +96,10 @@ class DatasetAttrs:
         fmt = _text(attrs.get("format", ""))
         if fmt != FORMAT_NAME:
             raise InputError(f"{path}: not an rfclassify dataset (format attribute {fmt!r})")
-        version = int(attrs.get("schema_version", -1))
+        try:
+            version = int(attrs.get("schema_version", -1))
+        except (ValueError, TypeError):
+            version = None          # reported below as a version this rfclassify does not read
         if version != SCHEMA_VERSION:
             raise InputError(f"{path}: dataset schema version {version}, this rfclassify reads {SCHEMA_VERSION}")
         try:
@@ -114,7 +117,7 @@ class DatasetAttrs:
                 labels=tuple(json.loads(_text(attrs["labels"]))),
                 extra=json.loads(_text(attrs.get("extra", "{}"))),
             )
-        except (KeyError, ValueError, TypeError) as exc:
+        except (KeyError, ValueError, TypeError, RecursionError) as exc:
             raise InputError(f"{path}: corrupt dataset attributes ({exc})") from None
 
 
