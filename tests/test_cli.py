@@ -72,3 +72,22 @@ def test_status_with_a_timeout_that_is_not_positive_is_a_usage_error(tmp_path, c
     for timeout in ("-1", "0"):
         assert cli.main(["status", "--control", f"ipc://{tmp_path}/nothing", "--timeout", timeout]) == 2
         assert "--timeout needs a positive number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["simulate", "--seed", "-5", "--count", "1"], "--seed: must be in 0.."),              # numpy refused it: traceback
+    (["classify", "x.sigmf-meta", "--threads", "1" + "0" * 30], "--threads: must be in 0..1024"),  # ONNX Runtime's C++
+    (["bench", "daemon", "--max-batch", "0"], "--max-batch: must be in 1..4096"),
+    (["train", "--seed=-1", "--out", "unused"], "--seed: must be in 0.."),
+])
+def test_an_integer_option_out_of_its_range_is_a_usage_error(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_a_dataset_too_large_for_one_file_is_refused_before_any_work(tmp_path, capsys):
+    out = tmp_path / "huge.h5"
+    assert cli.main(["dataset", "generate", "--out", str(out), "--per-cell", str(10 ** 14)]) == 2
+    assert "one file holds at most 2,147,483,647" in capsys.readouterr().err and not out.exists()

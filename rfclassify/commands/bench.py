@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, thread_count
 from rfclassify.engine.options import add_model_arguments, names, positive_ints
 
 DAEMON_MODULE = "rfclassify.serve.bench_daemon"
@@ -39,7 +39,7 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
     parser.add_argument("--seconds", type=finite_float, default=d(2.0),
                         help="seconds per measurement, baseline included (default 2)")
     parser.add_argument("--device", default=d(None), help="cpu, cuda or cuda:N (default: per backend)")
-    parser.add_argument("--threads", type=int, default=d(None), help="CPU threads (default: all usable)")
+    parser.add_argument("--threads", type=thread_count, default=d(None), help="CPU threads (default: all usable)")
     parser.add_argument("--json", type=Path, default=d(None), metavar="FILE",
                         help="also write the full report as JSON to FILE ('-' for stdout only)")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from rfclassify._argtypes import finite_float
 from rfclassify._exceptions import InputError
-from rfclassify.commands.argtypes import finite_float
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

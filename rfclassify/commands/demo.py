@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, seed
 from rfclassify.engine.options import add_model_arguments
 
 
@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--lines", type=int, default=15, metavar="N",
                         help="print the first N results one per line, then a rolling summary (default 15)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float
 from rfclassify.engine.options import model_dir_path
 
 

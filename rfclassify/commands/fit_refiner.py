@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, seed
 from rfclassify.engine.options import model_dir_path
 
 
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the 16 others from their invariants alone (refiner_low_order.npz)")
     parser.add_argument("--per-class", type=int, default=d.per_class,
                         help=f"bursts synthesized per class of the group (default {d.per_class})")
-    parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
+    parser.add_argument("--seed", type=seed, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
     parser.add_argument("--hidden", type=int, default=d.hidden,
                         help=f"units in the perceptron's hidden layer (default {d.hidden})")

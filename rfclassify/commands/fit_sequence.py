@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, seed
 from rfclassify.engine.options import model_dir_path
 
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also stop after this many steps (default 0: the time budget alone)")
     parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
     parser.add_argument("--workers", type=int, default=d.workers, help="processes making the sequences")
-    parser.add_argument("--seed", type=int, default=d.seed, help="synthesis and training seed")
+    parser.add_argument("--seed", type=seed, default=d.seed, help="synthesis and training seed")
     parser.add_argument("--eval-per-length", type=int, default=d.eval_per_length,
                         help="fresh evaluation bursts per length")
     parser.add_argument("--width", type=int, default=d.width, help=f"channels of the residual blocks (default {d.width})")

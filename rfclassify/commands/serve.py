@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments
 from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, seed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("cf32_le", "ci16_le", "ci8"), default="cf32_le")
     parser.add_argument("--stream", default="sim0", help="stream (sensor) name in headers")
     parser.add_argument("--sample-rate", type=finite_float, default=1e6, metavar="HZ")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--clean", action="store_true", help="no channel impairments besides noise")
     parser.add_argument("--warmup", type=finite_float, default=0.5, metavar="SECONDS",
                         help="PUB: wait this long for subscribers before sending (default 0.5)")

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

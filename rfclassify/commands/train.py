@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rfclassify.commands.argtypes import finite_float
+from rfclassify._argtypes import finite_float, seed
 
 if TYPE_CHECKING:
     from rfclassify.model.train import TrainConfig
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=finite_float, default=d["lr"], help="peak learning rate (AdamW)")
     parser.add_argument("--workers", type=int, default=d["workers"],
                         help="data-synthesis processes (0: make batches in this process, reproducible)")
-    parser.add_argument("--seed", type=int, default=d["seed"])
+    parser.add_argument("--seed", type=seed, default=d["seed"])
     parser.add_argument("--buckets", type=int, nargs="+", default=list(d["buckets_samples"]),
                         metavar="N", help="length buckets to train (samples)")
     parser.add_argument("--val-per-bucket", type=int, default=d["val_per_bucket"],

@@ -41,6 +41,7 @@ DEFAULT_CHUNK_EXAMPLES = 256
 ALL_PRESETS = "all"
 _PLAN_KEY = 0
 _CHUNK_KEY = 1
+MAX_EXAMPLES = 2 ** 31 - 1     # examples one dataset file may hold (its indices are planned in memory)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class GenerateSpec:
             raise InputError(f"--seed must be >= 0, got {self.seed}")
         if self.chunk_examples < 1:
             raise InputError(f"chunk size must be >= 1, got {self.chunk_examples}")
+        if self.n_examples > MAX_EXAMPLES:
+            raise InputError(f"--per-cell {self.per_cell} makes {self.n_examples:,} examples; one file holds at "
+                             f"most {MAX_EXAMPLES:,} (at 64 samples each, over a terabyte)")
 
     @property
     def n_examples(self) -> int:

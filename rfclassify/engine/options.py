@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rfclassify._argtypes import thread_count
 from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
 
@@ -27,7 +28,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, backend: bool = True
     g.add_argument("--precision", choices=PRECISION_CHOICES, default=auto,
                    help="numeric precision (default: auto = the best the backend has artifacts for)")
     g.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: chosen with the backend)")
-    g.add_argument("--threads", type=int, default=None,
+    g.add_argument("--threads", type=thread_count, default=None,
                    help="CPU threads (default: all this process may use)")
 
 

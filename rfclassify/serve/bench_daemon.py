@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._argtypes import finite_float, int_range
 from rfclassify._cpus import usable_cpu_count
-from rfclassify.commands.argtypes import finite_float
 from rfclassify.engine.options import add_model_arguments
 
 BURST_SAMPLES = 1024
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'max' (default): measure max then half of it; a number: only that rate")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
     add_model_arguments(parser)
-    parser.add_argument("--max-batch", type=int, default=64, help="windows per batch (default 64)")
+    parser.add_argument("--max-batch", type=int_range(1, 4096), default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=finite_float, default=2.0, help="batch wait (default 2 ms)")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave the model's constellation refiner out (the network alone)")

@@ -1,0 +1,40 @@
+"""argparse types for the numbers the subcommands take (stdlib only: `status` imports it)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def finite_float(text: str) -> float:
+    """A float option's value: any finite number. Python's float() also reads 'nan' and
+    'inf', which pass every range check a command makes after (a NaN compares false) and
+    then fail deep inside as a traceback, so they are a usage error here."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def int_range(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type for an integer option in lo..hi: a value outside went on to fail deep
+    inside (a negative seed in numpy's generator, a thread count in ONNX Runtime's C++) as a
+    traceback."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be in {lo}..{hi}, got {text if len(text) <= 20 else text[:17] + '...'}")
+        return value
+    parse.__name__ = f"integer in {lo}..{hi}"
+    return parse
+
+
+seed = int_range(0, 2 ** 63 - 1)           # numpy's generators take a non-negative seed
+thread_count = int_range(0, 1024)          # as the daemon's [model] threads
