@@ -58,6 +58,16 @@ def _check_cpu_choice(clf):
     assert clf.describe()["backend"] == "onnxruntime"
 
 
+@pytest.mark.parametrize("threads", [-3, 2.5, 10 ** 30, True])
+def test_a_thread_count_out_of_range_is_a_config_error(tiny_model_dir, threads):
+    """As [model] threads (0..1024): 10 ** 30 once raised TypeError from ONNX Runtime and -3 was
+    taken as it came."""
+    with pytest.raises(rfclassify.ConfigError, match="threads must be an integer in 0..1024"):
+        Classifier.load(tiny_model_dir, backend="onnxruntime", threads=threads)
+    with Classifier.load(tiny_model_dir, backend="onnxruntime", threads=np.int64(1)) as one:
+        assert one.backend == "onnxruntime"
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"

@@ -24,6 +24,7 @@ The daemon batches windows across bursts itself with ``infer_windows`` and
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 from collections.abc import Sequence
 from concurrent.futures import BrokenExecutor
@@ -173,6 +174,10 @@ class Classifier:
             refiner_workers = refiner_worker_count(refiner_workers)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
+                                    or not 0 <= threads <= 1024):
+            # as [model] threads; a count past C's int once raised TypeError from ONNX Runtime
+            raise ConfigError(f"threads must be an integer in 0..1024 (0 or None: all usable), got {threads!r:.40}")
         refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
