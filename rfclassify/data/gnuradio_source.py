@@ -25,7 +25,7 @@ import numpy as np
 from rfclassify._exceptions import InputError, InternalError, MissingDependencyError
 from rfclassify._progress import Progress
 from rfclassify.data import schema
-from rfclassify.data.generate import check_output
+from rfclassify.data.generate import MAX_EXAMPLES, check_output
 from rfclassify.labels import LABELS, label_index, parse_labels
 
 FLOWGRAPH = Path(__file__).with_name("_gr_flowgraph.py")
@@ -79,6 +79,9 @@ class GnuRadioSpec:
                              f"got {self.length_samples}")
         if self.seed < 0:
             raise InputError(f"--seed must be >= 0, got {self.seed}")
+        n = len(self.classes) * len(snrs) * self.per_cell
+        if n > MAX_EXAMPLES:
+            raise InputError(f"--per-cell {self.per_cell} makes {n:,} examples; one file holds at most {MAX_EXAMPLES:,}")
 
 
 @dataclass(frozen=True)
