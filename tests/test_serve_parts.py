@@ -257,6 +257,15 @@ def test_config_with_awkward_values_anywhere_is_a_config_error_never_another_exc
     assert refused > 1000
 
 
+def test_a_tcp_port_out_of_range_is_a_config_error():
+    """ZeroMQ binds some other port for 99999 or -1 and the daemon ran where no sender looked."""
+    for bad in ("tcp://127.0.0.1:99999", "tcp://127.0.0.1:-1", "tcp://127.0.0.1:abc"):
+        with pytest.raises(ConfigError, match="input.endpoint: the port must be 0..65535 or"):
+            config_from_dict({"input": {"endpoint": bad}})
+    for good in ("tcp://127.0.0.1:*", "tcp://[::1]:5555", "tcp://eth0:0", "ipc:///run/x"):
+        assert config_from_dict({"output": {"endpoint": good}}).output.endpoint == good
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -258,6 +258,11 @@ def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
                      ("control.endpoint", cfg.control.endpoint)):
         if ep and "://" not in ep:
             errors.append(f"{name}: expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555; got {ep!r}")
+        elif ep.startswith("tcp://"):
+            # ZeroMQ takes a port past 65535 or below 0 and binds another one: a sender would never find it
+            port = ep.rpartition(":")[2]
+            if port != "*" and not (port.isdigit() and int(port) <= 65535):
+                errors.append(f"{name}: the port must be 0..65535 or *; got {ep!r}")
     if cfg.metrics.listen:
         host, _, port = cfg.metrics.listen.rpartition(":")
         if not host or not port.isdigit() or not 0 <= int(port) < 65536:
