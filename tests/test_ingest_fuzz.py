@@ -139,7 +139,7 @@ def test_a_daemon_fed_mutated_messages_answers_each_once_in_strict_json(tiny_mod
         raw.setsockopt(zmq.RCVHWM, 0)
         raw.setsockopt(zmq.RCVTIMEO, 30000)
         raw.connect(d.pipeline.output_endpoint)
-        time.sleep(0.3)
+        time.sleep(1.0)             # the subscription reaches the PUB socket (slow joiner)
         try:
             for _ in range(n):
                 push.send_multipart(_native(rng, iq))

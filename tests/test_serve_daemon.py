@@ -166,7 +166,7 @@ def test_a_header_meta_json_cannot_hold_is_echoed_as_strict_json(daemon, sender,
     raw.setsockopt(zmq.SUBSCRIBE, b"result")
     raw.setsockopt(zmq.RCVTIMEO, 30000)
     raw.connect(daemon.pipeline.output_endpoint)
-    time.sleep(0.3)
+    time.sleep(1.0)                 # the subscription reaches the PUB socket (slow joiner)
     try:
         iq = _bursts(1, seed=4)[0].iq[0]
         sender.send_multipart(encode_native(iq, _header("nan-meta", meta={"x": math.nan, "y": [math.inf, -math.inf]})))
