@@ -440,9 +440,9 @@ class Classifier:
         if self.refiners:
             # a burst the network is sure of goes to the DC pass and the refiners without its
             # samples, which keeps the network's answer; its probabilities are sharpened after
-            sure = skip_sure(probs, bursts, self.refiner_skip_above, self.meta.refiner_skip_min_samples)
-            skipped = [i for i, (x, y) in enumerate(zip(bursts, sure, strict=True)) if x is not None and y is None]
             least = self.meta.refiner_skip_min_samples
+            sure = skip_sure(probs, bursts, self.refiner_skip_above, least)
+            skipped = [i for i, (x, y) in enumerate(zip(bursts, sure, strict=True)) if x is not None and y is None]
             with self._skip_lock:
                 self._skip_counts[0] += sum(x is not None and len(x) >= least for x in bursts)
                 self._skip_counts[1] += len(skipped)
