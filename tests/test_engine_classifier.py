@@ -68,6 +68,15 @@ def test_a_thread_count_out_of_range_is_a_config_error(tiny_model_dir, threads):
         assert one.backend == "onnxruntime"
 
 
+@pytest.mark.parametrize("top_k", [0, -2, 2.7, True])
+def test_a_top_k_below_one_or_not_an_integer_is_a_config_error(tiny_model_dir, top_k):
+    """0 or a negative count once gave one label, silently, and 2.7 gave two."""
+    with pytest.raises(rfclassify.ConfigError, match="top_k must be an integer >= 1"):
+        Classifier.load(tiny_model_dir, backend="onnxruntime", top_k=top_k)
+    with Classifier.load(tiny_model_dir, backend="onnxruntime", top_k=np.int64(2)) as two:
+        assert len(two.classify([_burst(1024, seed=1)])[0].top) == 2
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"

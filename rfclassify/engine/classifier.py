@@ -178,6 +178,9 @@ class Classifier:
                                     or not 0 <= threads <= 1024):
             # as [model] threads; a count past C's int once raised TypeError from ONNX Runtime
             raise ConfigError(f"threads must be an integer in 0..1024 (0 or None: all usable), got {threads!r:.40}")
+        if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
+            # 0 or less once gave one label and 2.7 two, silently
+            raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r:.40}")
         refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
