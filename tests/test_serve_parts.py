@@ -266,6 +266,17 @@ def test_a_tcp_port_out_of_range_is_a_config_error():
         assert config_from_dict({"output": {"endpoint": good}}).output.endpoint == good
 
 
+def test_an_endpoint_no_other_process_can_reach_is_a_config_error():
+    """inproc:// was accepted and the daemon ran where nothing could send to it; an unknown
+    transport failed only at the bind, after the model had loaded."""
+    with pytest.raises(ConfigError, match="input.endpoint: inproc:// is reachable only inside"):
+        config_from_dict({"input": {"endpoint": "inproc://bursts"}})
+    with pytest.raises(ConfigError, match="output.endpoint: unknown ZeroMQ transport 'foo'"):
+        config_from_dict({"output": {"endpoint": "foo://x"}})
+    for good in ("ipc:///tmp/rfc-in", "epgm://eth0;239.192.1.1:5555", "ws://127.0.0.1:8080/in"):
+        assert config_from_dict({"input": {"endpoint": good}}).input.endpoint == good
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -252,12 +252,25 @@ def _build_buckets(value: Any, where: str, batching: BatchingConfig,
     return out
 
 
+#: the transports ZeroMQ names that another process can reach (inproc:// reaches only sockets of
+#: the daemon's own ZeroMQ context); whether this libzmq was built with one is its business
+TRANSPORTS = ("tcp", "ipc", "pgm", "epgm", "norm", "tipc", "vmci", "ws", "wss", "udp")
+
+
 def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
     errors = []
     for name, ep in (("input.endpoint", cfg.input.endpoint), ("output.endpoint", cfg.output.endpoint),
                      ("control.endpoint", cfg.control.endpoint)):
         if ep and "://" not in ep:
             errors.append(f"{name}: expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555; got {ep!r}")
+        elif ep.startswith("inproc://"):
+            # accepted before: the daemon ran, and nothing could send to it or hear it
+            errors.append(f"{name}: inproc:// is reachable only inside the daemon's own process; "
+                          f"use tcp:// or ipc://; got {ep!r}")
+        elif ep and ep.partition("://")[0] not in TRANSPORTS:
+            # found here rather than by the bind after the model has loaded
+            errors.append(f"{name}: unknown ZeroMQ transport {ep.partition('://')[0]!r:.40} "
+                          f"(one of {', '.join(TRANSPORTS)}); got {ep!r:.80}")
         elif ep.startswith("tcp://"):
             # ZeroMQ takes a port past 65535 or below 0 and binds another one: a sender would never find it
             port = ep.rpartition(":")[2]
