@@ -189,6 +189,7 @@ def test_fewer_than_two_labels_is_a_config_error_before_any_backend_loads(tiny_m
 @pytest.mark.parametrize("edit,message", [
     ({"temperature": float("nan")}, "temperature must be a finite number > 0, got NaN"),
     ({"temperature": "hot"}, 'temperature must be a finite number > 0, got "hot"'),
+    ({"temperature": 10 ** 400}, "temperature must be a finite number > 0, got 1000"),  # once OverflowError
     ({"unknown_threshold": 2}, "unknown_threshold must be a finite number in [0, 1], got 2"),
     ({"refiner_skip_above": -0.5}, "refiner_skip_above must be a finite number in [0, 1], got -0.5"),
     ({"refiner_skip_temperature": 0}, "refiner_skip_temperature must be a finite number > 0, got 0"),

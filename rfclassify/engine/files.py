@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError, quoted
+from rfclassify._numbers import as_finite_float
 from rfclassify.labels import LABELS
 
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
@@ -122,11 +123,8 @@ def _sigmf_rate(rate: object, meta_path: Path) -> float | None:
     """core:sample_rate in Hz: None when absent, InputError unless a positive finite number."""
     if rate is None:
         return None
-    try:
-        hz = float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else float("nan")
-    except OverflowError:            # a JSON integer past float range
-        hz = float("inf")
-    if not (0 < hz < float("inf")):
+    hz = as_finite_float(rate)
+    if hz is None or hz <= 0:
         raise InputError(f"{meta_path}: core:sample_rate must be a positive finite number of Hz, "
                          f"got {quoted(rate)}")
     return hz

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._exceptions import ModelNotFoundError, quoted
+from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.rate import SymbolRateNormalizer
 from rfclassify.dsp.windows import BucketPolicy
 from rfclassify.labels import LABELS
@@ -126,12 +127,10 @@ def _problems(data: dict[str, Any]) -> list[str]:
     def number(key: str, lo: float, hi: float, lo_open: bool = False) -> None:
         if key not in data:
             return
-        v = data[key]
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-            and (lo < v if lo_open else lo <= v) and v <= hi
-        if not ok:
+        v = as_finite_float(data[key])
+        if v is None or not ((lo < v if lo_open else lo <= v) and v <= hi):
             where = f"> {lo:g}" if hi == math.inf else f"in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
-            out.append(f"{key} must be a finite number {where}, got {quoted(v)}")
+            out.append(f"{key} must be a finite number {where}, got {quoted(data[key])}")
 
     def integer(key: str, lo: int) -> None:
         if key in data and (isinstance(data[key], bool) or not isinstance(data[key], int) or data[key] < lo):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from rfclassify._exceptions import ConfigError, quoted
+from rfclassify._numbers import as_finite_float
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
 INPUT_MODES = ("sub", "pull")
@@ -182,11 +183,11 @@ def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
         errors.append(f"{where}: expected {_type_name(kind)}, got {type(value).__name__} {quoted(value)}")
         return None
     if kind is float:
-        try:
-            return float(value)
-        except OverflowError:       # TOML integers have no size limit in Python's reader
-            errors.append(f"{where}: must be a finite number; got an integer of {len(str(abs(value)))} digits")
-            return None
+        number = as_finite_float(value)
+        if number is None:
+            # TOML has nan and inf, and Python's reader takes integers past float range
+            errors.append(f"{where}: must be a finite number; got {quoted(value)}")
+        return number
     return value
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import MessageError
+from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 from rfclassify.serve.pmt import Pair, deserialize
@@ -54,17 +55,10 @@ def pmt_time(value: Any) -> float | str | None:
     """rx_time (secs, frac) tuple, a number or a string -> Burst.time; None if unusable."""
     if isinstance(value, tuple) and len(value) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return finite_number(float(value[0]) + float(value[1]))
+        return as_finite_float(float(value[0]) + float(value[1]))
     if isinstance(value, str):
         return value
-    return finite_number(value)
-
-
-def finite_number(value: Any) -> float | None:
-    """A finite int or float (not a bool) as float; None for anything else."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+    return as_finite_float(value)
 
 
 class GrPduDecoder(Decoder):
@@ -116,9 +110,9 @@ class GrPduDecoder(Decoder):
         known = {"burst_id", "stream", "sample_rate", "center_freq", "freq", "time", "rx_time",
                  "label", "snr_db"}
         label = meta.get("label") if isinstance(meta.get("label"), str) else None
-        snr_db = finite_number(meta.get("snr_db"))
-        center = finite_number(meta.get("center_freq", meta.get("freq")))
-        rate = finite_number(meta.get("sample_rate"))
+        snr_db = as_finite_float(meta.get("snr_db"))
+        center = as_finite_float(meta.get("center_freq", meta.get("freq")))
+        rate = as_finite_float(meta.get("sample_rate"))
         return Burst(
             iq=iq,
             sample_rate_hz=rate if rate and rate > 0 else self.config.sample_rate_hz,

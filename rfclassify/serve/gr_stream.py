@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import MessageError
+from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.dc_block import DcBlocker
 from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
-from rfclassify.serve.gr_pdu import finite_number, pmt_time, to_jsonable
+from rfclassify.serve.gr_pdu import pmt_time, to_jsonable
 from rfclassify.serve.pmt import read_pmt
 
 TAG_MAGIC = 0x5FF0
@@ -174,7 +175,7 @@ class GrStreamDecoder(Decoder):
             burst_id = self._next_id
         self._next_id += 1
         label = by_key.get("label") if isinstance(by_key.get("label"), str) else None
-        snr_db = finite_number(by_key.get("snr_db"))
+        snr_db = as_finite_float(by_key.get("snr_db"))
         meta: dict[str, Any] = {"offset_samples": seg.start_sample}
         if seg.truncated:
             meta["truncated"] = True

@@ -12,13 +12,13 @@ header does not.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from rfclassify._exceptions import MessageError
+from rfclassify._exceptions import MessageError, quoted
+from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 
@@ -41,14 +41,11 @@ def _number(header: Mapping[str, Any], key: str, *, required: bool = False,
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MessageError("bad_header", f"'{key}' must be a number, got {type(value).__name__}")
-    try:
-        value = float(value)
-    except OverflowError:       # an integer past float range (JSON integers have no limit)
-        raise MessageError("bad_header", f"'{key}' must be a finite number, got an integer of "
-                                         f"{len(str(abs(value)))} digits") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise MessageError("bad_header", f"'{key}' must be a {'positive ' if positive else ''}finite number, got {value}")
-    return value
+    number = as_finite_float(value)
+    if number is None or (positive and number <= 0):
+        raise MessageError("bad_header", f"'{key}' must be a {'positive ' if positive else ''}finite number, "
+                                         f"got {quoted(value)}")
+    return number
 
 
 def _typed(header: Mapping[str, Any], key: str, kinds: tuple[type, ...], what: str) -> Any:
