@@ -77,6 +77,31 @@ def test_a_top_k_below_one_or_not_an_integer_is_a_config_error(tiny_model_dir, t
         assert len(two.classify([_burst(1024, seed=1)])[0].top) == 2
 
 
+@pytest.mark.parametrize("damage,message", [
+    ("other_arch", "does not hold the weights of the network model.json's arch describes"),
+    ("garbage", "cannot read the weights"),
+    ("long_name", "which cannot be read"),
+])
+def test_weights_that_do_not_fit_or_cannot_be_read_are_a_model_error(tiny_model_dir, tmp_path, damage, message):
+    """Each was a raw torch / OS exception: a RuntimeError listing every state-dict key, an
+    UnpicklingError, ENAMETOOLONG from is_file."""
+    import json
+
+    pytest.importorskip("torch")
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    data = json.loads((model_dir / "model.json").read_text())
+    if damage == "other_arch":
+        data["arch"] = {**data["arch"], "head_channels": 64}
+    elif damage == "garbage":
+        (model_dir / "model.pt").write_bytes(b"not a checkpoint" * 10)
+    else:
+        data["weights_file"] = "w" * 5000
+    (model_dir / "model.json").write_text(json.dumps(data))
+    with pytest.raises(rfclassify.ModelNotFoundError, match=re.escape(message)):
+        Classifier.load(model_dir, backend="torch", device="cpu")
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"
@@ -197,6 +222,14 @@ def test_fewer_than_two_labels_is_a_config_error_before_any_backend_loads(tiny_m
     ({"buckets_samples": [1024, 256]}, "buckets_samples must be increasing positive integers, got [1024, 256]"),
     ({"labels": [1, 2]}, "labels must be a list of strings"),
     ({"arch": [3]}, "arch must be a JSON object, got [3]"),
+    # each once a TypeError or an overflow inside torch where the torch backend built the network
+    ({"arch": {"stages": "x"}}, 'arch.stages must be a non-empty list of stages, got "x"'),
+    ({"arch": {"pool": 10 ** 19}}, "arch.pool must be an integer in 1..4096, got 10000000000000000000"),
+    ({"arch": {"snr_init_db": 1e308}}, "arch.snr_init_db must be a number in -1000..1000 (dB), got 1e+308"),
+    ({"arch": {"stages": [{"channels": 8, "kernel": 3, "dilations": [0]}]}},
+     "arch.stages[0].dilations[0] must be an integer in 1..4096, got 0"),
+    ({"refiner": {"file": "refiner.npz", "light": 3}}, "refiner.light must be a JSON object, got 3"),
+    ({"low_order_refiner": {"file": 7}}, "low_order_refiner.file must be a string, got 7"),
 ])
 def test_a_hand_edited_model_json_is_checked_field_by_field(tiny_model_dir, tmp_path, capsys, edit, message):
     """docs/model.md invites editing unknown_threshold in model.json: a value that would serve

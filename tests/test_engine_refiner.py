@@ -148,7 +148,7 @@ def test_classifier_and_daemon_path_apply_the_models_refiner(tiny_model_dir, tmp
     assert r_off.top == r0.top  # refiner=False: the network alone
 
 
-@pytest.mark.parametrize("damage", ["missing", "altered", "shape", "label"])
+@pytest.mark.parametrize("damage", ["missing", "altered", "shape", "label", "long_name"])
 def test_a_broken_refiner_stops_the_load_with_a_clear_error(tiny_model_dir, tmp_path, damage):
     from rfclassify.engine.classifier import Classifier
 
@@ -169,7 +169,12 @@ def test_a_broken_refiner_stops_the_load_with_a_clear_error(tiny_model_dir, tmp_
         meta = json.loads((model_dir / "model.json").read_text())
         meta["labels"] = [lb for lb in LABELS if lb != "32PSK"] + ["8PSK-X"]
         (model_dir / "model.json").write_text(json.dumps(meta))
-    expected = {"missing": "missing", "altered": "sha256", "shape": "do not fit", "label": "not among"}[damage]
+    elif damage == "long_name":  # past the file system's limit: OSError from is_file, once a traceback
+        meta = json.loads((model_dir / "model.json").read_text())
+        meta["refiner"]["file"] = "r" * 5000
+        (model_dir / "model.json").write_text(json.dumps(meta))
+    expected = {"missing": "missing", "altered": "sha256", "shape": "do not fit", "label": "not among",
+                "long_name": "cannot read the refiner"}[damage]
     with pytest.raises(ModelNotFoundError, match=expected):
         Classifier.load(model_dir, backend="onnxruntime")
 

@@ -157,6 +157,26 @@ def test_arch_dla_problems_are_found_before_training_and_agree_with_the_onnx_che
         TrainConfig(out_dir="x", steps=1, buckets_samples=(128, 1000))
 
 
+def test_an_arch_that_cannot_build_a_network_is_refused_by_train_before_torch_sees_it():
+    """--arch '{"stages": "x"}' or '{"pool": 1e19}' ended in a TypeError or an overflow inside
+    torch (and the same in model.json, whose load now runs the same check)."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.network import DEFAULT_ARCH, PRODUCT_STEM, arch_problems
+    from rfclassify.model.train import TrainConfig
+
+    assert arch_problems(None) == [] and arch_problems(DEFAULT_ARCH) == []
+    assert arch_problems({"product_stem": {**PRODUCT_STEM, "merge": "add"}}) == []
+    bad = {"stages": [{"channels": 8, "kernel": 3, "dilations": [1]}, "x"], "pool": 10 ** 19,
+           "head_channels": True, "product_stem": {"order2": 4, "kernel": 3, "merge": "mul"}}
+    assert arch_problems(bad) == [
+        "head_channels must be an integer in 1..65536, got true",
+        "pool must be an integer in 1..4096, got 10000000000000000000",
+        'stages[1] must be a JSON object, got "x"',
+        'product_stem.merge must be "concat" or "add", got "mul"']
+    with pytest.raises(ConfigError, match="arch cannot build a network: stages must be a non-empty list"):
+        TrainConfig(out_dir="x", steps=1, arch={"stages": "x"})
+
+
 def _deeper(arch, extra):
     """`arch` with `extra[i]` dilations appended to stage i."""
     stages = [{**s, "dilations": list(s["dilations"]) + list(add)} for s, add in zip(arch["stages"], extra)]

@@ -94,7 +94,11 @@ class Backend:
     def missing_file(cls, model_dir: str | Path, name: str) -> str | None:
         """Why file `name` of model_dir cannot be used (it is not there), or None when it can."""
         path = Path(model_dir) / name
-        if not name or not path.is_file():
+        try:
+            present = bool(name) and path.is_file()
+        except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG), say
+            return f"{cls.name} backend needs {path}, which cannot be read: {exc.strerror}"
+        if not present:
             return f"{cls.name} backend needs {path}, which does not exist"
         return None
 

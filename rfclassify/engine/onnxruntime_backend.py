@@ -44,9 +44,8 @@ class OnnxRuntimeBackend(Backend):
             if not meta.int8_onnx_file:
                 return ("INT8 artifacts are not calibrated yet for model "
                         f"{meta.model_id!r} (model.json has no int8_onnx_file); use fp32")
-            if not (Path(model_dir) / meta.int8_onnx_file).is_file():
-                return f"INT8 ONNX {Path(model_dir) / meta.int8_onnx_file} does not exist; use fp32"
-            return None
+            problem = cls.missing_file(model_dir, meta.int8_onnx_file)
+            return f"{problem}; use fp32" if problem else None
         return cls.missing_file(model_dir, meta.onnx_file)
 
     @property

@@ -568,10 +568,13 @@ class Refiner:
         """The refiner model.json's `info` describes; ModelNotFoundError if its file is missing,
         altered, or does not fit the model's labels or the invariants of this version."""
         path = Path(model_dir) / str(info.get("file", REFINER_FILE))
-        if not path.is_file():
-            raise ModelNotFoundError(f"model.json names a refiner, but {path} is missing")
-        if info.get("sha256") and file_sha256(path) != info["sha256"]:
-            raise ModelNotFoundError(f"{path} does not match the sha256 model.json records; refit or re-export it")
+        try:
+            if not path.is_file():
+                raise ModelNotFoundError(f"model.json names a refiner, but {path} is missing")
+            if info.get("sha256") and file_sha256(path) != info["sha256"]:
+                raise ModelNotFoundError(f"{path} does not match the sha256 model.json records; refit or re-export it")
+        except OSError as exc:  # a name past the file system's limits, an unreadable file
+            raise ModelNotFoundError(f"cannot read the refiner {path}: {exc.strerror}") from None
         try:
             with np.load(path, allow_pickle=False) as z:
                 labels = tuple(str(s) for s in z["labels"])

@@ -19,6 +19,7 @@ from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.rate import SymbolRateNormalizer
 from rfclassify.dsp.windows import BucketPolicy
 from rfclassify.labels import LABELS
+from rfclassify.model.network import arch_problems
 
 META_FILE = "model.json"
 INPUT_NAME = "iq"                      # float32 (batch, 2, 1, length)
@@ -151,6 +152,25 @@ def _problems(data: dict[str, Any]) -> list[str]:
         kind(key, (str,), "a string")
     for key in ("arch", "symbol_rate", "refiner", "low_order_refiner", "extra"):
         kind(key, (dict,), "a JSON object")
+    if isinstance(data.get("arch"), dict):
+        out += [f"arch.{problem}" for problem in arch_problems(data["arch"])]
+
+    def refiner_files(key: str, info: Any) -> None:
+        # the file a refiner is read from and its recorded digest (null: not checked)
+        if not isinstance(info, dict):
+            return
+        if "file" in info and not isinstance(info["file"], str):
+            out.append(f"{key}.file must be a string, got {quoted(info['file'])}")
+        if info.get("sha256") is not None and not isinstance(info["sha256"], str):
+            out.append(f"{key}.sha256 must be a string or null, got {quoted(info['sha256'])}")
+        if key == "refiner" and "light" in info:
+            if isinstance(info["light"], dict):
+                refiner_files("refiner.light", info["light"])
+            else:
+                out.append(f"refiner.light must be a JSON object, got {quoted(info['light'])}")
+
+    refiner_files("refiner", data.get("refiner"))
+    refiner_files("low_order_refiner", data.get("low_order_refiner"))
     labels = data.get("labels", LABELS)
     if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
         out.append(f"labels must be a list of strings, got {quoted(labels)}")

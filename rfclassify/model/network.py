@@ -35,6 +35,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from rfclassify._exceptions import quoted
+from rfclassify._numbers import as_finite_float
 from rfclassify._optional import require
 from rfclassify.labels import LABELS
 
@@ -109,6 +111,60 @@ def pool_chain(length: int, max_window: int = MAX_POOL_WINDOW) -> list[int]:
     return sorted(windows, reverse=True) or [1]
 
 
+#: bounds of arch_problems' form check (far past any network we would train; they keep a typo
+#: from allocating terabytes or overflowing torch's sizes)
+MAX_WIDTH = 65536
+MAX_KERNEL = 4096
+
+
+def arch_problems(arch: dict[str, Any] | None) -> list[str]:
+    """What in `arch` cannot build a network at all (empty: nothing), one line each, without
+    torch: each constructor argument's type and range. model.json's arch is checked so on load
+    (a hand-edited or damaged one ended in a TypeError or an overflow inside torch), and so is
+    train's --arch (dla_arch_problems starts with this)."""
+    a = arch_with_defaults(arch)
+    out: list[str] = []
+
+    def count(value: Any, where: str, lo: int = 1, hi: int = MAX_WIDTH) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            out.append(f"{where} must be an integer in {lo}..{hi}, got {quoted(value)}")
+
+    for key in ("in_channels", "n_classes", "stem_channels", "head_channels", "snr_head_channels"):
+        count(a[key], key)
+    count(a["stem_kernel"], "stem_kernel", hi=MAX_KERNEL)
+    count(a["pool"], "pool", hi=MAX_KERNEL)
+    snr_init_db = as_finite_float(a["snr_init_db"])
+    if snr_init_db is None or abs(snr_init_db) > 1000:
+        out.append(f"snr_init_db must be a number in -1000..1000 (dB), got {quoted(a['snr_init_db'])}")
+    stages = a["stages"]
+    if not isinstance(stages, list) or not stages:
+        out.append(f"stages must be a non-empty list of stages, got {quoted(stages)}")
+        stages = []
+    for i, spec in enumerate(stages):
+        if not isinstance(spec, dict):
+            out.append(f"stages[{i}] must be a JSON object, got {quoted(spec)}")
+            continue
+        count(spec.get("channels"), f"stages[{i}].channels")
+        count(spec.get("kernel"), f"stages[{i}].kernel", hi=MAX_KERNEL)
+        dilations = spec.get("dilations")
+        if not isinstance(dilations, list) or not dilations:
+            out.append(f"stages[{i}].dilations must be a non-empty list, got {quoted(dilations)}")
+        else:
+            for j, d in enumerate(dilations):
+                count(d, f"stages[{i}].dilations[{j}]", hi=MAX_KERNEL)
+    ps = a.get("product_stem")
+    if ps is not None:
+        if not isinstance(ps, dict):
+            out.append(f"product_stem must be a JSON object or null, got {quoted(ps)}")
+        else:
+            count(ps.get("order2"), "product_stem.order2")
+            count(ps.get("order4", 0), "product_stem.order4", lo=0)
+            count(ps.get("kernel"), "product_stem.kernel", hi=MAX_KERNEL)
+            if ps.get("merge", "concat") not in ("concat", "add"):
+                out.append(f'product_stem.merge must be "concat" or "add", got {quoted(ps.get("merge"))}')
+    return out
+
+
 def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, ...] = ()) -> list[str]:
     """What in `arch` would keep the exported graph off the DLA (empty: nothing), without torch.
 
@@ -116,9 +172,13 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
     arguments, so a training run with a bad ``--arch`` fails in a second rather than after
     the device time is spent: each convolution's kernel, dilation and padding (this network
     pads dilation * (kernel - 1) // 2 on each side), the stage pool window, and for each
-    bucket a global-pool chain of windows <= 8."""
+    bucket a global-pool chain of windows <= 8. An arch that cannot build a network at all
+    gives arch_problems' lines alone."""
     from rfclassify.model.dla_check import CONV_DILATION, CONV_KERNEL, CONV_PAD_MAX
 
+    form = arch_problems(arch)
+    if form:
+        return form
     a = arch_with_defaults(arch)
     convs = [("stem", int(a["stem_kernel"]), 1)]
     if a.get("product_stem"):
@@ -340,6 +400,17 @@ def load_trained(model_dir: Any) -> tuple[Any, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ModelNotFoundError(f"no weights in {model_dir}: {meta.weights_file} is missing") from None
+    except Exception as exc:  # torch raises its own types (and pickle's) for a damaged file
+        raise ModelNotFoundError(f"cannot read the weights {path}: {_first_line(exc)}") from None
     model = build_network(meta.arch or None)
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as exc:  # another network's weights, or not a state dict
+        raise ModelNotFoundError(f"{path} does not hold the weights of the network model.json's arch "
+                                 f"describes: {_first_line(exc)}") from None
     return model.eval(), meta
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message up to its first line break (torch's state-dict errors list every key)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

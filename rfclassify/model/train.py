@@ -130,8 +130,11 @@ class TrainConfig:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         # before any device time is spent: the product only ships networks the DLA can run, at
         # every bucket it trains (with --init-from the network is the parent's, with --arch on top)
-        from rfclassify.model.network import dla_arch_problems
+        from rfclassify.model.network import arch_problems, dla_arch_problems
 
+        problems = arch_problems(self._network_arch())
+        if problems:
+            raise ConfigError("this network's arch cannot build a network: " + "; ".join(problems))
         problems = dla_arch_problems(self._network_arch(), tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
