@@ -36,5 +36,18 @@ def int_range(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+#: the most a count of bursts, examples or steps may be: numpy and torch read such counts as C
+#: ints, and past it an option ended in OverflowError (fifty-eighth session)
+COUNT_MAX = 2 ** 31 - 1
+
+
+def count(lo: int = 1) -> Callable[[str], int]:
+    """A count option: lo..COUNT_MAX."""
+    return int_range(lo, COUNT_MAX)
+
+
 seed = int_range(0, 2 ** 63 - 1)           # numpy's generators take a non-negative seed
 thread_count = int_range(0, 1024)          # as the daemon's [model] threads
+worker_count = int_range(0, 1024)          # processes; past a C int they were an OverflowError
+refiner_worker_count = int_range(-1, 256)   # as the daemon's [model] refiner_workers (-1: automatic)
+width = int_range(1, 65536)                # a layer's channels or a batch's size

@@ -51,11 +51,13 @@ def auto_refiner_workers(cpus: int | None = None) -> int:
 
 def refiner_worker_count(requested: int, cpus: int | None = None) -> int:
     """The worker processes a refiner_workers setting means: AUTO_WORKERS (-1) picks
-    auto_refiner_workers(cpus); 0 or more is itself. ValueError below -1."""
+    auto_refiner_workers(cpus); 0..256 (as the daemon's [model] refiner_workers) is itself.
+    ValueError otherwise (a count past a C int
+    was an OverflowError out of the process pool)."""
     if requested == AUTO_WORKERS:
         return auto_refiner_workers(cpus)
-    if requested < 0:
-        raise ValueError(f"refiner_workers must be -1 (auto) or >= 0, got {requested}")
+    if not 0 <= requested <= 256:
+        raise ValueError(f"refiner_workers must be -1 (auto) or 0..256, got {requested}")
     return int(requested)
 
 

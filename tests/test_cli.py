@@ -90,5 +90,6 @@ def test_an_integer_option_out_of_its_range_is_a_usage_error(argv, needle, capsy
 @pytest.mark.parametrize("source", ["generate", "gnuradio"])
 def test_a_dataset_too_large_for_one_file_is_refused_before_any_work(tmp_path, capsys, source):
     out = tmp_path / "huge.h5"
-    assert cli.main(["dataset", source, "--out", str(out), "--per-cell", str(10 ** 14)]) == 2
+    # each cell within --per-cell's own bound (2 ** 31 - 1), the cells together far past it
+    assert cli.main(["dataset", source, "--out", str(out), "--per-cell", str(2 ** 31 - 1)]) == 2
     assert "one file holds at most 2,147,483,647" in capsys.readouterr().err and not out.exists()

@@ -107,5 +107,7 @@ def test_auto_refiner_workers_leave_two_cores_start_two_at_least_and_none_on_one
 def test_a_refiner_workers_setting_of_minus_one_is_auto_and_others_are_themselves():
     assert refiner_worker_count(-1, cpus=12) == 10 and refiner_worker_count(-1, cpus=1) == 0
     assert refiner_worker_count(0, cpus=12) == 0 and refiner_worker_count(3, cpus=2) == 3
-    with pytest.raises(ValueError, match=r"-1 \(auto\) or >= 0, got -2"):
+    with pytest.raises(ValueError, match=r"-1 \(auto\) or 0..256, got -2"):
         refiner_worker_count(-2)
+    with pytest.raises(ValueError, match=r"-1 \(auto\) or 0..256, got 1000000000000000000000000000000"):
+        refiner_worker_count(10 ** 30)

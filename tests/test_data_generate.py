@@ -74,15 +74,23 @@ def test_same_seed_same_file_whatever_the_worker_count(tmp_path):
     (["--classes", "QPSK,NOPE"], "unknown label 'NOPE'"),
     (["--snr-min", "10", "--snr-max", "0"], "SNR grid is empty"),
     (["--snr", ","], "--snr is empty"),
-    (["--length-min", "0"], "burst lengths must be"),
+    (["--length-min", "1"], "burst lengths must be"),
     (["--lengths", "128,-5"], "burst lengths must be"),
     (["--length-min", "4096", "--length-max", "1024"], "above --length-max"),
-    (["--per-cell", "0"], "--per-cell must be >= 1"),
     (["--channel", "moon"], "unknown channel preset"),
-    (["--workers", "0"], "--workers must be >= 1"),
+    # refused as they are parsed (SystemExit 2): 10 ** 30 workers, seed or length once ended in
+    # an OverflowError, a TypeError from HDF5 or one from numpy's log
+    (["--per-cell", "0"], "--per-cell: must be in 1..2147483647, got 0"),
+    (["--workers", "0"], "--workers: must be in 1..1024, got 0"),
+    (["--workers", str(10 ** 30)], "--workers: must be in 1..1024"),
+    (["--seed", str(10 ** 30)], "--seed: must be in 0..9223372036854775807"),
+    (["--length-max", str(10 ** 30), "--lengths", "256"], "--length-max: must be in 1..2147483647"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, needle):
-    code = main(["dataset", "generate", "--out", str(tmp_path / "x.h5"), *argv])
+    try:
+        code = main(["dataset", "generate", "--out", str(tmp_path / "x.h5"), *argv])
+    except SystemExit as exc:
+        code = exc.code
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err

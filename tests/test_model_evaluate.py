@@ -184,8 +184,10 @@ def test_evaluate_with_refiner_workers_gives_the_same_predictions(tmp_path, caps
     assert md.count(f"with the DC pass and {served}") == 2
     assert md.count(f"on cpu, with {served}") == 1
     capsys.readouterr()
-    assert main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", "-2"]) == 2
-    assert "refiner_workers must be -1 (auto) or >= 0, got -2" in capsys.readouterr().err
+    for bad in ("-2", str(10 ** 30)):  # past a C int: once an OverflowError out of the process pool
+        with pytest.raises(SystemExit) as exc:
+            main(["evaluate", str(data), "--out", str(tmp_path / "bad"), "--refiner-workers", bad])
+        assert exc.value.code == 2 and "--refiner-workers: must be in -1..256" in capsys.readouterr().err
 
 
 def test_the_card_names_the_options_the_shipped_refiner_was_fitted_with():

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from rfclassify._argtypes import count
 from rfclassify.engine.options import add_model_arguments
 
 
@@ -21,20 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SigMF recording (NAME, NAME.sigmf-meta or NAME.sigmf-data) or HDF5 dataset")
     add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout instead of a table")
-    parser.add_argument("--top", type=int, default=3, metavar="K", help="top-K labels per burst (default 3)")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N bursts per file")
+    parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")
+    parser.add_argument("--limit", type=count(), default=None, metavar="N", help="at most N bursts per file")
     parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
 
 
 def run(args: argparse.Namespace) -> int:
-    from rfclassify._exceptions import InputError
     from rfclassify.engine.classifier import Classifier
     from rfclassify.engine.files import iter_file_bursts
 
-    if args.top < 1:
-        raise InputError(f"--top must be >= 1, got {args.top}")
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit must be >= 1, got {args.limit}")
     # Open every file first, so a bad one fails before minutes of work on the others.
     for path in args.files:
         next(iter_file_bursts(path, chunk=1, limit=1), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from rfclassify._argtypes import finite_float
+from rfclassify._argtypes import count, finite_float, int_range, seed
 from rfclassify._exceptions import InputError
 
 
@@ -16,20 +16,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("generate", help="generate a balanced synthetic dataset (class x SNR grid)",
                        description="Generate a balanced class x SNR dataset of variable-length bursts.")
     g.add_argument("--out", required=True, help="output HDF5 file")
-    g.add_argument("--seed", type=int, default=0, help="random seed (same seed -> same file, any --workers)")
+    g.add_argument("--seed", type=seed, default=0, help="random seed (same seed -> same file, any --workers)")
     g.add_argument("--classes", default="all", help="'all' or comma-separated labels (default all)")
     _add_snr_args(g, default_min=-20.0, default_max=30.0, default_step=2.0)
-    g.add_argument("--per-cell", type=int, default=100, help="examples per class x SNR cell (default 100)")
-    g.add_argument("--length-min", type=int, default=64, help="shortest burst, samples (default 64)")
-    g.add_argument("--length-max", type=int, default=8192, help="longest burst, samples (default 8192)")
+    g.add_argument("--per-cell", type=count(), default=100, help="examples per class x SNR cell (default 100)")
+    g.add_argument("--length-min", type=count(), default=64, help="shortest burst, samples (default 64)")
+    g.add_argument("--length-max", type=count(), default=8192, help="longest burst, samples (default 8192)")
     g.add_argument("--lengths", default=None,
                    help="comma-separated burst lengths instead of the log-uniform range, e.g. 128,1024,4096")
     g.add_argument("--channel", default="full",
                    help="channel preset(s), comma-separated; examples rotate through them "
                         "(full, clean, one impairment family, or 'all' for full, clean and every "
                         "family alone; see docs/datasets.md)")
-    g.add_argument("--chunk", type=int, default=256, help="examples per synthesize call (part of the seed's plan)")
-    g.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    g.add_argument("--chunk", type=count(), default=256, help="examples per synthesize call (part of the seed's plan)")
+    g.add_argument("--workers", type=int_range(1, 1024), default=1, help="worker processes (default 1)")
     g.add_argument("--compression", choices=("none", "gzip", "lzf"), default="none")
     g.add_argument("--force", action="store_true", help="overwrite an existing file")
     g.set_defaults(_action=_generate)
@@ -44,11 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Run a GNU Radio 3.10 flowgraph (system /usr/bin/python3) and convert "
                                    "its output into an rfclassify HDF5 dataset.")
     r.add_argument("--out", required=True, help="output HDF5 file")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=seed, default=0)
     r.add_argument("--classes", default="all",
                    help="'all' (every label GNU Radio can make) or comma-separated labels")
     _add_snr_args(r, default_min=-10.0, default_max=30.0, default_step=4.0)
-    r.add_argument("--per-cell", type=int, default=20, help="bursts per class x SNR cell (default 20)")
+    r.add_argument("--per-cell", type=count(), default=20, help="bursts per class x SNR cell (default 20)")
     r.add_argument("--length", type=int, default=1024, help="burst length, samples (default 1024)")
     r.add_argument("--python", default="/usr/bin/python3", help="the Python that has GNU Radio")
     r.add_argument("--force", action="store_true", help="overwrite an existing file")
@@ -118,8 +118,6 @@ def _generate(args: argparse.Namespace) -> int:
         channels=tuple(c.strip() for c in args.channel.split(",") if c.strip()),
         seed=args.seed, chunk_examples=args.chunk)
     check_output(args.out, args.force)
-    if args.workers < 1:
-        raise InputError(f"--workers must be >= 1, got {args.workers}")
     with Progress(spec.n_examples, desc="generate", unit="bursts") as bar:
         report = generate_dataset(spec, args.out, workers=args.workers, force=args.force,
                                   compression=args.compression, command_line=_command_line(args),

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rfclassify._argtypes import finite_float
+from rfclassify._argtypes import finite_float, refiner_worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a burst whose network top probability is above P keeps the network's answer, "
                              "without the DC pass and the refiners (default: model.json refiner_skip_above; "
                              "1: every burst goes through them)")
-    parser.add_argument("--refiner-workers", type=int, default=0, metavar="N",
+    parser.add_argument("--refiner-workers", type=refiner_worker_count, default=0, metavar="N",
                         help="compute the refiner's statistics in N processes (default 0: in this one; -1: all "
                              "cores but two, at least two); the results are the same, sooner on a box with "
                              "cores to spare")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rfclassify._argtypes import width
 from rfclassify.engine.options import model_dir_path
 
 
@@ -11,21 +12,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="trained model directory (default: shipped models/)")
     parser.add_argument("--out", default=None, help="output directory (default: the model directory)")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (>= 17)")
-    parser.add_argument("--static-batch", type=int, default=None, metavar="N",
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (17 up to the most this torch exports)")
+    parser.add_argument("--static-batch", type=width, default=None, metavar="N",
                         help="also fix the batch of the static (DLA) graphs (default: dynamic batch, "
                              "pinned by the TensorRT profile)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from rfclassify._exceptions import ConfigError
     from rfclassify.model.export import export_model_dir
     from rfclassify.model.meta import default_model_dir
 
-    if args.opset < 17:
-        raise ConfigError(f"--opset must be >= 17, got {args.opset}")
-    if args.static_batch is not None and args.static_batch < 1:
-        raise ConfigError(f"--static-batch must be >= 1, got {args.static_batch}")
     model_dir = args.model_dir or default_model_dir()
     rep = export_model_dir(model_dir, args.out, opset=args.opset, static_batch=args.static_batch)
     out = args.out or model_dir

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import finite_float, seed
+from rfclassify._argtypes import count, finite_float, int_range, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -19,16 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", choices=tuple(GROUPS), default=HIGH_ORDER,
                         help="which classes it re-decides: the 12 high-order ones (refiner.npz, the default), or "
                              "the 16 others from their invariants alone (refiner_low_order.npz)")
-    parser.add_argument("--per-class", type=int, default=d.per_class,
+    parser.add_argument("--per-class", type=count(), default=d.per_class,
                         help=f"bursts synthesized per class of the group (default {d.per_class})")
     parser.add_argument("--seed", type=seed, default=d.seed, help="synthesis and fit seed (use one the test split does not)")
-    parser.add_argument("--workers", type=int, default=d.workers, help="processes computing the burst invariants")
-    parser.add_argument("--hidden", type=int, default=d.hidden,
+    parser.add_argument("--workers", type=worker_count, default=d.workers, help="processes computing the burst invariants")
+    parser.add_argument("--hidden", type=width, default=d.hidden,
                         help=f"units in the perceptron's hidden layer (default {d.hidden})")
     parser.add_argument("--label-smoothing", type=finite_float, default=d.label_smoothing, metavar="EPS",
                         help="smooth the perceptron's targets by EPS, then sharpen its outputs back with a "
                              "temperature fitted on the held-out share (default %(default)s)")
-    parser.add_argument("--members", type=int, default=d.members, metavar="M",
+    parser.add_argument("--members", type=int_range(1, 1024), default=d.members, metavar="M",
                         help="fit M perceptrons (on the examples outside the held-out share, each with its own "
                              "early-stopping share, initial weights and batch order) and serve the mean of their "
                              "probabilities (default %(default)s)")
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also fit gradient-boosted trees on the perceptrons' examples (LightGBM, the train "
                              "extra; served in numpy) and serve the mix of their probabilities and the "
                              "perceptrons' (docs/model.md, twenty-eighth session)")
-    parser.add_argument("--tree-leaves", type=int, default=d.tree_leaves, metavar="N",
+    parser.add_argument("--tree-leaves", type=int_range(2, 65536), default=d.tree_leaves, metavar="N",
                         help="leaves per tree (default %(default)s)")
     parser.add_argument("--tree-lr", type=finite_float, default=d.tree_lr, metavar="LR",
                         help="the trees' learning rate (default %(default)s)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rfclassify._argtypes import finite_float, seed
+from rfclassify._argtypes import count, finite_float, int_range, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -21,23 +21,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help=f"where to write the network (default: MODEL_DIR/{SEQUENCE_NET_FILE}); "
                              "`rfclassify fit-refiner --sequence-net` then fuses it")
-    parser.add_argument("--bursts", type=int, default=d.bursts,
+    parser.add_argument("--bursts", type=count(), default=d.bursts,
                         help=f"training bursts (default {d.bursts}), made in whole chunks of {d.chunk} (so rounded up); "
                              "a burst without clocked symbols is left out")
-    parser.add_argument("--start-bursts", type=int, default=d.start_bursts,
+    parser.add_argument("--start-bursts", type=count(0), default=d.start_bursts,
                         help="start training once this many bursts are made; the rest keep coming while it "
                              "trains (default 0: make them all first, which is reproducible)")
     parser.add_argument("--train-s", type=finite_float, default=d.train_s, help=f"training seconds (default {d.train_s:g})")
-    parser.add_argument("--max-steps", type=int, default=d.max_steps,
+    parser.add_argument("--max-steps", type=count(0), default=d.max_steps,
                         help="also stop after this many steps (default 0: the time budget alone)")
     parser.add_argument("--device", default=d.device, help=f"cpu | cuda | cuda:N (default {d.device})")
-    parser.add_argument("--workers", type=int, default=d.workers, help="processes making the sequences")
+    parser.add_argument("--workers", type=worker_count, default=d.workers, help="processes making the sequences")
     parser.add_argument("--seed", type=seed, default=d.seed, help="synthesis and training seed")
-    parser.add_argument("--eval-per-length", type=int, default=d.eval_per_length,
+    parser.add_argument("--eval-per-length", type=count(), default=d.eval_per_length,
                         help="fresh evaluation bursts per length")
-    parser.add_argument("--width", type=int, default=d.width, help=f"channels of the residual blocks (default {d.width})")
-    parser.add_argument("--hidden", type=int, default=d.hidden, help=f"width of the head's hidden layer (default {d.hidden})")
-    parser.add_argument("--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})")
+    parser.add_argument("--width", type=width, default=d.width, help=f"channels of the residual blocks (default {d.width})")
+    parser.add_argument("--hidden", type=width, default=d.hidden, help=f"width of the head's hidden layer (default {d.hidden})")
+    parser.add_argument("--blocks", type=int_range(1, 1024), default=d.blocks, help=f"residual blocks (default {d.blocks})")
     parser.add_argument("--gates", action="store_true",
                         help="a squeeze-and-excitation gate on each residual block (channel gains from the whole burst)")
     parser.add_argument("--front", choices=FRONTS, default=d.front,
@@ -53,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the second carrier pass: the strongest 4th/8th-power line of the symbols, or the "
                              "frequency under which a few alphabets fit them best (rfclassify.dsp.symbol_sequence; "
                              "default %(default)s)")
-    parser.add_argument("--batch", type=int, default=d.batch, help=f"bursts per step (default {d.batch})")
+    parser.add_argument("--batch", type=width, default=d.batch, help=f"bursts per step (default {d.batch})")
     parser.add_argument("--lr", type=finite_float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
-    parser.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations and saves")
+    parser.add_argument("--eval-every", type=count(), default=d.eval_every, help="steps between evaluations and saves")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from rfclassify._argtypes import finite_float, seed
+from rfclassify._argtypes import count, finite_float, seed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,13 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="PUB (default; daemon --input-mode sub) or PUSH (lossless; --input-mode pull)")
     parser.add_argument("--rate", type=finite_float, default=100.0, metavar="BURSTS_PER_S",
                         help="send rate (default 100; 0 = as fast as possible)")
-    parser.add_argument("--count", type=int, default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
+    parser.add_argument("--count", type=count(0), default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
     parser.add_argument("--classes", default="all", metavar="LIST",
                         help="comma-separated labels to draw from (default all)")
     parser.add_argument("--snr-min", type=finite_float, default=0.0, metavar="DB", help="default 0")
     parser.add_argument("--snr-max", type=finite_float, default=20.0, metavar="DB", help="default 20")
-    parser.add_argument("--length-min", type=int, default=256, metavar="SAMPLES", help="default 256")
-    parser.add_argument("--length-max", type=int, default=2048, metavar="SAMPLES", help="default 2048")
+    parser.add_argument("--length-min", type=count(), default=256, metavar="SAMPLES", help="default 256")
+    parser.add_argument("--length-max", type=count(), default=2048, metavar="SAMPLES", help="default 2048")
     parser.add_argument("--pattern", choices=("random", "cycle"), default="random",
                         help="random labels (default) or every class in turn")
     parser.add_argument("--dtype", choices=("cf32_le", "ci16_le", "ci8"), default="cf32_le")

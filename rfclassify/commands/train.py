@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rfclassify._argtypes import finite_float, seed
+from rfclassify._argtypes import count, finite_float, int_range, seed, worker_count
 
 if TYPE_CHECKING:
     from rfclassify.model.train import TrainConfig
@@ -36,17 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train from an HDF5 dataset instead of synthesizing on the fly")
     parser.add_argument("--time-budget-s", type=finite_float, default=d["time_budget_s"],
                         help="wall time of the whole run; the LR schedule anneals over it")
-    parser.add_argument("--steps", type=int, default=d["steps"], help="number of optimizer steps")
-    parser.add_argument("--batch-size", type=int, default=d["batch_size"])
+    parser.add_argument("--steps", type=count(), default=d["steps"], help="number of optimizer steps")
+    parser.add_argument("--batch-size", type=int_range(2, 65536), default=d["batch_size"])
     parser.add_argument("--lr", type=finite_float, default=d["lr"], help="peak learning rate (AdamW)")
-    parser.add_argument("--workers", type=int, default=d["workers"],
+    parser.add_argument("--workers", type=worker_count, default=d["workers"],
                         help="data-synthesis processes (0: make batches in this process, reproducible)")
     parser.add_argument("--seed", type=seed, default=d["seed"])
     parser.add_argument("--buckets", type=int, nargs="+", default=list(d["buckets_samples"]),
                         metavar="N", help="length buckets to train (samples)")
-    parser.add_argument("--val-per-bucket", type=int, default=d["val_per_bucket"],
+    parser.add_argument("--val-per-bucket", type=int_range(1, 1_000_000), default=d["val_per_bucket"],
                         help="held-out synthesized bursts per bucket for validation and temperature")
-    parser.add_argument("--log-every", type=int, default=d["log_every"], help="steps between progress lines")
+    parser.add_argument("--log-every", type=count(), default=d["log_every"], help="steps between progress lines")
     parser.add_argument("--checkpoint-every-s", type=finite_float, default=d["checkpoint_every_s"])
     # JSON text, not the dict: None stands for TrainConfig's default (no overrides)
     parser.add_argument("--arch", default=None, metavar="JSON",
@@ -78,15 +78,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--time-budget-s) or wsd (warmup-stable-decay, in steps: warmup over "
                              "--warmup-steps, the peak held, a linear decay over the last --decay-steps "
                              f"of --steps; for runs over several sittings) (default {d['schedule']})")
-    parser.add_argument("--warmup-steps", type=int, default=d["warmup_steps"],
+    parser.add_argument("--warmup-steps", type=count(0), default=d["warmup_steps"],
                         help=f"--schedule wsd: steps of linear warmup (default {d['warmup_steps']})")
-    parser.add_argument("--decay-steps", type=int, default=d["decay_steps"],
+    parser.add_argument("--decay-steps", type=count(0), default=d["decay_steps"],
                         help="--schedule wsd: decay the rate linearly over the last N steps of --steps "
                              f"(default {d['decay_steps']}: no decay, a trunk to resume)")
     parser.add_argument("--stop-after-s", type=finite_float, default=d["stop_after_s"], metavar="S",
                         help="end this invocation after S seconds with checkpoint.pt and no model "
                              "(--resume continues it, schedule included)")
-    parser.add_argument("--ema-half-life-steps", type=int, default=d["ema_half_life_steps"], metavar="N",
+    parser.add_argument("--ema-half-life-steps", type=count(0), default=d["ema_half_life_steps"], metavar="N",
                         help="keep a moving average of the weights with a half-life of N steps (kept in "
                              "checkpoints, continued by --resume) and write it as the model "
                              f"(default {d['ema_half_life_steps']}: off)")

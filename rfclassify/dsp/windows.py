@@ -47,6 +47,8 @@ from rfclassify.dsp.rate import SymbolRateNormalizer
 DEFAULT_BUCKETS_SAMPLES: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096)
 DEFAULT_MIN_SAMPLES = 64
 DEFAULT_MAX_WINDOWS = 16
+#: the largest bucket a policy takes (a million samples: far past any the network is trained on)
+MAX_BUCKET_SAMPLES = 2 ** 20
 NORMALIZATIONS: tuple[str, ...] = ("remove_dc", "keep_dc")
 #: keep_dc: largest |mean| kept, relative to the RMS of the mean-free part (DC power 18 dB above it)
 DC_CAP = 8.0
@@ -71,8 +73,9 @@ class BucketPolicy:
             raise ConfigError("at least one length bucket is needed")
         if list(b) != sorted(set(b)):
             raise ConfigError(f"length buckets must be distinct and ascending, got {list(b)}")
-        if b[0] < 8 or any(x % 2 for x in b):
-            raise ConfigError(f"length buckets must be even and >= 8 samples, got {list(b)}")
+        if b[0] < 8 or b[-1] > MAX_BUCKET_SAMPLES or any(x % 2 for x in b):
+            # past the top, a bucket once ended in numpy's "high is out of bounds" in training
+            raise ConfigError(f"length buckets must be even and 8..{MAX_BUCKET_SAMPLES} samples, got {list(b)}")
         if not 1 <= self.min_samples <= b[0]:
             raise ConfigError(f"min_samples must be in 1..{b[0]} (the smallest bucket), got {self.min_samples}")
         if self.max_windows < 1:

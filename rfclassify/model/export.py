@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES
 
@@ -47,8 +48,10 @@ def export_onnx(model: Any, path: str | os.PathLike[str], opset: int = 17,
 
     `batch_size` fixes the batch dimension (only meaningful with `static_length`)."""
     torch = require("torch", "ONNX export")
-    if opset < 17:
-        raise ValueError(f"opset must be >= 17, got {opset}")
+    # the most this torch exports (23 for torch 2.13; past it a RuntimeError out of the exporter)
+    top = getattr(getattr(torch.onnx, "_constants", None), "ONNX_MAX_OPSET", None)
+    if opset < 17 or (top is not None and opset > top):
+        raise ConfigError(f"opset must be in 17..{top or 'the most this torch exports'}, got {opset}")
     net = fold_batchnorm(model)
     if static_length is not None:
         ds = getattr(net, "downsample", 1)

@@ -126,6 +126,9 @@ class TrainConfig:
             raise ConfigError(f"--time-budget-s must be > 0, got {self.time_budget_s}")
         if self.batch_size < 2 or self.workers < 0 or self.max_uses < 1:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
+        if self.val_per_bucket < 1 or self.log_every < 1:  # once an IndexError, a ZeroDivisionError
+            raise ConfigError(f"--val-per-bucket and --log-every must be >= 1, got {self.val_per_bucket} "
+                              f"and {self.log_every}")
         if self.init_from and self.resume:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         # before any device time is spent: the product only ships networks the DLA can run, at

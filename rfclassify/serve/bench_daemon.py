@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._argtypes import finite_float, int_range
+from rfclassify._argtypes import finite_float, int_range, refiner_worker_count
 from rfclassify._cpus import usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
 
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave the model's constellation refiner out (the network alone)")
     parser.add_argument("--light-refiner", action="store_true",
                         help="the refiner's light variant (invariants only, no sequence network)")
-    parser.add_argument("--refiner-workers", type=int, default=-1, metavar="N",
+    parser.add_argument("--refiner-workers", type=refiner_worker_count, default=-1, metavar="N",
                         help="processes for the refiner's statistics (0: in the inference thread; default -1: "
                              "the daemon's default, all cores but two, at least two)")
     parser.add_argument("--refiner-skip-above", type=finite_float, default=None, metavar="P",
