@@ -36,6 +36,17 @@ def test_fold_batchnorm_keeps_outputs(net):
     assert torch.allclose(a[0], b[0], atol=1e-4) and torch.allclose(a[1], b[1], atol=1e-3)
 
 
+def test_an_opset_outside_what_the_exporter_writes_is_a_config_error(net, tmp_path):
+    """Past torch's most (23 for torch 2.13) the exporter raised a RuntimeError of its own."""
+    from rfclassify._exceptions import ConfigError
+
+    top = torch.onnx._constants.ONNX_MAX_OPSET
+    for bad in (16, top + 1, 10 ** 30):
+        with pytest.raises(ConfigError, match=f"opset must be in 17..{top}"):
+            export_onnx(net, tmp_path / "m.onnx", opset=bad)
+    assert not (tmp_path / "m.onnx").exists()
+
+
 def test_dynamic_export_parity_and_axes(net, tmp_path):
     path = export_onnx(net, tmp_path / "m.onnx")
     assert "BatchNormalization" not in _ops(path)

@@ -81,6 +81,10 @@ def test_wsd_schedule_warms_up_holds_and_a_branch_decays_from_where_the_trunk_is
     ({"steps": 10, "schedule": "step"}, "--schedule must be one of"),
     ({"steps": 10, "stop_after_s": 0}, "--stop-after-s must be > 0"),
     ({"steps": 10, "ema_half_life_steps": -1}, "--ema-half-life-steps must be >= 0"),
+    # an IndexError and a ZeroDivisionError inside the run before the fifty-eighth session
+    ({"steps": 10, "val_per_bucket": 0}, "--val-per-bucket and --log-every must be >= 1"),
+    ({"steps": 10, "log_every": 0}, "--val-per-bucket and --log-every must be >= 1"),
+    ({"steps": 10, "buckets_samples": (128, 10 ** 30)}, "length buckets must be even and 8..1048576"),
 ])
 def test_schedule_settings_are_checked_before_any_training(kwargs, message):
     from rfclassify._exceptions import ConfigError

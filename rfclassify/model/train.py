@@ -41,7 +41,7 @@ import numpy as np
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify._optional import require
-from rfclassify.dsp.windows import check_normalization
+from rfclassify.dsp.windows import BucketPolicy, check_normalization
 from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
 from rfclassify.model.train_step import make_step, set_lr
@@ -126,6 +126,7 @@ class TrainConfig:
             raise ConfigError(f"--time-budget-s must be > 0, got {self.time_budget_s}")
         if self.batch_size < 2 or self.workers < 0 or self.max_uses < 1:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
+        BucketPolicy(tuple(self.buckets_samples))  # the bucket list's rule (ConfigError), as the CLI's
         if self.val_per_bucket < 1 or self.log_every < 1:  # once an IndexError, a ZeroDivisionError
             raise ConfigError(f"--val-per-bucket and --log-every must be >= 1, got {self.val_per_bucket} "
                               f"and {self.log_every}")
