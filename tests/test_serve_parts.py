@@ -715,3 +715,44 @@ def test_blocking_put_of_an_item_larger_than_the_queue_drops_it_once_and_returns
     assert not alive, "a blocking put of an item that can never fit must not retry forever"
     assert done == [True] and drops == ["huge"] and len(q) == 0
     assert Pipeline._put_blocking(owner, q, "small", 10) and len(q) == 1
+
+
+def test_status_against_something_that_is_not_a_daemon_is_one_line_never_a_traceback(tmp_path, capsys):
+    """A REP socket of another service (or a daemon of another version) at the control endpoint:
+    a reply that is not JSON, not UTF-8, nested past the parser, or a JSON object of the wrong
+    shape each ended in a traceback from `rfclassify status`; and the daemon took such a socket
+    for a free one at start-up."""
+    import json
+    import threading
+
+    import zmq
+
+    from rfclassify.cli import main
+    from rfclassify.serve.control import _refuse_if_served
+
+    deep = b'{"a": ' * 3000 + b"1" + b"}" * 3000
+    cases = [(b"hello", "5 bytes that are not JSON"), (b"\xff\xfe", "2 bytes that are not JSON"),
+             (deep, "bytes that are not JSON"),
+             (b'{"health": 5, "counters": "x"}', "not a status this version reads"),
+             (json.dumps({"health": "ok", "counters": {}, "latency_ms": {"total": 5}}).encode(),
+              "not a status this version reads"),
+             (b'{"error": "unknown command"}', "answered with an error: unknown command")]
+    ctx = zmq.Context()
+    try:
+        for i, (reply, needle) in enumerate(cases + [(b"hello", "")]):
+            endpoint = f"ipc://{tmp_path}/ctl{i}"
+            rep = ctx.socket(zmq.REP)
+            rep.bind(endpoint)
+            server = threading.Thread(target=lambda s=rep, r=reply: (s.recv(), s.send(r)), daemon=True)
+            server.start()
+            if needle:
+                assert main(["status", "--control", endpoint, "--timeout", "5"]) == 1
+                err = capsys.readouterr().err
+                assert needle in err and "Traceback" not in err and err.count("\n") == 1, err
+            else:
+                with pytest.raises(ConfigError, match="not an rfclassify daemon answers"):
+                    _refuse_if_served(endpoint)
+            server.join(5)
+            rep.close(0)
+    finally:
+        ctx.destroy(linger=0)  # closes a socket a failed case left open (term() would wait for it)

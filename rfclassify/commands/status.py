@@ -29,9 +29,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="our CURVE key pair (.key_secret), when the daemon admits only known clients")
 
 
+def _rendered(reply: dict, endpoint: str) -> str | None:
+    """The status table of `reply`; None (and one line on stderr) where it is a daemon's error
+    reply or not a status this version can read (another service, or a daemon of another
+    version): a field of an unexpected type once ended in a traceback. --json prints any reply."""
+    from rfclassify.serve.status_view import render_status
+
+    if isinstance(reply.get("error"), str):
+        print(f"rfclassify status: {endpoint} answered with an error: {reply['error']}", file=sys.stderr)
+        return None
+    try:
+        if not isinstance(reply.get("health"), str) or not isinstance(reply.get("counters"), dict):
+            raise TypeError("no health or counters")
+        return render_status(reply)
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        print(f"rfclassify status: the reply from {endpoint} is not a status this version reads ({exc}); "
+              "--json prints it as it came", file=sys.stderr)
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from rfclassify.serve.control import NoDaemonError, client_endpoint, request
-    from rfclassify.serve.status_view import render_status
 
     if args.watch is not None and args.watch <= 0:
         print("rfclassify status: error: --watch needs a positive number of seconds", file=sys.stderr)
@@ -57,9 +75,12 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
         else:
+            text = _rendered(reply, endpoint)
+            if text is None:
+                return 1
             if args.watch is not None and sys.stdout.isatty():
                 print("\033[2J\033[H", end="")
-            print(render_status(reply), flush=True)
+            print(text, flush=True)
         if args.watch is None:
             return 0
         time.sleep(args.watch)

@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 
-from rfclassify._exceptions import ConfigError
+from rfclassify._exceptions import ConfigError, quoted
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,10 @@ def open_socket(context: zmq.Context, kind: int, role: str, endpoint: str, bind:
 
 class NoDaemonError(Exception):
     """No daemon answered on the control endpoint in time."""
+
+
+class UnexpectedReplyError(NoDaemonError):
+    """Something answered on the control endpoint, but not as a daemon does (not a JSON object)."""
 
 
 def candidate_dirs() -> list[Path]:
@@ -112,6 +116,8 @@ def _refuse_if_served(endpoint: str) -> None:
     """Raise ConfigError when another daemon answers on endpoint (its socket file is not stale)."""
     try:
         request(endpoint, "ping", timeout_s=0.3)
+    except UnexpectedReplyError:
+        raise ConfigError(f"something that is not an rfclassify daemon answers on {endpoint}") from None
     except NoDaemonError:
         return
     raise ConfigError(f"another rfclassify daemon already answers on {endpoint}")
@@ -228,9 +234,14 @@ def request(endpoint: str, command: str = "status", timeout_s: float = 2.0,
             path = ipc_path(endpoint)
             hint = f" (no socket at {path})" if path is not None and not path.exists() else ""
             raise NoDaemonError(f"no rfclassify daemon answered on {endpoint} within {timeout_s:g} s{hint}")
-        reply = json.loads(sock.recv().decode("utf-8"))
+        data = sock.recv()
     finally:
         sock.close(linger=0)
+    try:
+        reply = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):   # another service, or garbage
+        raise UnexpectedReplyError(f"unexpected reply from {endpoint}: {len(data)} bytes that are not "
+                                   f"JSON") from None
     if not isinstance(reply, dict):
-        raise NoDaemonError(f"unexpected reply from {endpoint}: {reply!r}")
+        raise UnexpectedReplyError(f"unexpected reply from {endpoint}: {quoted(reply)}")
     return reply
