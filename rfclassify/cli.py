@@ -3,7 +3,8 @@
 Each subcommand lives in `rfclassify.commands.<module>` and provides
 `add_arguments(parser)` and `run(args) -> int`. Only the chosen command's module is
 imported, so `rfclassify status` never pays for torch, onnxruntime or tensorrt.
-Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else.
+Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else
+(a MemoryError too, as one line: a count that asks for more than the machine has).
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RfclassifyError as exc:  # InternalError and anything else not the user's
         print(f"rfclassify {args.command}: internal error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # a count that asks for more than the machine has (numpy names the size)
+        print(f"rfclassify {args.command}: error: not enough memory for what was asked"
+              + (f" ({str(exc).splitlines()[0][:200]})" if str(exc) else ""), file=sys.stderr)
         return 1
 
 

@@ -48,6 +48,22 @@ def test_status_does_not_import_heavy_packages():
     assert out.stdout.strip() == "[]"
 
 
+def test_a_request_past_the_machines_memory_is_one_line(monkeypatch, capsys):
+    """fit-refiner --per-class 2147483647 asked numpy for 672 GiB and printed its traceback;
+    the size numpy names is kept. (The allocation failure is raised here rather than provoked:
+    a real one would first take what this machine has.)"""
+    import rfclassify.commands.keys as keys
+
+    def huge(args):
+        raise MemoryError("Unable to allocate 672. GiB for an array with shape (25769803764,)")
+
+    monkeypatch.setattr(keys, "run", huge)
+    assert cli.main(["keys", "--dir", "unused"]) == 1
+    err = capsys.readouterr().err
+    assert err == "rfclassify keys: error: not enough memory for what was asked (Unable to allocate 672. GiB " \
+                  "for an array with shape (25769803764,))\n"
+
+
 @pytest.mark.parametrize("argv", [
     ["simulate", "--rate", "nan", "--count", "1"],
     ["demo", "--rate", "inf", "--count", "5"],
