@@ -756,3 +756,37 @@ def test_status_against_something_that_is_not_a_daemon_is_one_line_never_a_trace
             rep.close(0)
     finally:
         ctx.destroy(linger=0)  # closes a socket a failed case left open (term() would wait for it)
+
+
+def test_tegrastats_that_exits_is_started_again_and_bad_lines_are_skipped(tmp_path, monkeypatch):
+    """A stand-in `tegrastats` on PATH (there is no Jetson here) prints a line that is not
+    UTF-8, one with a number past int()'s digit limit, one good line, and exits: the reader
+    keeps the good line, starts it again, and the snapshot says how old its line is. Before the
+    fifty-eighth session the first line ended the reader and an exit was never noticed."""
+    import rfclassify.serve.tegrastats as tegra
+
+    runs = tmp_path / "runs"
+    script = tmp_path / "tegrastats"
+    script.write_text("#!/bin/sh\n"
+                      f"echo run >> {runs}\n"
+                      "printf 'RAM \\377\\376/5MB\\n'\n"
+                      "printf 'RAM 1/5MB GR3D_FREQ 1%s%%\\n' \"$(head -c 5000 /dev/zero | tr '\\0' 7)\"\n"
+                      f"echo '{ORIN_LINE}'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(tegra, "RESTART_MIN_S", 0.2)
+    t = tegra.TegraStats()
+    assert t.start() and t.available
+    try:
+        deadline = time.monotonic() + 20
+        while t.restarts < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert t.restarts >= 2 and runs.read_text().count("run") >= 3
+        snap = t.snapshot()
+        assert snap["ram_used_mb"] == 3456 and snap["gpu_load_pct"] == 37 and 0 <= snap["age_s"] < 5
+    finally:
+        t.stop()
+    with_age = {"power_mode": {"name": "MAXN", "id": 0}, **parse_tegrastats(ORIN_LINE)}
+    text = render_status({**_status_sample(), "jetson": {**with_age, "age_s": 42.0}})
+    assert "RAM 3456/30536 MB  (its last line 42 s old)" in text
+    assert "(no tegrastats line yet)" in render_status({**_status_sample(), "jetson": {**with_age, "age_s": None}})

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: tegrastats prints a line a second; older than this, the Jetson line says how old it is
+STALE_TELEMETRY_S = 5.0
+
 
 def _fmt_duration(seconds: float) -> str:
     s = int(seconds)
@@ -117,8 +120,11 @@ def render_status(st: dict[str, Any]) -> str:
         mode = (j.get("power_mode") or {}).get("name", "?")
         temps = ", ".join(f"{k} {v:.1f}C" for k, v in (j.get("temps_c") or {}).items())
         power = ", ".join(f"{k} {v['cur_mw']} mW" for k, v in (j.get("power_mw") or {}).items())
+        age = j.get("age_s", 0.0)             # absent from daemons before the fifty-eighth session
+        stale = "  (no tegrastats line yet)" if age is None else (f"  (its last line {age:.0f} s old)"
+                                                                  if age > STALE_TELEMETRY_S else "")
         add(f"jetson      power mode {mode}, GPU load {j.get('gpu_load_pct', '?')}%, "
-            f"RAM {j.get('ram_used_mb', '?')}/{j.get('ram_total_mb', '?')} MB")
+            f"RAM {j.get('ram_used_mb', '?')}/{j.get('ram_total_mb', '?')} MB{stale}")
         if temps:
             add(f"  temps     {temps}")
         if power:

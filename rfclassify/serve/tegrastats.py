@@ -9,7 +9,10 @@ tegrastats prints one line a period, e.g. (AGX Orin, JetPack 6)
 temperatures are `<zone>@<T>C` (-256C marks a powered-off sensor), power rails
 `<RAIL> <current>mW/<average>mW` (older releases omit the unit: `POM_5V_IN 3000/3000`).
 Nothing here runs on a machine without tegrastats: `TegraStats.start()` then does nothing and
-`status` shows no Jetson section. Parsing is tested here; the binaries were not run (no Jetson).
+`status` shows no Jetson section. A tegrastats that exits is started again (after 1 s,
+doubling to RESTART_MAX_S while it keeps exiting without a line); a line it cannot parse is
+skipped; the snapshot says how old its line is (`age_s`). Parsing and the restarts are tested
+here, the latter with a stand-in script on PATH; the binaries were not run (no Jetson).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -29,6 +33,8 @@ _RAIL_OLD = re.compile(r"\b((?:VDD|POM|VIN)_[A-Z0-9_]*) (\d+)/(\d+)\b")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB\b")
 _GR3D = re.compile(r"\bGR3D_FREQ (\d+)%(?:@\[?([\d,]+)\]?)?")
 _SENSOR_OFF_C = -200.0
+RESTART_MIN_S = 1.0
+RESTART_MAX_S = 300.0
 
 
 def parse_tegrastats(line: str) -> dict[str, Any]:
@@ -78,50 +84,90 @@ def power_mode() -> dict[str, Any] | None:
 
 
 class TegraStats:
-    """Runs `tegrastats --interval MS` in the background and keeps the latest parsed line."""
+    """Runs `tegrastats --interval MS` in the background and keeps the latest parsed line.
+
+    Before the fifty-eighth session a tegrastats that exited (or one line that was not UTF-8)
+    ended the reader for good, and `status` went on showing its last line as if current."""
 
     def __init__(self, interval_ms: int = 1000) -> None:
         self.interval_ms = interval_ms
         self.latest: dict[str, Any] | None = None
+        self.latest_at: float | None = None     # time.monotonic() of the latest line
         self.mode: dict[str, Any] | None = None
+        self.restarts = 0                       # tegrastats processes started again after one exited
+        self._exe: str | None = None
         self._proc: subprocess.Popen[str] | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def available(self) -> bool:
-        return self._proc is not None
+        return self._exe is not None
 
     def start(self) -> bool:
-        exe = shutil.which("tegrastats")
-        if exe is None:
+        self._exe = shutil.which("tegrastats")
+        if self._exe is None:
             return False
-        try:
-            self._proc = subprocess.Popen([exe, "--interval", str(self.interval_ms)], stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True)
-        except OSError as exc:
-            log.warning("tegrastats did not start: %s", exc)
+        if not self._spawn():
+            self._exe = None
             return False
         self.mode = power_mode()
         self._thread = threading.Thread(target=self._read, name="tegrastats", daemon=True)
         self._thread.start()
         return True
 
+    def _spawn(self) -> bool:
+        assert self._exe is not None
+        try:
+            self._proc = subprocess.Popen([self._exe, "--interval", str(self.interval_ms)], stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            log.warning("tegrastats did not start: %s", exc)
+            return False
+        return True
+
     def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self.latest = parse_tegrastats(line)
+        delay = RESTART_MIN_S
+        while not self._stopping.is_set():
+            proc = self._proc
+            lines = 0
+            if proc is not None and proc.stdout is not None:
+                for line in proc.stdout:
+                    try:
+                        parsed = parse_tegrastats(line)
+                    except ValueError:          # a number past int()'s digit limit, say
+                        continue
+                    self.latest, self.latest_at = parsed, time.monotonic()
+                    lines += 1
+                proc.stdout.close()
+                code = proc.wait()
+            else:
+                code = None
+            if self._stopping.is_set():
+                return
+            delay = RESTART_MIN_S if lines else min(delay * 2, RESTART_MAX_S)
+            log.warning("tegrastats exited (code %s) after %d lines; starting it again in %.0f s",
+                        code, lines, delay)
+            if self._stopping.wait(delay):
+                return
+            self.restarts += 1
+            if not self._spawn():
+                self._proc = None
 
     def snapshot(self) -> dict[str, Any] | None:
-        if self._proc is None:
+        if self._exe is None:
             return None
-        return {"power_mode": self.mode, **(self.latest or {})}
+        age = None if self.latest_at is None else round(time.monotonic() - self.latest_at, 1)
+        return {"power_mode": self.mode, "age_s": age, **(self.latest or {})}
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
+        self._stopping.set()
+        proc = self._proc
+        if proc is not None:
+            proc.terminate()
             try:
-                self._proc.wait(timeout=2)
+                proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+                proc.kill()
+        if self._thread is not None:
+            self._thread.join(2)
