@@ -773,10 +773,14 @@ def test_tegrastats_that_exits_is_started_again_and_bad_lines_are_skipped(tmp_pa
                       "printf 'RAM 1/5MB GR3D_FREQ 1%s%%\\n' \"$(head -c 5000 /dev/zero | tr '\\0' 7)\"\n"
                       f"echo '{ORIN_LINE}'\n")
     script.chmod(0o755)
+    nvpmodel = tmp_path / "nvpmodel"        # its bytes that were not UTF-8 raised out of start()
+    nvpmodel.write_text("#!/bin/sh\nprintf 'NV Power Mode: MAXN\\377\\n0\\n'\n")
+    nvpmodel.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setattr(tegra, "RESTART_MIN_S", 0.2)
     t = tegra.TegraStats()
     assert t.start() and t.available
+    assert t.mode is not None and t.mode["name"].startswith("MAXN") and t.mode["id"] == 0
     try:
         deadline = time.monotonic() + 20
         while t.restarts < 2 and time.monotonic() < deadline:

@@ -77,7 +77,9 @@ def power_mode() -> dict[str, Any] | None:
     if exe is None:
         return None
     try:
-        proc = subprocess.run([exe, "-q"], capture_output=True, text=True, timeout=5, check=False)
+        # bytes that are not UTF-8 would raise out of run() and stop the daemon's start
+        proc = subprocess.run([exe, "-q"], capture_output=True, text=True, encoding="utf-8", errors="replace",
+                              timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_nvpmodel(proc.stdout)
