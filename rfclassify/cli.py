@@ -4,7 +4,9 @@ Each subcommand lives in `rfclassify.commands.<module>` and provides
 `add_arguments(parser)` and `run(args) -> int`. Only the chosen command's module is
 imported, so `rfclassify status` never pays for torch, onnxruntime or tensorrt.
 Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else
-(a MemoryError too, as one line: a count that asks for more than the machine has).
+(a MemoryError too, as one line: a count that asks for more than the machine has). An
+OSError is one line naming its path, exit 2 where it names one (an output the user pointed
+at a file, a directory or somewhere unwritable), else 1.
 """
 
 from __future__ import annotations
@@ -91,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     except RfclassifyError as exc:  # InternalError and anything else not the user's
         print(f"rfclassify {args.command}: internal error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a path the command could not read or write: one line naming it
+        logging.getLogger("rfclassify").debug("%s", args.command, exc_info=True)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rfclassify {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2 if exc.filename else 1
     except MemoryError as exc:  # a count that asks for more than the machine has (numpy names the size)
         print(f"rfclassify {args.command}: error: not enough memory for what was asked"
               + (f" ({str(exc).splitlines()[0][:200]})" if str(exc) else ""), file=sys.stderr)

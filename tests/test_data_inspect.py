@@ -45,3 +45,11 @@ def test_inspect_draws_a_png_sheet(tmp_path, capsys):
     assert f"sheet: {png}" in capsys.readouterr().out
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    # a name without a suffix is the file written (matplotlib appended .png, and the report
+    # named a file that was not there); a directory is one line, exit 2 (a traceback before)
+    assert main(["dataset", "inspect", str(out), "--png", str(tmp_path / "plain")]) == 0
+    assert (tmp_path / "plain").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "plain.png").exists()
+    capsys.readouterr()
+    assert main(["dataset", "inspect", str(out), "--png", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rfclassify dataset: error: {tmp_path}: Is a directory\n"

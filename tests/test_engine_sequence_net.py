@@ -56,6 +56,10 @@ def test_a_stored_network_loads_back_and_bad_weights_are_refused(tmp_path, rando
     net = random_sequence_net(labels, blocks=2, gates=gates)
     path = net.save(tmp_path / "seq.npz")
     back = SequenceNet.load(path)
+    # exactly the name given (np.savez appended .npz to one without, fit-sequence then named
+    # a file that was not there)
+    assert net.save(tmp_path / "plain") == tmp_path / "plain" and not (tmp_path / "plain.npz").exists()
+    assert SequenceNet.load(tmp_path / "plain").n_params == net.n_params
     seq = np.random.default_rng(2).standard_normal((N_CHANNELS, 50)).astype(np.float32)
     np.testing.assert_array_equal(back.log_probs(seq), net.log_probs(seq))
     assert back.labels == labels and back.info == {"made_by": "test"} and back.n_params == net.n_params

@@ -96,5 +96,6 @@ def draw_sheet(ds: DatasetReader, png: str | os.PathLike[str]) -> Path:
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     out = Path(png)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
+    # a name without a suffix: matplotlib appended ".png" to it, and the path reported was not the file's
+    fig.savefig(out, dpi=90, format=None if out.suffix else "png")
     return out

@@ -191,8 +191,11 @@ class SequenceNet:
         return out
 
     def save(self, path: str | Path) -> Path:
+        """Write the arrays to exactly `path` (np.savez given a name appends ".npz" where it lacks one,
+        and fit-sequence then named a file that was not there)."""
         path = Path(path)
-        np.savez(path, **self.arrays())
+        with open(path, "wb") as fh:
+            np.savez(fh, **self.arrays())
         return path
 
     @classmethod
