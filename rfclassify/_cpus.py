@@ -52,8 +52,7 @@ def auto_refiner_workers(cpus: int | None = None) -> int:
 def refiner_worker_count(requested: int, cpus: int | None = None) -> int:
     """The worker processes a refiner_workers setting means: AUTO_WORKERS (-1) picks
     auto_refiner_workers(cpus); 0..256 (as the daemon's [model] refiner_workers) is itself.
-    ValueError otherwise (a count past a C int
-    was an OverflowError out of the process pool)."""
+    ValueError otherwise (a count past a C int was an OverflowError out of the process pool)."""
     if requested == AUTO_WORKERS:
         return auto_refiner_workers(cpus)
     if not 0 <= requested <= 256:
