@@ -20,6 +20,21 @@ def finite_float(text: str) -> float:
     return value
 
 
+def float_range(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], float]:
+    """An argparse type for a float option in lo..hi ((lo, hi] with lo_open): past such bounds
+    a value went on to overflow time.sleep or a ZeroMQ poll (status --timeout 1e300), divide by
+    zero (bench daemon --seconds 1e-300) or reach torch's optimizer (train --lr -1) as a
+    traceback."""
+    def parse(text: str) -> float:
+        value = finite_float(text)
+        if not ((lo < value) if lo_open else (lo <= value)) or value > hi:
+            raise argparse.ArgumentTypeError(f"must be in {'(' if lo_open else ''}{lo:g}..{hi:g}, "
+                                             f"got {text if len(text) <= 20 else text[:17] + '...'}")
+        return value
+    parse.__name__ = f"number in {lo:g}..{hi:g}"
+    return parse
+
+
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
     """An argparse type for an integer option in lo..hi: a value outside went on to fail deep
     inside (a negative seed in numpy's generator, a thread count in ONNX Runtime's C++) as a
@@ -51,3 +66,5 @@ thread_count = int_range(0, 1024)          # as the daemon's [model] threads
 worker_count = int_range(0, 1024)          # processes; past a C int they were an OverflowError
 refiner_worker_count = int_range(-1, 256)   # as the daemon's [model] refiner_workers (-1: automatic)
 width = int_range(1, 65536)                # a layer's channels or a batch's size
+seconds = float_range(0.0, 86400.0, lo_open=True)  # a wait or a duration: positive, at most a day
+learning_rate = float_range(0.0, 10.0, lo_open=True)

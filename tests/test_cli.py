@@ -83,11 +83,34 @@ def test_a_number_that_is_not_finite_is_a_usage_error(argv, capsys):
     assert exc.value.code == 2 and "must be a finite number" in err and "Traceback" not in err
 
 
-def test_status_with_a_timeout_that_is_not_positive_is_a_usage_error(tmp_path, capsys):
-    """ZeroMQ reads a negative receive timeout as 'wait for ever': with no daemon, status hung."""
-    for timeout in ("-1", "0"):
-        assert cli.main(["status", "--control", f"ipc://{tmp_path}/nothing", "--timeout", timeout]) == 2
-        assert "--timeout needs a positive number of seconds" in capsys.readouterr().err
+def test_a_simulator_rate_too_small_to_sleep_for_is_a_config_error():
+    """A burst every 1e300 s overflowed time.sleep inside the sending loop."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.serve.simulate import SimulateOptions
+
+    with pytest.raises(ConfigError, match="rate must be 0 .as fast as possible. or at least 0.001"):
+        SimulateOptions(rate_bursts_per_s=1e-300)
+    assert SimulateOptions(rate_bursts_per_s=0).rate_bursts_per_s == 0
+
+
+@pytest.mark.parametrize("argv, needle", [
+    # ZeroMQ reads a negative receive timeout as 'wait for ever': with no daemon, status hung
+    (["status", "--timeout", "-1"], "--timeout: must be in (0..86400, got -1"),
+    (["status", "--timeout", "0"], "--timeout: must be in (0..86400, got 0"),
+    # each a traceback before the fifty-eighth session: an overflow in the poll, in time.sleep,
+    # a division by zero, torch's optimizer
+    (["status", "--timeout", "1e300"], "--timeout: must be in (0..86400"),
+    (["status", "--watch", "1e300"], "--watch: must be in (0..86400"),
+    (["simulate", "--warmup", "1e300"], "--warmup: must be in 0..3600"),
+    (["bench", "daemon", "--seconds", "1e-300"], "--seconds: must be in 0.1..86400"),
+    (["train", "--out", "unused", "--lr", "-1"], "--lr: must be in (0..10"),
+    (["fit-sequence", "--lr", "1e300"], "--lr: must be in (0..10"),
+])
+def test_a_number_out_of_its_range_is_a_usage_error(tmp_path, capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv[:1], "--control", f"ipc://{tmp_path}/nothing", *argv[1:]] if argv[0] == "status" else argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("argv,needle", [

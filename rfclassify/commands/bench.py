@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from rfclassify._argtypes import finite_float, thread_count
+from rfclassify._argtypes import float_range, thread_count
 from rfclassify.engine.options import add_model_arguments, names, positive_ints
 
 DAEMON_MODULE = "rfclassify.serve.bench_daemon"
@@ -36,7 +36,7 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
                         help="window lengths in samples (default 1024)")
     parser.add_argument("--batch-sizes", type=positive_ints, default=d(None),
                         help="batch sizes (default 1,64 on CPU, 1,64,1024 on GPU)")
-    parser.add_argument("--seconds", type=finite_float, default=d(2.0),
+    parser.add_argument("--seconds", type=float_range(0.01, 86400.0), default=d(2.0),
                         help="seconds per measurement, baseline included (default 2)")
     parser.add_argument("--device", default=d(None), help="cpu, cuda or cuda:N (default: per backend)")
     parser.add_argument("--threads", type=thread_count, default=d(None), help="CPU threads (default: all usable)")

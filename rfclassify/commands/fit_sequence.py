@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rfclassify._argtypes import count, finite_float, int_range, seed, width, worker_count
+from rfclassify._argtypes import count, finite_float, int_range, learning_rate, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "frequency under which a few alphabets fit them best (rfclassify.dsp.symbol_sequence; "
                              "default %(default)s)")
     parser.add_argument("--batch", type=width, default=d.batch, help=f"bursts per step (default {d.batch})")
-    parser.add_argument("--lr", type=finite_float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
+    parser.add_argument("--lr", type=learning_rate, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     parser.add_argument("--eval-every", type=count(), default=d.eval_every, help="steps between evaluations and saves")
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from rfclassify._argtypes import count, finite_float, seed
+from rfclassify._argtypes import count, finite_float, float_range, seed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--connect", dest="bind", action="store_false", help="connect instead of binding")
     parser.add_argument("--socket", choices=("pub", "push"), default="pub",
                         help="PUB (default; daemon --input-mode sub) or PUSH (lossless; --input-mode pull)")
-    parser.add_argument("--rate", type=finite_float, default=100.0, metavar="BURSTS_PER_S",
+    parser.add_argument("--rate", type=float_range(0.0, 1e6), default=100.0, metavar="BURSTS_PER_S",
                         help="send rate (default 100; 0 = as fast as possible)")
     parser.add_argument("--count", type=count(0), default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
     parser.add_argument("--classes", default="all", metavar="LIST",
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample-rate", type=finite_float, default=1e6, metavar="HZ")
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--clean", action="store_true", help="no channel impairments besides noise")
-    parser.add_argument("--warmup", type=finite_float, default=0.5, metavar="SECONDS",
+    parser.add_argument("--warmup", type=float_range(0.0, 3600.0), default=0.5, metavar="SECONDS",
                         help="PUB: wait this long for subscribers before sending (default 0.5)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 

@@ -12,16 +12,16 @@ import json
 import sys
 import time
 
-from rfclassify._argtypes import finite_float
+from rfclassify._argtypes import seconds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--control", metavar="ENDPOINT",
                         help="control endpoint (default: the daemon's default socket that exists)")
     parser.add_argument("--json", action="store_true", help="print the raw status reply as JSON")
-    parser.add_argument("--watch", nargs="?", type=finite_float, const=2.0, metavar="SECONDS",
+    parser.add_argument("--watch", nargs="?", type=seconds, const=2.0, metavar="SECONDS",
                         help="refresh every SECONDS (default 2) until interrupted")
-    parser.add_argument("--timeout", type=finite_float, default=2.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds, default=2.0, metavar="SECONDS",
                         help="how long to wait for the daemon (default 2)")
     parser.add_argument("--server-key", metavar="FILE",
                         help="the daemon's CURVE public key (.key) when its control socket uses CURVE")
@@ -51,12 +51,6 @@ def _rendered(reply: dict, endpoint: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from rfclassify.serve.control import NoDaemonError, client_endpoint, request
 
-    if args.watch is not None and args.watch <= 0:
-        print("rfclassify status: error: --watch needs a positive number of seconds", file=sys.stderr)
-        return 2
-    if args.timeout <= 0:       # ZeroMQ reads a negative receive timeout as "wait for ever"
-        print("rfclassify status: error: --timeout needs a positive number of seconds", file=sys.stderr)
-        return 2
     endpoint = client_endpoint(args.control)
     secure = None
     if args.server_key:

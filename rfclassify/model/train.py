@@ -126,6 +126,8 @@ class TrainConfig:
             raise ConfigError(f"--time-budget-s must be > 0, got {self.time_budget_s}")
         if self.batch_size < 2 or self.workers < 0 or self.max_uses < 1:
             raise ConfigError("--batch-size must be >= 2, --workers >= 0")
+        if not 0 < self.lr <= 10:  # torch's optimizer raised on a negative one, overflowed on 1e300
+            raise ConfigError(f"--lr must be in (0, 10], got {self.lr:g}")
         BucketPolicy(tuple(self.buckets_samples))  # the bucket list's rule (ConfigError), as the CLI's
         if self.val_per_bucket < 1 or self.log_every < 1:  # once an IndexError, a ZeroDivisionError
             raise ConfigError(f"--val-per-bucket and --log-every must be >= 1, got {self.val_per_bucket} "

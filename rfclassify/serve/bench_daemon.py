@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._argtypes import finite_float, int_range, refiner_worker_count
+from rfclassify._argtypes import finite_float, float_range, int_range, refiner_worker_count
 from rfclassify._cpus import usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
 
@@ -40,13 +40,14 @@ POOL = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=finite_float, default=5.0, help="seconds per phase (default 5)")
+    parser.add_argument("--seconds", type=float_range(0.1, 86400.0), default=5.0, help="seconds per phase (default 5)")
     parser.add_argument("--rate", default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
     add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int_range(1, 4096), default=64, help="windows per batch (default 64)")
-    parser.add_argument("--max-wait-ms", type=finite_float, default=2.0, help="batch wait (default 2 ms)")
+    parser.add_argument("--max-wait-ms", type=float_range(0.0, 60_000.0), default=2.0,
+                        help="batch wait (default 2 ms; 0..60000 as the daemon's batching.max_wait_ms)")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave the model's constellation refiner out (the network alone)")
     parser.add_argument("--light-refiner", action="store_true",

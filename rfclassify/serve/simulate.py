@@ -59,6 +59,9 @@ class SimulateOptions:
             raise ConfigError(f"pattern must be one of {', '.join(PATTERNS)}, got {self.pattern!r}")
         if self.rate_bursts_per_s < 0 or self.count < 0 or self.pool < 0:
             raise ConfigError("rate, count and pool must be >= 0")
+        if 0 < self.rate_bursts_per_s < 1e-3:   # a burst every 1e300 s overflowed time.sleep
+            raise ConfigError(f"rate must be 0 (as fast as possible) or at least 0.001 bursts/s, "
+                              f"got {self.rate_bursts_per_s:g}")
         if not 1 <= self.length_min_samples <= self.length_max_samples:
             raise ConfigError("need 1 <= length-min <= length-max")
         if self.snr_min_db > self.snr_max_db:
