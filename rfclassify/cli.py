@@ -6,7 +6,8 @@ imported, so `rfclassify status` never pays for torch, onnxruntime or tensorrt.
 Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else
 (a MemoryError too, as one line: a count that asks for more than the machine has). An
 OSError is one line naming its path, exit 2 where it names one (an output the user pointed
-at a file, a directory or somewhere unwritable), else 1.
+at a file, a directory or somewhere unwritable), else 1; a closed stdout (`| head`) ends the
+command quietly, exit 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from rfclassify._exceptions import RfclassifyError, UserError
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RfclassifyError as exc:  # InternalError and anything else not the user's
         print(f"rfclassify {args.command}: internal error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader of stdout left (`| head`): end quietly, as a pipeline expects
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # else Python reports the failed flush at exit
         return 1
     except OSError as exc:  # a path the command could not read or write: one line naming it
         logging.getLogger("rfclassify").debug("%s", args.command, exc_info=True)

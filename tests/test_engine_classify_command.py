@@ -188,3 +188,23 @@ def test_sigmf_metadata_with_awkward_fields_is_read_or_refused_never_raised(tmp_
         except InputError:
             outcomes["refused"] += 1
     assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tiny_model_dir, tmp_path):
+    """`rfclassify classify FILE --json | head -1`: the closed pipe printed a BrokenPipeError
+    traceback (and, after the fifty-eighth session's one-line OSError, 'error: Broken pipe')."""
+    import subprocess
+    import sys
+
+    base = tmp_path / "rec"
+    n = 1024                        # about 400 KB of JSON lines: more than a pipe holds
+    _write_sigmf(base, _iq(n * 256, 5), "cf32_le",
+                 [{"core:sample_start": 256 * i, "core:sample_count": 256} for i in range(n)])
+    with subprocess.Popen([sys.executable, "-m", "rfclassify", "classify", str(base), "--json",
+                           "--model-dir", str(tiny_model_dir)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0) as proc:
+        assert json.loads(proc.stdout.readline())["burst"] == 0
+        proc.stdout.close()                              # the reader leaves after one line
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "Broken pipe" not in err and "Exception ignored" not in err, err
