@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -111,15 +112,16 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
          "core:sample_count must be an integer"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", "all of it"), "'annotations' must be a list"),
         (lambda p: (_write_sigmf(p, _iq(100, 0), "cf32_le"),
-                    p.with_name("bad.sigmf-meta").write_text('{"global": ' + "[" * 5000 + "]" * 5000 + "}"))[0],
-         "cannot read SigMF metadata"),
+                    p.with_name("bad.sigmf-meta").write_text('{"global": ' + "[" * 100_000 + "]" * 100_000 + "}"))[0],
+         # RecursionError on Python 3.11; 3.12's parser reads deeper and may find a list
+         "cannot read SigMF metadata|has no 'global' object"),
     ],
 )
 def test_bad_files_are_one_line_and_exit_2(tiny_model_dir, tmp_path, capsys, setup, match):
     path = setup(tmp_path / "bad")
     rc = main(["classify", str(path), "--model-dir", str(tiny_model_dir), "--device", "cpu"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and len(err.splitlines()) == 1 and match in err
+    assert rc == 2 and len(err.splitlines()) == 1 and re.search(match, err), err
 
 
 def test_sigmf_offsets_written_as_whole_floats_are_read(tmp_path):

@@ -576,8 +576,11 @@ def test_a_malformed_control_request_gets_an_error_reply_and_the_socket_answers_
     srv = ControlServer(ctx, f"ipc://{tmp_path}/ctl", lambda req: {"echo": req.get("command")})
     srv.start()
     try:
+        # past the parser's depth: RecursionError on Python 3.11; Python 3.12's parser reads
+        # deeper and may find a list instead (fifty-eighth session): an error reply either way
+        deep = b"[" * 30000 + b"]" * 30000
         for frames, needle in (([b'{"command": "status"}', b"more"], "one frame, got 2"),
-                               ([b"[" * 5000], "nested too deeply"),
+                               ([deep], "nested too deeply|must be a JSON object"),
                                ([b'"status"'], "JSON object")):
             req = ctx.socket(zmq.REQ)
             req.setsockopt(zmq.LINGER, 0)
@@ -585,7 +588,7 @@ def test_a_malformed_control_request_gets_an_error_reply_and_the_socket_answers_
             req.connect(srv.endpoint)
             try:
                 req.send_multipart(frames)
-                assert needle in json.loads(req.recv())["error"]
+                assert re.search(needle, json.loads(req.recv())["error"])
             finally:
                 req.close(0)
             assert request(srv.endpoint, "status", timeout_s=5) == {"echo": "status"}
