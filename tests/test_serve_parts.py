@@ -797,3 +797,23 @@ def test_tegrastats_that_exits_is_started_again_and_bad_lines_are_skipped(tmp_pa
     text = render_status({**_status_sample(), "jetson": {**with_age, "age_s": 42.0}})
     assert "RAM 3456/30536 MB  (its last line 42 s old)" in text
     assert "(no tegrastats line yet)" in render_status({**_status_sample(), "jetson": {**with_age, "age_s": None}})
+
+
+def test_tegrastats_stop_ends_the_process_and_the_reader(tmp_path, monkeypatch):
+    """stop() ends a tegrastats that keeps printing, and the reader thread with it (a restart
+    that races stop() is ended too: stop() looks at the process again after the reader ends)."""
+    import rfclassify.serve.tegrastats as tegra
+
+    script = tmp_path / "tegrastats"
+    script.write_text(f"#!/bin/sh\nwhile true; do echo '{ORIN_LINE}'; sleep 0.05; done\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    t = tegra.TegraStats()
+    assert t.start()
+    deadline = time.monotonic() + 20
+    while t.latest is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert t.latest is not None and t.latest["gpu_load_pct"] == 37
+    proc = t._proc
+    t.stop()
+    assert proc is not None and proc.poll() is not None and not t._thread.is_alive() and t.restarts == 0

@@ -129,6 +129,13 @@ class TegraStats:
         return True
 
     def _read(self) -> None:
+        try:
+            self._read_and_restart()
+        finally:                # the pipe of a process started as stop() began
+            if self._proc is not None and self._proc.stdout is not None:
+                self._proc.stdout.close()
+
+    def _read_and_restart(self) -> None:
         delay = RESTART_MIN_S
         while not self._stopping.is_set():
             proc = self._proc
@@ -164,12 +171,19 @@ class TegraStats:
 
     def stop(self) -> None:
         self._stopping.set()
-        proc = self._proc
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _terminate(self._proc)
         if self._thread is not None:
             self._thread.join(2)
+        _terminate(self._proc)  # one the reader started as stop() began (its restart raced it)
+
+
+def _terminate(proc: subprocess.Popen[str] | None) -> None:
+    """Terminate `proc`, killing it after 2 s (its pipe is the reader thread's to close)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
