@@ -48,6 +48,36 @@ def test_status_does_not_import_heavy_packages():
     assert out.stdout.strip() == "[]"
 
 
+#: plain-int options whose range the command checks itself, each with a one-line error (the
+#: daemon's config for --max-batch, the spec for --length and the EM counts, BucketPolicy for
+#: --buckets, export_onnx for --opset: the most this torch exports)
+CHECKED_BY_THE_COMMAND = {("serve", "--max-batch"), ("dataset gnuradio", "--length"), ("train", "--buckets"),
+                          ("evaluate", "--refiner-em-classes"), ("export", "--opset"), ("fit-refiner", "--em-classes")}
+
+
+def test_every_integer_option_is_parsed_against_a_range():
+    """A plain `int` option took 10 ** 30 or -5 and failed deep inside (OverflowError,
+    ZeroDivisionError, IndexError, numpy's and torch's own errors: the fifty-eighth session's
+    fuzz); each now has an _argtypes range, or is one the command checks itself."""
+    import argparse
+
+    plain = set()
+
+    def walk(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+            elif action.type is int:
+                plain.add((name, action.option_strings[-1]))
+
+    for name in cli.COMMANDS:
+        parser = cli.build_parser([name])
+        (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        walk(subparsers.choices[name], name)
+    assert plain == CHECKED_BY_THE_COMMAND
+
+
 def test_a_request_past_the_machines_memory_is_one_line(monkeypatch, capsys):
     """fit-refiner --per-class 2147483647 asked numpy for 672 GiB and printed its traceback;
     the size numpy names is kept. (The allocation failure is raised here rather than provoked:
