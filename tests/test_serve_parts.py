@@ -517,6 +517,10 @@ def test_prometheus_text_has_counters_histograms_and_gauges():
     assert "rfclassify_bursts_classified_total 2" in text
     assert 'rfclassify_health{state="degraded"} 1' in text and 'rfclassify_health{state="ok"} 0' in text
     assert 'rfclassify_jetson_temperature_celsius{zone="tj"} 46.5' in text
+    assert "rfclassify_jetson_telemetry_age_seconds" not in text    # a daemon before age_s
+    st["jetson"]["age_s"] = 42.0
+    text = render_metrics(st, s.histograms())
+    assert "rfclassify_jetson_telemetry_age_seconds 42\n" in text  # a stale line can be alerted on
     for line in text.splitlines():                       # every sample line: name{labels} number
         if not line.startswith("#"):
             assert re.fullmatch(r'[a-z_]+(\{[^}]*\})? [-0-9.e+]+', line), line

@@ -17,7 +17,8 @@ monotonic `_total` counters, a cumulative latency histogram per stage, gauges fo
     rfclassify_heartbeat_age_seconds              gauge
     rfclassify_health{state}                      1 for the current state, else 0
     rfclassify_info{version,backend,precision,device,model}   always 1
-    rfclassify_jetson_temperature_celsius{zone}, rfclassify_jetson_power_milliwatts{rail}
+    rfclassify_jetson_temperature_celsius{zone}, rfclassify_jetson_power_milliwatts{rail},
+    rfclassify_jetson_telemetry_age_seconds       gauge: how old the tegrastats line is
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
     w.sample("rfclassify_info", 1, version=status.get("version", ""), backend=eng.get("backend", ""),
              precision=eng.get("precision", ""), device=eng.get("device", ""), model=eng.get("model", ""))
     jet = status.get("jetson") or {}
+    if jet.get("age_s") is not None:
+        w.family("rfclassify_jetson_telemetry_age_seconds", "gauge",
+                 "Seconds since tegrastats printed its latest line (it is started again when it exits).")
+        w.sample("rfclassify_jetson_telemetry_age_seconds", jet["age_s"])
     if jet.get("temps_c"):
         w.family("rfclassify_jetson_temperature_celsius", "gauge", "tegrastats temperatures.")
         for zone, t in sorted(jet["temps_c"].items()):
