@@ -821,3 +821,43 @@ def test_tegrastats_stop_ends_the_process_and_the_reader(tmp_path, monkeypatch):
     proc = t._proc
     t.stop()
     assert proc is not None and proc.poll() is not None and not t._thread.is_alive() and t.restarts == 0
+
+
+def test_status_watch_keeps_trying_through_a_reply_it_cannot_read(tmp_path):
+    """--watch keeps asking while no daemon answers; a reply of another shape (a daemon being
+    upgraded under the watch, say) is one line each time too, and the watch goes on."""
+    import subprocess
+    import threading
+
+    import zmq
+
+    endpoint = f"ipc://{tmp_path}/ctl"
+    ctx = zmq.Context()
+    rep = ctx.socket(zmq.REP)
+    rep.bind(endpoint)
+    rep.setsockopt(zmq.RCVTIMEO, 200)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.is_set():
+            try:
+                rep.recv()
+            except zmq.Again:
+                continue
+            rep.send(b'{"health": 5, "counters": {}}')
+
+    server = threading.Thread(target=answer, daemon=True)
+    server.start()
+    try:
+        with subprocess.Popen([sys.executable, "-m", "rfclassify", "status", "--control", endpoint,
+                               "--watch", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            time.sleep(4)
+            alive = proc.poll() is None
+            proc.terminate()
+            _, err = proc.communicate(timeout=10)
+    finally:
+        done.set()
+        server.join(5)
+        ctx.destroy(linger=0)
+    text = err.decode()
+    assert alive and text.count("is not a status this version reads") >= 2 and "Traceback" not in text, text

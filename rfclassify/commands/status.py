@@ -71,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             text = _rendered(reply, endpoint)
             if text is None:
-                return 1
+                if args.watch is None:
+                    return 1
+                time.sleep(args.watch)     # watching: as while no daemon answers, keep trying
+                continue
             if args.watch is not None and sys.stdout.isatty():
                 print("\033[2J\033[H", end="")
             print(text, flush=True)
