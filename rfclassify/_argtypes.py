@@ -1,10 +1,12 @@
-"""argparse types for the numbers the subcommands take (stdlib only: `status` imports it)."""
+"""argparse types for the numbers the subcommands take (stdlib and rfclassify._cpus only: `status` imports it)."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
+
+from rfclassify._cpus import MAX_REFINER_WORKERS, MAX_THREADS
 
 
 def finite_float(text: str) -> float:
@@ -62,9 +64,9 @@ def count(lo: int = 1) -> Callable[[str], int]:
 
 
 seed = int_range(0, 2 ** 63 - 1)           # numpy's generators take a non-negative seed
-thread_count = int_range(0, 1024)          # as the daemon's [model] threads
+thread_count = int_range(0, MAX_THREADS)
 worker_count = int_range(0, 1024)          # processes; past a C int they were an OverflowError
-refiner_worker_count = int_range(-1, 256)   # as the daemon's [model] refiner_workers (-1: automatic)
+refiner_worker_count = int_range(-1, MAX_REFINER_WORKERS)   # -1: automatic
 width = int_range(1, 65536)                # a layer's channels or a batch's size
 seconds = float_range(0.0, 86400.0, lo_open=True)  # a wait or a duration: positive, at most a day
 learning_rate = float_range(0.0, 10.0, lo_open=True)

@@ -26,6 +26,10 @@ def usable_cpu_count() -> int:
 
 #: refiner_workers = AUTO_WORKERS: as many worker processes as auto_refiner_workers allows
 AUTO_WORKERS = -1
+#: the most CPU threads an inference backend is given ([model] threads, --threads, Classifier.load)
+MAX_THREADS = 1024
+#: the most refiner worker processes asked for by number ([model] refiner_workers, --refiner-workers)
+MAX_REFINER_WORKERS = 256
 #: cores auto_refiner_workers leaves to the process itself: its threads (the daemon's ingest,
 #: batching, inference and publishing share one interpreter lock, about a core) and the backend
 RESERVED_CORES = 2
@@ -51,12 +55,12 @@ def auto_refiner_workers(cpus: int | None = None) -> int:
 
 def refiner_worker_count(requested: int, cpus: int | None = None) -> int:
     """The worker processes a refiner_workers setting means: AUTO_WORKERS (-1) picks
-    auto_refiner_workers(cpus); 0..256 (as the daemon's [model] refiner_workers) is itself.
+    auto_refiner_workers(cpus); 0..MAX_REFINER_WORKERS is itself.
     ValueError otherwise (a count past a C int was an OverflowError out of the process pool)."""
     if requested == AUTO_WORKERS:
         return auto_refiner_workers(cpus)
-    if not 0 <= requested <= 256:
-        raise ValueError(f"refiner_workers must be -1 (auto) or 0..256, got {requested}")
+    if not 0 <= requested <= MAX_REFINER_WORKERS:
+        raise ValueError(f"refiner_workers must be -1 (auto) or 0..{MAX_REFINER_WORKERS}, got {requested}")
     return int(requested)
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rfclassify._cpus import refiner_worker_count
+from rfclassify._cpus import MAX_THREADS, refiner_worker_count
 from rfclassify._exceptions import ConfigError, InputError, MessageError
 from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
@@ -175,9 +175,10 @@ class Classifier:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
-                                    or not 0 <= threads <= 1024):
+                                    or not 0 <= threads <= MAX_THREADS):
             # as [model] threads; a count past C's int once raised TypeError from ONNX Runtime
-            raise ConfigError(f"threads must be an integer in 0..1024 (0 or None: all usable), got {threads!r:.40}")
+            raise ConfigError(f"threads must be an integer in 0..{MAX_THREADS} (0 or None: all usable), "
+                              f"got {threads!r:.40}")
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
             # 0 or less once gave one label and 2.7 two, silently
             raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r:.40}")

@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from rfclassify._cpus import MAX_REFINER_WORKERS, MAX_THREADS
 from rfclassify._exceptions import ConfigError, quoted
 from rfclassify._numbers import as_finite_float
 
@@ -78,12 +79,12 @@ class ModelConfig:
     precision: str = field(default="auto", metadata=_check(PRECISIONS))
     device: str = ""            # "" = chosen with the backend; else cpu, cuda or cuda:N
     unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
-    threads: int = field(default=0, metadata=_check(lo=0, hi=1024))   # CPU backend threads; 0: all
+    threads: int = field(default=0, metadata=_check(lo=0, hi=MAX_THREADS))   # CPU backend threads; 0: all
     warmup: bool = True
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
     # processes for its statistics; 0: the inference thread; -1: all cores but two, at least two
     # (none on one core; _cpus.auto_refiner_workers)
-    refiner_workers: int = field(default=-1, metadata=_check(lo=-1, hi=256))
+    refiner_workers: int = field(default=-1, metadata=_check(lo=-1, hi=MAX_REFINER_WORKERS))
     refiner_sequence: bool = True   # false: the refiner's light variant (invariants only, about half the CPU)
     # "": the model's serving rule (model.json refiner.serve_rate_rule), else the refiner's own;
     # else the blind clock's rule for its bursts (symbol_clock.RATE_RULES)
