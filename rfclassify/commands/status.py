@@ -29,23 +29,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="our CURVE key pair (.key_secret), when the daemon admits only known clients")
 
 
-def _rendered(reply: dict, endpoint: str) -> str | None:
-    """The status table of `reply`; None (and one line on stderr) where it is a daemon's error
-    reply or not a status this version can read (another service, or a daemon of another
-    version): a field of an unexpected type once ended in a traceback. --json prints any reply."""
+def _rendered(reply: dict, endpoint: str) -> str:
+    """The status table of `reply`; UnexpectedReplyError where it is a daemon's error reply or
+    not a status this version can read (another service, or a daemon of another version): a
+    field of an unexpected type once ended in a traceback. --json prints any reply."""
+    from rfclassify.serve.control import UnexpectedReplyError
     from rfclassify.serve.status_view import render_status
 
     if isinstance(reply.get("error"), str):
-        print(f"rfclassify status: {endpoint} answered with an error: {reply['error']}", file=sys.stderr)
-        return None
+        raise UnexpectedReplyError(f"{endpoint} answered with an error: {reply['error']}")
     try:
         if not isinstance(reply.get("health"), str) or not isinstance(reply.get("counters"), dict):
             raise TypeError("no health or counters")
         return render_status(reply)
     except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
-        print(f"rfclassify status: the reply from {endpoint} is not a status this version reads ({exc}); "
-              "--json prints it as it came", file=sys.stderr)
-        return None
+        raise UnexpectedReplyError(f"the reply from {endpoint} is not a status this version reads ({exc}); "
+                                   "--json prints it as it came") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,21 +59,16 @@ def run(args: argparse.Namespace) -> int:
     while True:
         try:
             reply = request(endpoint, "status", timeout_s=args.timeout, secure=secure)
-        except NoDaemonError as exc:
+            text = None if args.json else _rendered(reply, endpoint)
+        except NoDaemonError as exc:   # nothing answered, or not as a daemon this version reads
             print(f"rfclassify status: {exc}", file=sys.stderr, flush=True)
             if args.watch is None:
                 return 1
             time.sleep(args.watch)     # watching: the daemon may be restarting
             continue
-        if args.json:
+        if text is None:
             print(json.dumps(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
         else:
-            text = _rendered(reply, endpoint)
-            if text is None:
-                if args.watch is None:
-                    return 1
-                time.sleep(args.watch)     # watching: as while no daemon answers, keep trying
-                continue
             if args.watch is not None and sys.stdout.isatty():
                 print("\033[2J\033[H", end="")
             print(text, flush=True)
