@@ -140,6 +140,21 @@ def test_fit_config_refuses_a_start_beyond_its_bursts():
         SequenceFitConfig(bursts=600, start_bursts=601)
 
 
+def test_fit_sequence_refuses_a_set_larger_than_the_machine_before_making_any_data(tmp_path, monkeypatch):
+    # 3e8 bursts of 256 symbols are over a terabyte: a one-line MemoryError naming the sizes
+    # (the command prints it), before minutes of evaluation data, not torch's allocator error
+    from rfclassify.model import sequence_fit
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("made data for a set that cannot fit")
+
+    monkeypatch.setattr(sequence_fit, "make_sequences", no_data)
+    cfg = sequence_fit.SequenceFitConfig(bursts=300_000_000, chunk=1_000_000, device="cpu")
+    with pytest.raises(MemoryError, match=r"300000000 bursts needs [\d.]+ GiB and this machine has"):
+        sequence_fit.fit_sequence_net(tmp_path / "net.npz", cfg)
+    assert not (tmp_path / "net.npz").exists()
+
+
 def _older_and_newer(path: Path, field: str, unknown: str) -> tuple[Path, Path]:
     """Two copies of a network file beside it: one without the stored `field` (a file from
     before it was stored) and one with it set to `unknown` (a value from a later version)."""

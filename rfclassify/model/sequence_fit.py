@@ -30,6 +30,7 @@ network needs about a million examples; a GPU trains it in minutes, a CPU does n
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -269,6 +270,7 @@ class _StreamedSet:
         import torch
 
         capacity = sum(job.bursts for job in jobs)
+        self.check_fits(jobs, max_keep, channels, dev)
         self.x = torch.zeros((capacity, channels, max_keep), dtype=torch.float16, device=dev)
         self.n = torch.zeros(capacity, dtype=torch.int64, device=dev)
         self.y = torch.zeros(capacity, dtype=torch.int64, device=dev)
@@ -281,6 +283,24 @@ class _StreamedSet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._make, args=(jobs, workers), name="sequence-data", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def check_fits(jobs: list[ChunkJob], max_keep: int, channels: int, dev) -> None:
+        """MemoryError, naming the sizes, where the set would not fit the device's memory (the
+        machine's for the CPU): an absurd burst count otherwise reaches torch's allocator, whose
+        RuntimeError reads as a crash, or the kernel's out-of-memory killer, after minutes of
+        making the evaluation set."""
+        import torch
+
+        capacity = sum(job.bursts for job in jobs)
+        need = capacity * (channels * max_keep * 2 + 2 * 8)     # x float16, n and y int64
+        if dev.type == "cuda":
+            have, where = torch.cuda.get_device_properties(dev).total_memory, str(dev)
+        else:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine"
+        if need > have:
+            raise MemoryError(f"the training set of {capacity} bursts needs {need / 2**30:.1f} GiB and "
+                              f"{where} has {have / 2**30:.1f} GiB: ask for fewer bursts")
 
     def _make(self, jobs: list[ChunkJob], workers: int) -> None:
         chunks = _chunks(jobs, workers)
@@ -394,13 +414,14 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
 
     say = progress or (lambda line: None)
     overrides = dict(channel_overrides or {})
+    jobs = _jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None)
+    _StreamedSet.check_fits(jobs, cfg.max_keep, front_channels(cfg.front), torch.device(cfg.device))
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     ev_seqs, ev_y, ev_len = make_sequences(cfg.eval_per_length * len(cfg.lengths), cfg.seed + 7_000_000, cfg,
                                            overrides, EVAL_SNR_RANGE_DB, None, lengths=cfg.lengths)
     dev = torch.device(cfg.device)
-    data = _StreamedSet(_jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None),
-                        cfg.workers, cfg.max_keep, front_channels(cfg.front), dev)
+    data = _StreamedSet(jobs, cfg.workers, cfg.max_keep, front_channels(cfg.front), dev)
     try:
         return _train(out_path, cfg, overrides, data, (ev_seqs, ev_y, ev_len), t0, say)
     finally:
