@@ -117,3 +117,19 @@ def test_precision_order_for_torch_on_cuda(meta, tiny_model_dir):
 def test_bad_device_strings_are_config_errors(meta, tiny_model_dir, device):
     with pytest.raises(ConfigError, match="unknown device"):
         select.select_backend(meta, tiny_model_dir, device=device)
+
+
+@pytest.mark.parametrize("device", ["bogus", "gpu", "cpu:0", "cuda:x"])
+def test_the_training_tools_refuse_a_device_name_torch_would_raise_on(device):
+    # `train --device bogus` ended in torch's RuntimeError; fit-sequence's also for cuda:x
+    with pytest.raises(ConfigError, match="unknown device"):
+        select.torch_device(device)
+
+
+def test_the_training_tools_resolve_auto_and_refuse_a_gpu_torch_does_not_see():
+    torch = pytest.importorskip("torch")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert select.torch_device("auto") == ("cuda" if gpus else "cpu")
+    assert select.torch_device("cpu") == "cpu"
+    with pytest.raises(ConfigError, match=f"cuda:{gpus} asked for, but torch sees"):
+        select.torch_device(f"cuda:{gpus}")

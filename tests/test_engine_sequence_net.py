@@ -340,3 +340,11 @@ def test_a_blind_reader_must_read_the_filtered_front_over_the_same_labels_of_a_n
     np.testing.assert_array_equal(back.log_probs(seq), reader.log_probs(seq))
     with pytest.raises(ModelNotFoundError, match="cannot read"):
         SequenceNet.from_arrays(arrays, "test")          # not under the default prefix
+
+
+def test_fit_sequence_refuses_a_device_torch_cannot_use_before_making_any_data(tmp_path, monkeypatch):
+    from rfclassify.model import sequence_fit
+
+    monkeypatch.setattr(sequence_fit, "make_sequences", lambda *a, **k: pytest.fail("made data"))
+    with pytest.raises(ConfigError, match="unknown device 'cuda:x'"):
+        sequence_fit.fit_sequence_net(tmp_path / "net.npz", sequence_fit.SequenceFitConfig(device="cuda:x"))

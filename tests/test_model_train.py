@@ -603,3 +603,12 @@ def test_target_sps_is_recorded_and_must_match_the_parent(tmp_path, capsys):
     assert "differs from the parent model's 4.0" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="synthesized data only"):
         TrainConfig(out_dir="x", steps=1, data="d.h5", target_sps=4.0)
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda:x"])
+def test_train_refuses_a_device_name_in_one_line_and_writes_nothing(tmp_path, capsys, device):
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "1", "--workers", "0", "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rfclassify train: error: unknown device {device!r}; use cpu, cuda or cuda:N\n"
+    assert not out.exists()

@@ -127,6 +127,20 @@ def unusable(name: str, device: str) -> Problem | None:
     raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
 
 
+def torch_device(device: str) -> str:
+    """`device` ('auto', 'cpu', 'cuda' or 'cuda:N') as torch will use it in this process, for
+    the training tools: 'auto' is cuda where torch sees a GPU, else cpu; ConfigError saying why
+    for a device torch cannot use here (an unknown name, no GPU, no such GPU)."""
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    problem = unusable("torch", device)
+    if problem is not None:
+        raise ConfigError(f"device {device} asked for, but {problem}")
+    return device
+
+
 def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
     """(backend, device) pairs to try, in order, for a requested backend and optional device."""
     if backend == "auto":

@@ -35,7 +35,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES, MAX_SYMBOLS
+from rfclassify.engine.select import torch_device
 from rfclassify.engine.sequence_net import LOG_COUNT_SCALE, SequenceNet
 from rfclassify.labels import HIGH_ORDER_LABELS
 
@@ -413,6 +414,7 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
     import torch
 
     say = progress or (lambda line: None)
+    cfg = replace(cfg, device=torch_device(cfg.device))
     overrides = dict(channel_overrides or {})
     jobs = _jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None)
     _StreamedSet.check_fits(jobs, cfg.max_keep, front_channels(cfg.front), torch.device(cfg.device))

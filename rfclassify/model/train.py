@@ -42,6 +42,7 @@ from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.dsp.windows import BucketPolicy, check_normalization
+from rfclassify.engine.select import torch_device
 from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
 from rfclassify.model.train_step import make_step, set_lr
@@ -315,11 +316,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     torch = require("torch", "training")
     from rfclassify.model.network import build_network, count_parameters
 
+    device = torch_device(cfg.device)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("--device cuda asked for, but torch sees no CUDA GPU")
     torch.manual_seed(cfg.seed)
     torch.backends.cudnn.benchmark = True
     if cfg.workers and not cfg.data:
