@@ -80,6 +80,7 @@ def test_wsd_schedule_warms_up_holds_and_a_branch_decays_from_where_the_trunk_is
     ({"steps": 10, "decay_steps": 5}, "--schedule wsd only"),
     ({"steps": 10, "schedule": "step"}, "--schedule must be one of"),
     ({"steps": 10, "stop_after_s": 0}, "--stop-after-s must be > 0"),
+    ({"steps": 10, "checkpoint_every_s": -1}, "--checkpoint-every-s must be >= 0"),
     ({"steps": 10, "ema_half_life_steps": -1}, "--ema-half-life-steps must be >= 0"),
     # an IndexError and a ZeroDivisionError inside the run before the fifty-eighth session
     ({"steps": 10, "val_per_bucket": 0}, "--val-per-bucket and --log-every must be >= 1"),

@@ -47,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-per-bucket", type=int_range(1, 1_000_000), default=d["val_per_bucket"],
                         help="held-out synthesized bursts per bucket for validation and temperature")
     parser.add_argument("--log-every", type=count(), default=d["log_every"], help="steps between progress lines")
-    parser.add_argument("--checkpoint-every-s", type=finite_float, default=d["checkpoint_every_s"])
+    parser.add_argument("--checkpoint-every-s", type=finite_float, default=d["checkpoint_every_s"], metavar="S",
+                        help="write checkpoint.pt every S seconds of training (0: after every step; "
+                             f"default {d['checkpoint_every_s']:g}) and at the end")
     # JSON text, not the dict: None stands for TrainConfig's default (no overrides)
     parser.add_argument("--arch", default=None, metavar="JSON",
                         help="network constructor overrides as JSON (default: network.DEFAULT_ARCH); with "

@@ -166,6 +166,8 @@ class TrainConfig:
             raise ConfigError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.stop_after_s is not None and self.stop_after_s <= 0:
             raise ConfigError(f"--stop-after-s must be > 0, got {self.stop_after_s}")
+        if self.checkpoint_every_s < 0:
+            raise ConfigError(f"--checkpoint-every-s must be >= 0 (0: after every step), got {self.checkpoint_every_s}")
         if self.ema_half_life_steps < 0:
             raise ConfigError(f"--ema-half-life-steps must be >= 0 (0: off), got {self.ema_half_life_steps}")
         if self.schedule == "cosine":
