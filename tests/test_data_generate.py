@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import h5py
 import numpy as np
 import pytest
@@ -68,6 +70,23 @@ def test_same_seed_same_file_whatever_the_worker_count(tmp_path):
     with h5py.File(one, "r") as f1, h5py.File(other, "r") as f3:
         assert f1[schema.IQ].shape != f3[schema.IQ].shape or \
             f1[schema.IQ][()].tobytes() != f3[schema.IQ][()].tobytes()
+
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork server is the Linux start method (spawn elsewhere)")
+def test_workers_never_fork_the_threaded_parent(tmp_path, monkeypatch):
+    # numpy's BLAS pool (and any caller's thread) makes this process multi-threaded: a fork of it
+    # may deadlock the child and Python 3.12 warns of it; the workers come from a fork server
+    import os
+
+    def refuse(*args):
+        raise AssertionError("os.fork in the parent")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    spec = GenerateSpec(classes=("QPSK", "GFSK"), snr_grid_db=(10.0,), per_cell=8, lengths_samples=(256,),
+                        seed=3, chunk_examples=4)
+    out = generate_dataset(spec, tmp_path / "w2.h5", workers=2, command_line="x")
+    assert out.n_examples == 16 and out.workers == 2
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -234,16 +234,27 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """How the workers start. Linux: a fork server that imported the synthesizer once and
+    forks each worker from itself, so workers skip ~2 s of imports each while this process,
+    which has threads of its own (numpy's BLAS pool, the caller's), never forks: a fork of a
+    threaded process may deadlock the child, and Python 3.12 warns of it (an error under the
+    test suite's warnings filter). Python 3.14 makes the fork server Linux's default.
+    Elsewhere spawn."""
+    if sys.platform != "linux":
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])  # read when this process first starts its server
+    return ctx
+
+
 def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
     """Chunk results in task order; at most 2 x workers chunks computed ahead of the writer."""
     if workers <= 1:
         for t in tasks:
             yield make_chunk(t)
         return
-    # fork (Linux): workers inherit the already imported synthesizer instead of paying ~2 s
-    # of imports each; they touch nothing but their task. Elsewhere spawn, the safe default.
-    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_ignore_sigint) as pool:
         pending: dict[int, cf.Future[ChunkResult]] = {}
         next_submit = 0
         try:
