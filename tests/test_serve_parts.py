@@ -277,6 +277,21 @@ def test_an_endpoint_no_other_process_can_reach_is_a_config_error():
         assert config_from_dict({"input": {"endpoint": good}}).input.endpoint == good
 
 
+
+def test_an_empty_data_endpoint_or_an_unknown_device_is_a_config_error():
+    """Both passed --check-config and failed only after the model had loaded (the bind of an
+    empty endpoint; the backend's choice of device); an empty control endpoint is the default."""
+    for section in ("input", "output"):
+        with pytest.raises(ConfigError, match=f"{section}.endpoint: expected a ZeroMQ endpoint"):
+            config_from_dict({section: {"endpoint": ""}})
+    assert config_from_dict({"control": {"endpoint": ""}}).control.endpoint == ""
+    for bad in ("gpu", "cuda:x", "cpu:0", "xxxx"):
+        with pytest.raises(ConfigError, match=f"model.device: unknown device '{bad}'; use cpu, cuda or cuda:N"):
+            config_from_dict({"model": {"device": bad}})
+    for good in ("", "cpu", "cuda", "cuda:1"):
+        assert config_from_dict({"model": {"device": good}}).model.device == good
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from rfclassify._exceptions import BackendError, ConfigError, InputError, ModelNotFoundError
+from rfclassify.engine.devices import device_kind
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)
@@ -205,11 +206,3 @@ class Backend:
     def _warmup(self, bucket_samples: int, batch_size: int) -> None:
         x = np.zeros((batch_size, 2, 1, bucket_samples), dtype=np.float32)
         self._infer(x)
-
-
-def device_kind(device: str) -> str:
-    """'cpu' or 'cuda' for a device string such as 'cpu', 'cuda', 'cuda:1'."""
-    kind, sep, index = device.partition(":")
-    if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
-        raise ConfigError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
-    return kind

@@ -24,7 +24,8 @@ import numpy as np
 from rfclassify._exceptions import ConfigError
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._optional import require
-from rfclassify.engine.base import PRECISIONS, device_kind
+from rfclassify.engine.base import PRECISIONS
+from rfclassify.engine.devices import device_kind
 from rfclassify.engine.select import backend_class, candidates, unusable
 from rfclassify.model.meta import ModelMeta
 

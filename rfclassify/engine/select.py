@@ -33,7 +33,8 @@ from pathlib import Path
 
 from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
 from rfclassify._optional import available
-from rfclassify.engine.base import Backend, device_kind
+from rfclassify.engine.base import Backend
+from rfclassify.engine.devices import device_kind
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)

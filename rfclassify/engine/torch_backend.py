@@ -19,7 +19,8 @@ import numpy as np
 
 from rfclassify._exceptions import BackendError, ConfigError
 from rfclassify._optional import require
-from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend, device_kind
+from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
+from rfclassify.engine.devices import device_kind
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)

@@ -77,7 +77,7 @@ class ModelConfig:
     dir: str = ""               # empty: the shipped models/ ($RFCLASSIFY_MODEL_DIR wins)
     backend: str = field(default="auto", metadata=_check(BACKENDS))
     precision: str = field(default="auto", metadata=_check(PRECISIONS))
-    device: str = ""            # "" = chosen with the backend; else cpu, cuda or cuda:N
+    device: str = ""            # "" = chosen with the backend; else cpu, cuda or cuda:N (engine.devices)
     unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
     threads: int = field(default=0, metadata=_check(lo=0, hi=MAX_THREADS))   # CPU backend threads; 0: all
     warmup: bool = True
@@ -263,7 +263,8 @@ def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
     errors = []
     for name, ep in (("input.endpoint", cfg.input.endpoint), ("output.endpoint", cfg.output.endpoint),
                      ("control.endpoint", cfg.control.endpoint)):
-        if ep and "://" not in ep:
+        if (ep or name != "control.endpoint") and "://" not in ep:
+            # an empty input or output endpoint failed at its bind, after the model had loaded
             errors.append(f"{name}: expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555; got {ep!r}")
         elif ep.startswith("inproc://"):
             # accepted before: the daemon ran, and nothing could send to it or hear it
@@ -282,6 +283,13 @@ def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
         host, _, port = cfg.metrics.listen.rpartition(":")
         if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             errors.append(f"metrics.listen: expected HOST:PORT such as 127.0.0.1:9108; got {cfg.metrics.listen!r}")
+    if cfg.model.device:
+        from rfclassify.engine.devices import device_kind
+
+        try:     # found when the backend was chosen, after a start-up's worth of loading
+            device_kind(cfg.model.device)
+        except ConfigError as exc:
+            errors.append(f"model.device: {exc}")
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
