@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
+from rfclassify._exceptions import InputError
 from rfclassify.cli import main
 from rfclassify.data import schema
 from rfclassify.data.generate import GenerateSpec, generate_dataset, plan_chunks
@@ -124,6 +125,26 @@ def test_existing_file_needs_force(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--force" in err
     assert main(["dataset", "generate", "--out", str(out), "--force", *TINY]) == 0
+
+
+
+def test_force_never_puts_a_dataset_in_place_of_a_pipe_or_device(tmp_path, capsys):
+    # the writer renames its finished file onto --out: `--out /dev/null --force` as root left a
+    # regular file where /dev/null was (a FIFO stands in for the device here)
+    import os
+    import stat
+
+    from rfclassify.data.schema import DatasetAttrs, DatasetWriter
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    assert main(["dataset", "generate", "--out", str(pipe), "--force", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rfclassify dataset: error: {pipe} is not a regular file (a device, pipe or socket); " \
+                  "a dataset is written only to a new file or in place of one\n"
+    with pytest.raises(InputError, match="not a regular file"):
+        DatasetWriter(pipe, DatasetAttrs.__new__(DatasetAttrs), np.dtype([("sps", np.float32)]))
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode) and not (tmp_path / "pipe.partial").exists()
 
 
 def test_default_spec_covers_every_label():

@@ -310,10 +310,10 @@ def generator_version() -> str:
 
 
 def check_output(out: str | os.PathLike[str], force: bool) -> Path:
-    """The output path, or InputError when it is a folder or exists without force."""
+    """The output path, or InputError when it is a folder, a device or a pipe, or exists
+    without force."""
     path = Path(out)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory")
+    schema.check_replaceable(path)
     if path.exists() and not force:
         raise InputError(f"{path} exists; use --force to overwrite it")
     return path

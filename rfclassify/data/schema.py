@@ -146,6 +146,17 @@ def hdf5_param_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(fields)
 
 
+def check_replaceable(path: Path) -> None:
+    """InputError where `path` exists and is not a regular file: the writer renames its finished
+    file onto `path`, which would put it in place of a folder's name, or of a device or pipe
+    (`--out /dev/null --force`, run as root, left a regular file where /dev/null was)."""
+    if path.is_dir():
+        raise InputError(f"{path} is a directory")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path} is not a regular file (a device, pipe or socket); a dataset is written "
+                         "only to a new file or in place of one")
+
+
 class DatasetWriter:
     """Appends bursts to a new dataset file; the file appears at `path` only after `commit()`.
 
@@ -159,6 +170,7 @@ class DatasetWriter:
         if compression not in COMPRESSIONS:
             raise InputError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         self.path = Path(path)
+        check_replaceable(self.path)
         self.tmp_path = self.path.with_name(self.path.name + ".partial")
         self.tmp_path.parent.mkdir(parents=True, exist_ok=True)
         self._param_dtype = hdf5_param_dtype(np.dtype(param_dtype))
