@@ -98,6 +98,10 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
     ("setup", "match"),
     [
         (lambda p: p, "no such file"),
+        # a folder: '' and '/' raised Path's ValueError (empty name) out of the SigMF pairing
+        (lambda p: (p.mkdir(), p)[1], "bad: a directory; name a SigMF recording or an HDF5 dataset"),
+        (lambda p: "", "'': a directory"),
+        (lambda p: "/", "/: a directory"),
         (lambda p: (p.write_text("hello"), p)[1], "neither SigMF"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cq16_le"), "unsupported SigMF datatype"),
         (lambda p: _write_sigmf(p, _iq(100, 0), "cf32_le", [{"core:sample_start": 90,

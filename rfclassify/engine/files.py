@@ -62,6 +62,8 @@ def sigmf_paths(path: str | Path) -> tuple[Path, Path]:
     if p.suffix == ".sigmf":
         raise InputError(f"{p}: SigMF archives are not supported; extract the .sigmf-meta/.sigmf-data pair")
     base = p.with_suffix("") if p.suffix in (".sigmf-meta", ".sigmf-data") else p
+    if not base.name:   # '' or '/': Path's with_name raised ValueError
+        raise InputError(f"{str(path) or repr('')}: a directory, not a recording")
     return base.with_name(base.name + ".sigmf-meta"), base.with_name(base.name + ".sigmf-data")
 
 
@@ -189,6 +191,8 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
                      ) -> Iterator[list[FileBurst]]:
     """Chunks of bursts from a SigMF recording or an HDF5 dataset; InputError for anything else."""
     p = Path(path)
+    if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
+        raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
     if is_sigmf(p):
         bursts = read_sigmf(p, limit)
         for lo in range(0, len(bursts), chunk):
