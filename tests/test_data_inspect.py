@@ -49,6 +49,11 @@ def test_inspect_draws_a_png_sheet(tmp_path, capsys):
     # named a file that was not there); a directory is one line, exit 2 (a traceback before)
     assert main(["dataset", "inspect", str(out), "--png", str(tmp_path / "plain")]) == 0
     assert (tmp_path / "plain").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "plain.png").exists()
+    # a suffix matplotlib has no writer for raised its ValueError; a PNG under that name now
+    assert main(["dataset", "inspect", str(out), "--png", str(tmp_path / "sheet.bin")]) == 0
+    assert (tmp_path / "sheet.bin").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["dataset", "inspect", str(out), "--png", str(tmp_path / "sheet.svg")]) == 0
+    assert b"<svg" in (tmp_path / "sheet.svg").read_bytes()[:1000]
     capsys.readouterr()
     assert main(["dataset", "inspect", str(out), "--png", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -96,6 +96,8 @@ def draw_sheet(ds: DatasetReader, png: str | os.PathLike[str]) -> Path:
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     out = Path(png)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # a name without a suffix: matplotlib appended ".png" to it, and the path reported was not the file's
-    fig.savefig(out, dpi=90, format=None if out.suffix else "png")
+    # PNG unless the suffix names another format matplotlib writes (.svg, .pdf): with no suffix it
+    # appended ".png" and the path reported was not the file's; another suffix (.bin) raised ValueError
+    fmt = out.suffix[1:].lower()
+    fig.savefig(out, dpi=90, format=fmt if fmt in fig.canvas.get_supported_filetypes() else "png")
     return out
