@@ -81,6 +81,8 @@ def test_wsd_schedule_warms_up_holds_and_a_branch_decays_from_where_the_trunk_is
     ({"steps": 10, "schedule": "step"}, "--schedule must be one of"),
     ({"steps": 10, "stop_after_s": 0}, "--stop-after-s must be > 0"),
     ({"steps": 10, "checkpoint_every_s": -1}, "--checkpoint-every-s must be >= 0"),
+    # a misspelt key was kept and the default network trained in its place
+    ({"steps": 10, "arch": {"head_channel": 64}}, "--arch has no key 'head_channel'"),
     ({"steps": 10, "ema_half_life_steps": -1}, "--ema-half-life-steps must be >= 0"),
     # an IndexError and a ZeroDivisionError inside the run before the fifty-eighth session
     ({"steps": 10, "val_per_bucket": 0}, "--val-per-bucket and --log-every must be >= 1"),
@@ -559,6 +561,24 @@ def test_training_from_an_hdf5_dataset(tmp_path):
     assert (out / "model.pt").is_file()
 
 
+
+def test_hdf5_batches_never_hold_one_burst(tmp_path):
+    # batch norm refuses a batch of one: a bucket of three bursts in batches of two ended each
+    # epoch with one (torch's ValueError out of `train --data`), and a single burst is no bucket
+    from rfclassify._exceptions import ConfigError
+
+    data = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(data), "--snr=10", "--per-cell", "1",
+                 "--classes", "BPSK,QPSK,FM", "--lengths", "256", "--seed", "2"]) == 0
+    batches = td.hdf5_batches(str(data), td.DataRecipe(buckets_samples=(256,), batch_size=2), seed=0)
+    assert {len(next(batches)["label"]) for _ in range(12)} == {2}
+    one = tmp_path / "one.h5"
+    assert main(["dataset", "generate", "--out", str(one), "--snr=10", "--per-cell", "1",
+                 "--classes", "BPSK", "--lengths", "256"]) == 0
+    with pytest.raises(ConfigError, match="no bucket has two bursts long enough for it"):
+        next(td.hdf5_batches(str(one), td.DataRecipe(buckets_samples=(256,), batch_size=2), seed=0))
+
+
 def test_rate_batches_land_in_the_bucket_serving_would_pick():
     from rfclassify.dsp.rate import snr_offset_db
 
@@ -613,3 +633,22 @@ def test_train_refuses_a_device_name_in_one_line_and_writes_nothing(tmp_path, ca
     err = capsys.readouterr().err
     assert err == f"rfclassify train: error: unknown device {device!r}; use cpu, cuda or cuda:N\n"
     assert not out.exists()
+
+
+def test_resume_from_something_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
+    # torch.load's UnpicklingError / EOFError, or an AttributeError on what it unpickled, were tracebacks
+    not_pickle = tmp_path / "data.h5"
+    not_pickle.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    a_list = tmp_path / "list.pt"
+    torch.save([1, 2], a_list)
+    cases = [(not_pickle, "is not a checkpoint of rfclassify train (invalid load key"),
+             (empty, "is not a checkpoint of rfclassify train"),
+             (a_list, "is not a checkpoint of rfclassify train (no model weights and step)"),
+             (tmp_path, "is a directory; --resume takes its checkpoint.pt")]
+    for path, message in cases:
+        assert main(["train", "--out", str(tmp_path / "run"), "--steps", "1", "--workers", "0",
+                     "--device", "cpu", "--resume", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"rfclassify train: error: {path} ") and message in err and err.count("\n") == 1, err

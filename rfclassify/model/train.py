@@ -137,8 +137,12 @@ class TrainConfig:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         # before any device time is spent: the product only ships networks the DLA can run, at
         # every bucket it trains (with --init-from the network is the parent's, with --arch on top)
-        from rfclassify.model.network import arch_problems, dla_arch_problems
+        from rfclassify.model.network import DEFAULT_ARCH, arch_problems, dla_arch_problems
 
+        unknown = sorted(set(self.arch) - set(DEFAULT_ARCH))
+        if unknown:  # a misspelt key was kept "for the record" and the default network trained
+            raise ConfigError(f"--arch has no key {', '.join(map(repr, unknown))} (the keys: "
+                              f"{', '.join(DEFAULT_ARCH)})")
         problems = arch_problems(self._network_arch())
         if problems:
             raise ConfigError("this network's arch cannot build a network: " + "; ".join(problems))
@@ -621,6 +625,13 @@ def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
         ck = torch.load(cfg.resume, map_location=device, weights_only=False)
     except FileNotFoundError:
         raise ConfigError(f"no checkpoint at {cfg.resume}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{cfg.resume} is a directory; --resume takes its {CHECKPOINT_FILE}") from None
+    except Exception as exc:  # noqa: BLE001 - torch and pickle raise their own types for a file that is not one
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train ({first})") from None
+    if not isinstance(ck, dict) or not {"model", "step"} <= set(ck):
+        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train (no model weights and step)")
     if ck.get("arch") and cfg.arch and arch_with_defaults({**ck["arch"], **cfg.arch}) != ck["arch"]:
         raise ConfigError(f"--arch differs from the network {cfg.resume} was trained with; leave it out "
                           "to continue that network")

@@ -387,15 +387,18 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
     rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
     with DatasetReader(path) as reader:
         pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
-        present = [b for b in recipe.buckets_samples if pools[b].size]
+        # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
+        # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
+        present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
         if not present:
-            raise ValueError(f"{path}: no bursts long enough for any bucket")
+            raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
+                              f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
         probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
         iters: dict[int, Iterator[Any]] = {}
         while True:
             b = int(rng.choice(present, p=probs / probs.sum()))
             batch = next(iters.get(b, iter(())), None)
-            if batch is None:  # epoch of this bucket done: reshuffle
+            if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
                 iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
                                                indices=pools[b], normalize=True,
                                                normalization=recipe.normalization)
