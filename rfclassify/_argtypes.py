@@ -1,10 +1,12 @@
-"""argparse types for the numbers the subcommands take (stdlib and rfclassify._cpus only: `status` imports it)."""
+"""argparse types for the numbers and paths the subcommands take (stdlib and rfclassify._cpus only:
+`status` imports it)."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from rfclassify._cpus import MAX_REFINER_WORKERS, MAX_THREADS
 
@@ -70,3 +72,17 @@ refiner_worker_count = int_range(-1, MAX_REFINER_WORKERS)   # -1: automatic
 width = int_range(1, 65536)                # a layer's channels or a batch's size
 seconds = float_range(0.0, 86400.0, lo_open=True)  # a wait or a duration: positive, at most a day
 learning_rate = float_range(0.0, 10.0, lo_open=True)
+
+
+def path_text(text: str) -> str:
+    """A file or folder option's value: any path but an empty one, which reads as the current
+    folder, or as the option's default where a command takes `value or default` (`export --out ''`
+    exported into the shipped model's folder, `evaluate --out ''` wrote into it)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty: give a path, or leave the option out where it has a default")
+    return text
+
+
+def path(text: str) -> Path:
+    """path_text as a Path."""
+    return Path(path_text(text))

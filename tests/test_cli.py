@@ -162,3 +162,21 @@ def test_a_dataset_too_large_for_one_file_is_refused_before_any_work(tmp_path, c
     # each cell within --per-cell's own bound (2 ** 31 - 1), the cells together far past it
     assert cli.main(["dataset", source, "--out", str(out), "--per-cell", str(2 ** 31 - 1)]) == 2
     assert "one file holds at most 2,147,483,647" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["export", "--out="], ["evaluate", "d.h5", "--out="], ["evaluate", "d.h5", "--card-dir="],
+    ["evaluate", "d.h5", "--extra-eval="], ["train", "--out="], ["train", "--out", "x", "--data="],
+    ["train", "--out", "x", "--resume="], ["train", "--out", "x", "--init-from="],
+    ["dataset", "generate", "--out="], ["dataset", "gnuradio", "--out="], ["dataset", "inspect", "d.h5", "--png="],
+    ["fit-refiner", "--sequence-net="], ["fit-refiner", "--save-examples="], ["fit-refiner", "--examples="],
+    ["fit-refiner", "--blind-reader="], ["fit-sequence", "--out="], ["keys", "--dir="], ["serve", "--config="],
+    ["bench", "--json="], ["bench", "daemon", "--json="],
+])
+def test_an_empty_path_is_a_usage_error(argv, capsys):
+    """'' read as the current folder, or as the option's default where the command takes
+    `value or default`: `export --out ''` exported into the shipped model's folder."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    assert "must not be empty: give a path" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from rfclassify._argtypes import count, finite_float, int_range, seed
+from rfclassify._argtypes import count, finite_float, int_range, path_text, seed
 from rfclassify._exceptions import InputError
 
 
@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     g = sub.add_parser("generate", help="generate a balanced synthetic dataset (class x SNR grid)",
                        description="Generate a balanced class x SNR dataset of variable-length bursts.")
-    g.add_argument("--out", required=True, help="output HDF5 file")
+    g.add_argument("--out", type=path_text, required=True, help="output HDF5 file")
     g.add_argument("--seed", type=seed, default=0, help="random seed (same seed -> same file, any --workers)")
     g.add_argument("--classes", default="all", help="'all' or comma-separated labels (default all)")
     _add_snr_args(g, default_min=-20.0, default_max=30.0, default_step=2.0)
@@ -37,13 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("inspect", help="print a dataset's coverage; optionally draw a PNG sheet",
                        description="Print coverage (class x SNR, class x length bucket, parameter ranges).")
     i.add_argument("file", help="HDF5 dataset")
-    i.add_argument("--png", default=None, help="also draw constellations and spectra per class to this PNG")
+    i.add_argument("--png", type=path_text, default=None, help="also draw constellations and spectra per class to this PNG")
     i.set_defaults(_action=_inspect)
 
     r = sub.add_parser("gnuradio", help="make an evaluation set with GNU Radio's own modulators and channel",
                        description="Run a GNU Radio 3.10 flowgraph (system /usr/bin/python3) and convert "
                                    "its output into an rfclassify HDF5 dataset.")
-    r.add_argument("--out", required=True, help="output HDF5 file")
+    r.add_argument("--out", type=path_text, required=True, help="output HDF5 file")
     r.add_argument("--seed", type=seed, default=0)
     r.add_argument("--classes", default="all",
                    help="'all' (every label GNU Radio can make) or comma-separated labels")

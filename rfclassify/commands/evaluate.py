@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rfclassify._argtypes import finite_float, refiner_worker_count
+from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -19,12 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model directory (default: shipped models/)")
     parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
                         help="inference backend, through the serving Classifier (default auto)")
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--out", type=path_text, default=None,
                         help="where evaluation.json and the PNGs go (default: <model-dir>/eval/<file stem>); "
                              "with --card, those written outside the card's directory are copied into its "
                              "eval/<file stem> too, so the card links only to files beside it")
     parser.add_argument("--name", default=None, help="name of this evaluation in the card (default source:stem)")
-    parser.add_argument("--extra-eval", nargs="*", default=[], metavar="FILE.h5",
+    parser.add_argument("--extra-eval", type=path_text, nargs="*", default=[], metavar="FILE.h5",
                         help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave out the model's refiners, the constellation and the low-order one (measure the "
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(benchmarks/paired_compare.py)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
-    parser.add_argument("--card-dir", default=None, help="where the card goes (default: the model directory)")
+    parser.add_argument("--card-dir", type=path_text, default=None, help="where the card goes (default: the model directory)")
 
 
 def _print(res: dict) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import width
+from rfclassify._argtypes import path_text, width
 from rfclassify.engine.options import model_dir_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="trained model directory (default: shipped models/)")
-    parser.add_argument("--out", default=None, help="output directory (default: the model directory)")
+    parser.add_argument("--out", type=path_text, default=None, help="output directory (default: the model directory)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (17 up to the most this torch exports)")
     parser.add_argument("--static-batch", type=width, default=None, metavar="N",
                         help="also fix the batch of the static (DLA) graphs (default: dynamic batch, "

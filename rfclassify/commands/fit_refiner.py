@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import count, finite_float, int_range, seed, width, worker_count
+from rfclassify._argtypes import count, finite_float, int_range, path_text, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the trees' share of the served probabilities (default %(default)s)")
     parser.add_argument("--backend", default=d.backend, choices=("onnxruntime", "torch"),
                         help="what runs the network while fitting")
-    parser.add_argument("--sequence-net", default=None, metavar="NPZ",
+    parser.add_argument("--sequence-net", type=path_text, default=None, metavar="NPZ",
                         help="a network from `rfclassify fit-sequence` whose outputs join the invariants "
                              "(stored inside refiner.npz)")
     parser.add_argument("--sequence-features", action="store_true",
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the coherent power lines of the clocked symbols, raw, after the class-blind "
                              "equalizer and after a constant-modulus filter (rfclassify.dsp.power_lines); "
                              "needs --sequence-net")
-    parser.add_argument("--blind-reader", default=None, metavar="NPZ",
+    parser.add_argument("--blind-reader", type=path_text, default=None, metavar="NPZ",
                         help="a fit-sequence network of the filtered front (--front filtered) that reads the "
                              "blind view in place of the sequence network (stored inside refiner.npz); "
                              "needs --blind-view")
@@ -82,9 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the other inputs (stored inside refiner.npz), not the network's; the gate reads its "
                              "ranking too. Takes any --examples: it measures the EM scores its picks need again "
                              "(docs/model.md, fortieth session)")
-    parser.add_argument("--save-examples", default=None, metavar="NPZ",
+    parser.add_argument("--save-examples", type=path_text, default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
-    parser.add_argument("--examples", default=None, metavar="NPZ",
+    parser.add_argument("--examples", type=path_text, default=None, metavar="NPZ",
                         help="fit on the examples an earlier --save-examples wrote instead of making them (same "
                              "model, sequence network, rate rule and equalizer; their --per-class and --seed hold)")
     parser.add_argument("--rate-rule", choices=RATE_RULES, default=None,

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from rfclassify._argtypes import finite_float
+from rfclassify._argtypes import finite_float, path_text
 from rfclassify.engine.options import add_model_arguments
 from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES
 
@@ -14,7 +14,7 @@ CONFIG_ENV = "RFCLASSIFY_CONFIG"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE",
+    parser.add_argument("--config", type=path_text, metavar="FILE",
                         help=f"TOML config (default: ${CONFIG_ENV} if set); options below override it")
     g = parser.add_argument_group("input")
     g.add_argument("--input", metavar="ENDPOINT", help="input endpoint (default tcp://127.0.0.1:5555)")

@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rfclassify._argtypes import count, finite_float, int_range, learning_rate, seed, worker_count
+from rfclassify._argtypes import count, finite_float, int_range, learning_rate, path_text, seed, worker_count
 
 if TYPE_CHECKING:
     from rfclassify.model.train import TrainConfig
@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.model.train import SCHEDULES
 
     d = train_defaults()
-    parser.add_argument("--out", required=True, help="output directory (model.pt, model.json, logs, curves)")
+    parser.add_argument("--out", type=path_text, required=True, help="output directory (model.pt, model.json, logs, curves)")
     parser.add_argument("--device", default=d["device"], help=f"auto | cpu | cuda | cuda:N (default {d['device']})")
-    parser.add_argument("--data", default=d["data"], metavar="FILE.h5",
+    parser.add_argument("--data", type=path_text, default=d["data"], metavar="FILE.h5",
                         help="train from an HDF5 dataset instead of synthesizing on the fly")
     parser.add_argument("--time-budget-s", type=finite_float, default=d["time_budget_s"],
                         help="wall time of the whole run; the LR schedule anneals over it")
@@ -92,8 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep a moving average of the weights with a half-life of N steps (kept in "
                              "checkpoints, continued by --resume) and write it as the model "
                              f"(default {d['ema_half_life_steps']}: off)")
-    parser.add_argument("--resume", default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
-    parser.add_argument("--init-from", default=d["init_from"], metavar="MODEL_DIR",
+    parser.add_argument("--resume", type=path_text, default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
+    parser.add_argument("--init-from", type=path_text, default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
                              "schedule; give a seed other than the parent's for new data")
 
