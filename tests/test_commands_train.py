@@ -43,10 +43,10 @@ def test_options_not_given_build_the_default_train_config():
 
 def test_given_options_reach_the_config():
     args = _parser().parse_args(["--out", "run", "--time-budget-s", "60", "--lr", "0.01", "--buckets", "128", "256",
-                                 "--arch", '{"width": 8}', "--channels-last"])
+                                 "--arch", '{"head_channels": 64}', "--channels-last"])
     cfg = train_command.config_from_args(args)
     assert (cfg.time_budget_s, cfg.lr, cfg.buckets_samples, cfg.arch, cfg.channels_last) == (
-        60.0, 0.01, (128, 256), {"width": 8}, True)
+        60.0, 0.01, (128, 256), {"head_channels": 64}, True)
     with pytest.raises(ConfigError, match="--arch must be a JSON object"):
         train_command.config_from_args(_parser().parse_args(["--out", "run", "--steps", "1", "--arch", "[1]"]))
 
