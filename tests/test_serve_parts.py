@@ -122,6 +122,16 @@ def test_records_are_strict_json_whatever_their_echoed_values_hold():
     while isinstance(level, dict):
         level, depth = level["a"], depth + 1
     assert got["burst_id"] == 5 and level == "..." and depth == 64
+    # 100 levels: any encoder writes them (3.11's failed past about 1,000, 3.12's goes far deeper, so
+    # the 5,000 above went out whole there); cut at the same 64 whatever the Python
+    shallow: object = 1
+    for _ in range(100):
+        shallow = {"a": shallow}
+    got = strict(encode(b"result", {"burst_id": 6, "meta": shallow})[1])
+    level, depth = got["meta"], 1
+    while isinstance(level, dict):
+        level, depth = level["a"], depth + 1
+    assert level == "..." and depth == 64
 
 
 # -- batching --------------------------------------------------------------------------------

@@ -65,12 +65,26 @@ def encode(topic: bytes, record: dict[str, Any]) -> list[bytes]:
     """The two frames sent on the output socket, the record as strict JSON. An echoed value
     that JSON cannot hold as it is (a NaN or infinity in a native header's `meta`, which
     Python's parser accepts; nesting deeper than the encoder can go on this thread) is sent
-    as strict_json makes it, rather than as invalid JSON or not at all."""
+    as strict_json makes it, rather than as invalid JSON or not at all. The echoed `meta` is
+    cut at _MAX_ECHO_DEPTH levels whatever this Python's encoder could do: 3.12's goes deeper
+    than 3.11's, and a consumer's parser may not."""
     try:
+        if _nests_past(record.get("meta"), 1):
+            raise ValueError("meta nests too deep")
         text = json.dumps(record, separators=(",", ":"), default=str, allow_nan=False)
     except (ValueError, RecursionError):
         text = json.dumps(strict_json(record), separators=(",", ":"), default=str, allow_nan=False)
     return [topic, text.encode()]
+
+
+def _nests_past(value: Any, depth: int) -> bool:
+    """Whether `value`, found at `depth` of a record, holds a list or object at _MAX_ECHO_DEPTH
+    or deeper (where strict_json cuts); it looks no deeper than that."""
+    if not isinstance(value, (dict, list, tuple)):
+        return False
+    if depth >= _MAX_ECHO_DEPTH:
+        return True
+    return any(_nests_past(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
 
 
 def strict_json(value: Any, depth: int = 0) -> Any:
