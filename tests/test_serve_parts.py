@@ -764,7 +764,8 @@ def test_status_against_something_that_is_not_a_daemon_is_one_line_never_a_trace
 
     deep = b'{"a": ' * 3000 + b"1" + b"}" * 3000
     cases = [(b"hello", "5 bytes that are not JSON"), (b"\xff\xfe", "2 bytes that are not JSON"),
-             (deep, "bytes that are not JSON"),
+             # 3.11's parser gives up at this depth; 3.12's (JetPack 7's) reads it, and finds no status
+             (deep, "bytes that are not JSON|not a status this version reads"),
              (b'{"health": 5, "counters": "x"}', "not a status this version reads"),
              (json.dumps({"health": "ok", "counters": {}, "latency_ms": {"total": 5}}).encode(),
               "not a status this version reads"),
@@ -780,7 +781,7 @@ def test_status_against_something_that_is_not_a_daemon_is_one_line_never_a_trace
             if needle:
                 assert main(["status", "--control", endpoint, "--timeout", "5"]) == 1
                 err = capsys.readouterr().err
-                assert needle in err and "Traceback" not in err and err.count("\n") == 1, err
+                assert re.search(needle, err) and "Traceback" not in err and err.count("\n") == 1, err
             else:
                 with pytest.raises(ConfigError, match="not an rfclassify daemon answers"):
                     _refuse_if_served(endpoint)
