@@ -337,16 +337,35 @@ def _check_config(argv: list[str], capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_serve_model_options_not_given_keep_the_config_file_values(tmp_path, monkeypatch, capsys):
+def test_serve_model_options_not_given_keep_the_config_file_values(tmp_path, monkeypatch, capsys, tiny_model_dir):
+    import shutil
+
     monkeypatch.delenv("RFCLASSIFY_CONFIG", raising=False)
+    other = shutil.copytree(tiny_model_dir, tmp_path / "other")
     path = tmp_path / "serve.toml"
-    path.write_text('[model]\nbackend = "torch"\nprecision = "fp16"\ndir = "/opt/m"\nthreads = 3\n')
+    path.write_text(f'[model]\nbackend = "torch"\nprecision = "fp16"\ndir = "{tiny_model_dir}"\nthreads = 3\n')
     model = _check_config(["--config", str(path)], capsys)["model"]
-    assert (model["backend"], model["precision"], model["dir"], model["threads"]) == ("torch", "fp16", "/opt/m", 3)
-    model = _check_config(["--config", str(path), "--backend", "onnxruntime", "--precision", "fp32",
-                           "--model-dir", "/srv/m"], capsys)["model"]
     assert (model["backend"], model["precision"], model["dir"], model["threads"]) == (
-        "onnxruntime", "fp32", "/srv/m", 3)
+        "torch", "fp16", str(tiny_model_dir), 3)
+    model = _check_config(["--config", str(path), "--backend", "onnxruntime", "--precision", "fp32",
+                           "--model-dir", str(other)], capsys)["model"]
+    assert (model["backend"], model["precision"], model["dir"], model["threads"]) == (
+        "onnxruntime", "fp32", str(other), 3)
+
+
+def test_check_config_reads_the_models_description(tmp_path, capsys, tiny_model_dir):
+    """A missing or damaged model.json passed --check-config and stopped the daemon's start."""
+    from rfclassify import cli
+
+    assert cli.main(["serve", "--check-config", "--model-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"rfclassify serve: error: no model in {tmp_path}: model.json is missing\n"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.json").write_text('{"model_id": ')
+    assert cli.main(["serve", "--check-config", "--model-dir", str(broken)]) == 2
+    assert f"cannot read {broken / 'model.json'}" in capsys.readouterr().err
+    assert cli.main(["serve", "--check-config", "--model-dir", str(tiny_model_dir)]) == 0
+    assert capsys.readouterr().err.startswith("model ")
 
 
 def test_example_config_documents_every_key_with_its_default():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from rfclassify._argtypes import finite_float, path_text
@@ -68,7 +69,14 @@ def run(args: argparse.Namespace) -> int:
         import json
         from dataclasses import asdict
 
+        from rfclassify.model.meta import ModelMeta, default_model_dir
+
+        # the model's description too (a missing or damaged model.json passed the check before
+        # and stopped the daemon's start); its weights and backend are loaded by the start alone
+        model_dir = config.model.dir or default_model_dir()
+        meta = ModelMeta.load(model_dir)
         print(json.dumps(asdict(config), indent=2))
+        print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
         return 0
     from rfclassify.serve.daemon import Daemon
 
