@@ -79,7 +79,8 @@ def path_text(text: str) -> str:
     folder, or as the option's default where a command takes `value or default` (`export --out ''`
     exported into the shipped model's folder, `evaluate --out ''` wrote into it)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty: give a path, or leave the option out where it has a default")
+        raise argparse.ArgumentTypeError("must not be empty: give a path, or leave the option out where it "
+                                         "has a default")
     return text
 
 

@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("inspect", help="print a dataset's coverage; optionally draw a PNG sheet",
                        description="Print coverage (class x SNR, class x length bucket, parameter ranges).")
     i.add_argument("file", help="HDF5 dataset")
-    i.add_argument("--png", type=path_text, default=None, help="also draw constellations and spectra per class to this PNG")
+    i.add_argument("--png", type=path_text, default=None,
+                   help="also draw constellations and spectra per class to this PNG")
     i.set_defaults(_action=_inspect)
 
     r = sub.add_parser("gnuradio", help="make an evaluation set with GNU Radio's own modulators and channel",

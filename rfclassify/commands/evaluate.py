@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(benchmarks/paired_compare.py)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
-    parser.add_argument("--card-dir", type=path_text, default=None, help="where the card goes (default: the model directory)")
+    parser.add_argument("--card-dir", type=path_text, default=None,
+                        help="where the card goes (default: the model directory)")
 
 
 def _print(res: dict) -> None:

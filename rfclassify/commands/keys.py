@@ -8,7 +8,8 @@ from rfclassify._argtypes import path_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", type=path_text, required=True, metavar="DIR", help="directory to write the key files into")
+    parser.add_argument("--dir", type=path_text, required=True, metavar="DIR",
+                        help="directory to write the key files into")
     parser.add_argument("--name", default="rfclassify", metavar="NAME",
                         help="file name stem: NAME.key (public) and NAME.key_secret (default: rfclassify)")
     parser.add_argument("--force", action="store_true", help="replace existing key files")

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from rfclassify.model.train import SCHEDULES
 
     d = train_defaults()
-    parser.add_argument("--out", type=path_text, required=True, help="output directory (model.pt, model.json, logs, curves)")
+    parser.add_argument("--out", type=path_text, required=True,
+                        help="output directory (model.pt, model.json, logs, curves)")
     parser.add_argument("--device", default=d["device"], help=f"auto | cpu | cuda | cuda:N (default {d['device']})")
     parser.add_argument("--data", type=path_text, default=d["data"], metavar="FILE.h5",
                         help="train from an HDF5 dataset instead of synthesizing on the fly")
@@ -92,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep a moving average of the weights with a half-life of N steps (kept in "
                              "checkpoints, continued by --resume) and write it as the model "
                              f"(default {d['ema_half_life_steps']}: off)")
-    parser.add_argument("--resume", type=path_text, default=d["resume"], metavar="CKPT", help="continue from a checkpoint.pt")
+    parser.add_argument("--resume", type=path_text, default=d["resume"], metavar="CKPT",
+                        help="continue from a checkpoint.pt")
     parser.add_argument("--init-from", type=path_text, default=d["init_from"], metavar="MODEL_DIR",
                         help="start from a trained model's weights (and network) with a new optimizer and "
                              "schedule; give a seed other than the parent's for new data")
