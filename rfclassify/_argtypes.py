@@ -87,3 +87,21 @@ def path_text(text: str) -> str:
 def path(text: str) -> Path:
     """path_text as a Path."""
     return Path(path_text(text))
+
+
+def output_file(text: str) -> Path:
+    """A file option a command writes at its end: not empty, not a folder, and under a folder
+    that is one or can be made. Checked as the command line is read, so that a mistake ends the
+    command before its work rather than after it (`bench daemon --json` under a file measured
+    for its whole run, then failed). '-' passes (stdout where the command takes it so)."""
+    p = path(text)
+    if text == "-":
+        return p
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; name a file")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{parent} is not a directory, so {text} cannot be written")
+    return p

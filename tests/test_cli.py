@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,22 @@ def test_an_empty_path_is_a_usage_error(argv, capsys):
         cli.main(argv)
     assert exc.value.code == 2
     assert "must not be empty: give a path" in capsys.readouterr().err
+
+
+def test_a_file_written_at_the_end_is_checked_before_the_work(tmp_path, capsys):
+    """`bench daemon --json` under a file measured for its whole run and then failed to write."""
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    for argv, where in [(["bench", "daemon", "--json", str(a_file / "sub" / "r.json")], str(a_file)),
+                        (["bench", "--json", str(tmp_path)], str(tmp_path)),
+                        (["fit-sequence", "--out", str(tmp_path)], str(tmp_path)),
+                        (["fit-refiner", "--save-examples", str(a_file / "x.npz")], str(a_file)),
+                        (["dataset", "inspect", "d.h5", "--png", str(a_file / "s.png")], str(a_file))]:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"{where} is " in err and err.count("\n") == 1, err
+    from rfclassify._argtypes import output_file
+
+    assert output_file("-") == Path("-") and output_file(str(tmp_path / "new" / "deeper" / "r.json"))
+    assert not (tmp_path / "new").exists()        # checked, not made

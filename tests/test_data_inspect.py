@@ -55,6 +55,7 @@ def test_inspect_draws_a_png_sheet(tmp_path, capsys):
     assert main(["dataset", "inspect", str(out), "--png", str(tmp_path / "sheet.svg")]) == 0
     assert b"<svg" in (tmp_path / "sheet.svg").read_bytes()[:1000]
     capsys.readouterr()
-    assert main(["dataset", "inspect", str(out), "--png", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:      # found as the command line is read, before the work
+        main(["dataset", "inspect", str(out), "--png", str(tmp_path)])
     err = capsys.readouterr().err
-    assert err == f"rfclassify dataset: error: {tmp_path}: Is a directory\n"
+    assert exc.value.code == 2 and err.endswith(f"error: argument --png: {tmp_path} is a directory; name a file\n")

@@ -13,7 +13,7 @@ import importlib.util
 import json
 import sys
 
-from rfclassify._argtypes import float_range, path, thread_count
+from rfclassify._argtypes import float_range, output_file, thread_count
 from rfclassify.engine.options import add_model_arguments, names, positive_ints
 
 DAEMON_MODULE = "rfclassify.serve.bench_daemon"
@@ -39,7 +39,7 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
                         help="seconds per measurement, baseline included (default 2)")
     parser.add_argument("--device", default=d(None), help="cpu, cuda or cuda:N (default: per backend)")
     parser.add_argument("--threads", type=thread_count, default=d(None), help="CPU threads (default: all usable)")
-    parser.add_argument("--json", type=path, default=d(None), metavar="FILE",
+    parser.add_argument("--json", type=output_file, default=d(None), metavar="FILE",
                         help="also write the full report as JSON to FILE ('-' for stdout only)")
 
 

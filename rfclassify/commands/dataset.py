@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from rfclassify._argtypes import count, finite_float, int_range, path_text, seed
+from rfclassify._argtypes import count, finite_float, int_range, output_file, path_text, seed
 from rfclassify._exceptions import InputError
 
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("inspect", help="print a dataset's coverage; optionally draw a PNG sheet",
                        description="Print coverage (class x SNR, class x length bucket, parameter ranges).")
     i.add_argument("file", help="HDF5 dataset")
-    i.add_argument("--png", type=path_text, default=None,
+    i.add_argument("--png", type=output_file, default=None,
                    help="also draw constellations and spectra per class to this PNG")
     i.set_defaults(_action=_inspect)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import count, finite_float, int_range, path_text, seed, width, worker_count
+from rfclassify._argtypes import count, finite_float, int_range, output_file, path_text, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the other inputs (stored inside refiner.npz), not the network's; the gate reads its "
                              "ranking too. Takes any --examples: it measures the EM scores its picks need again "
                              "(docs/model.md, fortieth session)")
-    parser.add_argument("--save-examples", type=path_text, default=None, metavar="NPZ",
+    parser.add_argument("--save-examples", type=output_file, default=None, metavar="NPZ",
                         help="also write the fit's examples (the statistics of every routed burst) here")
     parser.add_argument("--examples", type=path_text, default=None, metavar="NPZ",
                         help="fit on the examples an earlier --save-examples wrote instead of making them (same "

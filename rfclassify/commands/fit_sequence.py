@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rfclassify._argtypes import count, finite_float, int_range, learning_rate, path, seed, width, worker_count
+from rfclassify._argtypes import count, finite_float, int_range, learning_rate, output_file, seed, width, worker_count
 from rfclassify.engine.options import model_dir_path
 
 
@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = SequenceFitConfig()
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="the model whose training recipe (channel) the bursts follow (default: shipped models/)")
-    parser.add_argument("--out", type=path, default=None,
+    parser.add_argument("--out", type=output_file, default=None,
                         help=f"where to write the network (default: MODEL_DIR/{SEQUENCE_NET_FILE}); "
                              "`rfclassify fit-refiner --sequence-net` then fuses it")
     parser.add_argument("--bursts", type=count(), default=d.bursts,

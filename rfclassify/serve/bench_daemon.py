@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._argtypes import finite_float, float_range, int_range, path, refiner_worker_count
+from rfclassify._argtypes import finite_float, float_range, int_range, output_file, refiner_worker_count
 from rfclassify._cpus import usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float_range(0.1, 86400.0), default=5.0, help="seconds per phase (default 5)")
     parser.add_argument("--rate", default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
-    parser.add_argument("--json", type=path, default=None, metavar="FILE", help="also write the report as JSON")
+    parser.add_argument("--json", type=output_file, default=None, metavar="FILE", help="also write the report as JSON")
     add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int_range(1, 4096), default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=float_range(0.0, 60_000.0), default=2.0,
