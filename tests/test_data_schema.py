@@ -192,3 +192,25 @@ def test_attributes_that_cannot_be_parsed_raise_input_error(written, key, value,
         f.attrs[key] = value
     with pytest.raises(InputError, match=re.escape(message)):
         DatasetReader(path)
+
+
+def _replace(f: h5py.File, name: str, data: np.ndarray) -> None:
+    del f[name]
+    f.create_dataset(name, data=data)
+
+
+@pytest.mark.parametrize("name,make,message", [
+    # numpy's ValueError out of astype, a traceback in classify, evaluate and inspect
+    (schema.SNR_DB, lambda a: np.array([b"x"] * a.size), "/snr_db is not a list of numbers (dtype |S1"),
+    (schema.SNR_DB, lambda a: np.zeros((a.size, 2)), "/snr_db is not a list of numbers (dtype float64, shape"),
+    (schema.OFFSET, lambda a: a.astype(np.float64), "/offset is not a list of integers"),
+    # 65536 + 3 read as int16 was label 3: a burst scored against another class's truth
+    (schema.LABEL_INDEX, lambda a: np.r_[a.astype(np.int64)[:-1], 65536 + 3], "/label_index holds values past int16"),
+    (schema.LENGTH, lambda a: np.r_[a[:-1], -5], "a negative burst length"),
+])
+def test_per_example_arrays_of_the_wrong_kind_raise_input_error(written, name, make, message):
+    path, _, _ = written
+    with h5py.File(path, "a") as f:
+        _replace(f, name, make(f[name][()]))
+    with pytest.raises(InputError, match=re.escape(message)):
+        DatasetReader(path)

@@ -51,11 +51,11 @@ class DatasetReader:
             missing = [n for n in (schema.IQ, *schema.PER_EXAMPLE) if n not in self._f]
             if missing:
                 raise InputError(f"{self.path}: corrupt dataset, missing {', '.join(missing)}")
-            self.offsets = self._f[schema.OFFSET][()].astype(np.int64)
-            self.lengths = self._f[schema.LENGTH][()].astype(np.int64)
-            self.label_index = self._f[schema.LABEL_INDEX][()].astype(np.int16)
-            self.snr_db = self._f[schema.SNR_DB][()].astype(np.float32)
-            self.channel_index = self._f[schema.CHANNEL_INDEX][()].astype(np.int8)
+            self.offsets = self._column(schema.OFFSET, np.int64)
+            self.lengths = self._column(schema.LENGTH, np.int64)
+            self.label_index = self._column(schema.LABEL_INDEX, np.int16)
+            self.snr_db = self._column(schema.SNR_DB, np.float32)
+            self.channel_index = self._column(schema.CHANNEL_INDEX, np.int8)
             n = self.offsets.size
             if not (self.lengths.size == self.label_index.size == self.snr_db.size == n
                     == self.channel_index.size == self._f[schema.PARAMS].shape[0]):
@@ -65,6 +65,8 @@ class DatasetReader:
                 raise InputError(f"{self.path}: corrupt dataset, bursts point past the end of /iq")
             if n and (self.label_index.min() < 0 or self.label_index.max() >= len(self.attrs.labels)):
                 raise InputError(f"{self.path}: corrupt dataset, label index out of range")
+            if n and self.lengths.min() < 0:
+                raise InputError(f"{self.path}: corrupt dataset, a negative burst length")
             self._iq_mem = self._f[schema.IQ][()] if in_memory else None
         except (KeyError, OSError) as exc:
             self._f.close()
@@ -222,6 +224,22 @@ class DatasetReader:
     # -- life cycle ----------------------------------------------------------------------
     def close(self) -> None:
         self._f.close()
+
+    def _column(self, name: str, dtype: type[np.generic]) -> np.ndarray:
+        """The 1-D per-example array `name` as `dtype`; InputError where it is not one of numbers
+        of that kind or holds values the type cannot: a string /snr_db raised numpy's ValueError
+        as a traceback, and a label index past int16 wrapped round to another label."""
+        ds = self._f[name]
+        want_int = np.issubdtype(dtype, np.integer)
+        if ds.ndim != 1 or ds.dtype.kind not in ("iu" if want_int else "iuf"):
+            raise InputError(f"{self.path}: corrupt dataset, /{name} is not a list of "
+                             f"{'integers' if want_int else 'numbers'} (dtype {ds.dtype}, shape {ds.shape})")
+        values = ds[()]
+        if want_int and values.size:
+            info = np.iinfo(dtype)
+            if values.min() < info.min or values.max() > info.max:
+                raise InputError(f"{self.path}: corrupt dataset, /{name} holds values past {np.dtype(dtype).name}")
+        return values.astype(dtype)
 
     def __enter__(self) -> DatasetReader:
         return self
