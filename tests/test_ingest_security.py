@@ -138,6 +138,20 @@ def test_config_mistakes_are_config_errors(keys, tmp_path) -> None:
         ctx.term()
 
 
+
+def test_status_key_options_fail_early_and_a_key_alone_is_refused(keys, tmp_path, capsys) -> None:
+    """`status --key` without --server-key was ignored (the daemon's CURVE socket then read as
+    no daemon); a client key pair that cannot be read is named before any request."""
+    from rfclassify.cli import main
+
+    assert main(["status", "--control", f"ipc://{tmp_path}/none", "--timeout", "0.1",
+                 "--key", str(keys.client_sec)]) == 2
+    assert "--key is our key pair" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="cannot read CURVE key file"):
+        client_security(keys.server_pub, tmp_path / "missing.key_secret")
+    client_security(keys.server_pub, keys.client_sec)     # a good pair passes
+
+
 def test_keys_command(tmp_path, capsys) -> None:
     assert main(["keys", "--dir", str(tmp_path / "k"), "--name", "edge1"]) == 0
     out = capsys.readouterr().out

@@ -50,6 +50,11 @@ def _rendered(reply: dict, endpoint: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from rfclassify.serve.control import NoDaemonError, client_endpoint, request
 
+    if args.key and not args.server_key:   # it was ignored, and the daemon's refusal read as no daemon
+        from rfclassify._exceptions import ConfigError
+
+        raise ConfigError("--key is our key pair for a daemon whose control socket uses CURVE: give the "
+                          "daemon's public key with --server-key too")
     endpoint = client_endpoint(args.control)
     secure = None
     if args.server_key:

@@ -99,6 +99,8 @@ def client_security(server_key_file: str | os.PathLike[str],
                     secret_file: str | os.PathLike[str] | None = None) -> Callable[[zmq.Socket], None]:
     """A callable applying configure_client (for `rfclassify status` and other clients)."""
     load_public_key(server_key_file)  # fail early, with the file's name
+    if secret_file:
+        load_key_pair(secret_file)
     return lambda sock: configure_client(sock, server_key_file, secret_file)
 
 
