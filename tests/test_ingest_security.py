@@ -125,17 +125,31 @@ def test_config_mistakes_are_config_errors(keys, tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         DaemonSecurity(SimpleNamespace(secret_key_file=str(tmp_path / "nope"), input_server_key_file="",
                                        authorized_keys_dir=""))
-    sec = DaemonSecurity(SimpleNamespace(secret_key_file=str(keys.server_sec), input_server_key_file="",
-                                         authorized_keys_dir=str(tmp_path / "missing")))
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.REP)
-    try:
-        with pytest.raises(ConfigError, match="not found"):
-            sec(s, "output")
-    finally:
-        s.close(0)
-        sec.close()
-        ctx.term()
+    # found as the daemon starts, not when its data sockets are made after the model has loaded
+    with pytest.raises(ConfigError, match="authorized keys directory not found"):
+        DaemonSecurity(SimpleNamespace(secret_key_file=str(keys.server_sec), input_server_key_file="",
+                                       authorized_keys_dir=str(tmp_path / "missing")))
+    (tmp_path / "none").mkdir()
+    with pytest.raises(ConfigError, match="no client public keys"):
+        DaemonSecurity(SimpleNamespace(secret_key_file=str(keys.server_sec), input_server_key_file="",
+                                       authorized_keys_dir=str(tmp_path / "none")))
+
+
+def test_check_config_reads_the_curve_key_files(keys, tmp_path, capsys) -> None:
+    """`serve --check-config` passed a CURVE config whose key file was missing; the start failed."""
+    from rfclassify.cli import main
+
+    for table, message in [("secret_key_file = \"\"", "security.secret_key_file is required"),
+                           (f"secret_key_file = \"{tmp_path / 'nope'}\"", "cannot read CURVE key file"),
+                           (f"secret_key_file = \"{keys.server_sec}\"\nauthorized_keys_dir = \"{tmp_path / 'x'}\"",
+                            "authorized keys directory not found")]:
+        cfg = tmp_path / "serve.toml"
+        cfg.write_text(f"[security]\ncurve_control = true\n{table}\n")
+        assert main(["serve", "--config", str(cfg), "--check-config"]) == 2
+        assert message in capsys.readouterr().err
+    cfg.write_text(f"[security]\ncurve_control = true\nsecret_key_file = \"{keys.server_sec}\"\n"
+                   f"authorized_keys_dir = \"{keys.allowed}\"\n")
+    assert main(["serve", "--config", str(cfg), "--check-config"]) == 0
 
 
 

@@ -71,10 +71,15 @@ def run(args: argparse.Namespace) -> int:
 
         from rfclassify.model.meta import ModelMeta, default_model_dir
 
-        # the model's description too (a missing or damaged model.json passed the check before
-        # and stopped the daemon's start); its weights and backend are loaded by the start alone
+        # the model's description and the CURVE key files too (a missing or damaged one passed the
+        # check before and stopped the daemon's start); weights and backend are loaded by the start alone
         model_dir = config.model.dir or default_model_dir()
         meta = ModelMeta.load(model_dir)
+        from rfclassify.serve.daemon import socket_security
+
+        security = socket_security(config)   # the key files CURVE reads, and the admitted clients' folder
+        if security is not None:
+            security.close()
         print(json.dumps(asdict(config), indent=2))
         print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
         return 0

@@ -104,14 +104,20 @@ def client_security(server_key_file: str | os.PathLike[str],
     return lambda sock: configure_client(sock, server_key_file, secret_file)
 
 
-def start_authenticator(context: zmq.Context, authorized_keys_dir: str | os.PathLike[str]) -> Any:
-    """A running ZAP authenticator in context that admits only the clients whose .key files
-    are in authorized_keys_dir. Stop it (`.stop()`) before terminating the context."""
+def check_authorized_keys_dir(authorized_keys_dir: str | os.PathLike[str]) -> Path:
+    """The folder of admitted clients' public keys; ConfigError where it is not one or holds none."""
     d = Path(authorized_keys_dir)
     if not d.is_dir():
         raise ConfigError(f"authorized keys directory not found: {d}")
     if not any(d.glob("*.key")):
         raise ConfigError(f"no client public keys (*.key) in {d}")
+    return d
+
+
+def start_authenticator(context: zmq.Context, authorized_keys_dir: str | os.PathLike[str]) -> Any:
+    """A running ZAP authenticator in context that admits only the clients whose .key files
+    are in authorized_keys_dir. Stop it (`.stop()`) before terminating the context."""
+    d = check_authorized_keys_dir(authorized_keys_dir)
     from zmq.auth.thread import ThreadAuthenticator
 
     auth = ThreadAuthenticator(context)
@@ -137,6 +143,8 @@ class DaemonSecurity:
         load_key_pair(config.secret_key_file)
         if config.input_server_key_file:
             load_public_key(config.input_server_key_file)
+        if config.authorized_keys_dir:   # found here, not when a socket is made after the model loads
+            check_authorized_keys_dir(config.authorized_keys_dir)
         self._auth: dict[int, Any] = {}
         self._lock = threading.Lock()
 
