@@ -129,6 +129,35 @@ def test_evaluate_missing_model_is_a_user_error(tiny_dataset, tmp_path, capsys):
     assert "model.json" in capsys.readouterr().err
 
 
+
+def test_bursts_of_labels_the_model_lacks_are_counted_and_a_file_of_none_is_refused(
+        tiny_model_dir, tiny_dataset, tmp_path, capsys):
+    """Such bursts were left out of every table without a word, and a file holding only them, or no
+    bursts at all, was written up as an evaluation of NaNs and reported as done."""
+    import h5py
+
+    from rfclassify.data import schema
+
+    renamed = tmp_path / "renamed.h5"
+    shutil.copy(tiny_dataset, renamed)
+    with h5py.File(renamed, "a") as f:
+        labels = json.loads(f.attrs["labels"])
+        f.attrs["labels"] = json.dumps(["MYSTERY" if n == "FM" else n for n in labels])
+    assert main(["evaluate", str(renamed), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev")]) == 0
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert ev["not_scored"] == {"labels": ["MYSTERY"], "bursts": 2} and ev["overall"]["n"] == 6
+    assert "not scored: 2 bursts of labels this model does not classify (MYSTERY)" in capsys.readouterr().out
+    with h5py.File(renamed, "a") as f:
+        f.attrs["labels"] = json.dumps([f"X{i}" for i in range(len(labels))])
+    assert main(["evaluate", str(renamed), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev")]) == 2
+    assert "nothing to evaluate: none of its labels is one this model classifies (X" in capsys.readouterr().err
+    with h5py.File(renamed, "a") as f:
+        for name in schema.PER_EXAMPLE:
+            f[name].resize((0,))
+    assert main(["evaluate", str(renamed), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev")]) == 2
+    assert "nothing to evaluate: it holds no bursts" in capsys.readouterr().err
+
+
 def test_a_rate_normalizing_model_is_scored_by_received_length(tiny_model_dir, tiny_dataset, tmp_path):
     from rfclassify.model.meta import ModelMeta
 

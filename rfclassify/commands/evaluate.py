@@ -63,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _print(res: dict) -> None:
     print(f"{res['name']}: {res['dataset']['n_bursts']} bursts via {res['run']['backend']} "
           f"{res['run']['precision']} at {res['bursts_per_s']} bursts/s; rejected {res['rejected'] or 'none'}")
+    left = res.get("not_scored") or {}
+    if left.get("bursts"):
+        print(f"not scored: {left['bursts']} bursts of labels this model does not classify "
+              f"({', '.join(left['labels'])})")
     counts, skip = res["run"].get("refiner_skip_counts"), res["run"].get("refiner_skip_above")
     if counts and skip is not None and skip < 1:
         print(f"{counts['skipped']} of {counts['long_enough']} bursts of >= {res['run']['refiner_skip_min_samples']} "

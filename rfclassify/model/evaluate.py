@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._exceptions import InputError
 from rfclassify.labels import HIGH_ORDER_LABELS, LABEL_TO_INDEX, LABELS, NOISE_LABEL
 
 #: Range over which the SNR estimate's mean absolute error is reported (the goal: <= 2 dB).
@@ -188,6 +189,13 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         info = _dataset_info(reader, path)
         to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels])
         y = to_model[reader.label_index]
+        foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
+        if not len(reader) or not (y >= 0).any():
+            # before: an evaluation of NaNs, written and reported as done
+            raise InputError(f"{path}: nothing to evaluate: " + (
+                "it holds no bursts" if not len(reader) else
+                f"none of its labels is one this model classifies ({', '.join(foreign[:6])}"
+                f"{', ...' if len(foreign) > 6 else ''})"))
         snr = reader.snr_db.astype(np.float64)
         params = reader.params
         n = len(reader)
@@ -230,6 +238,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     res: dict[str, Any] = {
         "name": name or f"{info['source']}:{path.stem}", "dataset": info, "run": run,
         "bursts_per_s": round(n / max(elapsed, 1e-9), 1), "rejected": rejects,
+        # bursts whose label the model does not classify: classified, never scored
+        "not_scored": {"labels": foreign, "bursts": int((y < 0).sum())},
         "overall": accuracy_summary(y_ok, p_ok, s_ok, snr_est[ok]),
         "per_bucket": {str(b): accuracy_summary(y_ok[bucket[ok] == b], p_ok[bucket[ok] == b],
                                                 s_ok[bucket[ok] == b], snr_est[ok][bucket[ok] == b])
