@@ -92,6 +92,20 @@ def test_classify_hdf5_dataset_reports_accuracy(tiny_model_dir, tmp_path, capsys
     assert recs[2]["truth"]["snr_db"] is None
     assert "accuracy" in captured.err and "on 3 labelled bursts" in captured.err
     assert "best guess right" in captured.err
+    # a dataset whose labels the model does not classify: such a truth was counted wrong
+    from rfclassify.labels import LABELS
+
+    foreign = tmp_path / "foreign.h5"
+    attrs = schema.DatasetAttrs(source="synth", seed=0, generator="test", classes=("QPSK", "WIFI"),
+                                snr_grid_db=(10.0,), channel={"clean": {}}, lengths={"rule": "test"},
+                                labels=("WIFI", *LABELS[1:]))
+    with schema.DatasetWriter(foreign, attrs, params_dtype) as w:
+        w.append([_iq(n, n) for n in (300, 2048, 512)], np.array([0, 4, 0]),
+                 np.array([10.0, 10.0, 10.0]), np.zeros(3, params_dtype))
+        w.commit()
+    assert main(["classify", str(foreign), "--model-dir", str(tiny_model_dir), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "on 1 labelled bursts" in out and "2 not scored (labelled WIFI: not a label this model classifies)" in out
 
 
 @pytest.mark.parametrize(

@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
     # Open every file first, so a bad one fails before minutes of work on the others.
     for path in args.files:
         next(iter_file_bursts(path, chunk=1, limit=1), None)
-    tally = _Tally()
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
+        tally = _Tally(tuple(clf.labels))
         header = (f"model {clf.model_id}: {clf.backend} {clf.precision} on {clf.device}")
         print(header, file=sys.stderr if args.json else sys.stdout)
         if not args.json and not args.quiet:
@@ -83,9 +83,11 @@ def _record(burst: Any, r: Any, clf: Any) -> dict[str, Any]:
 class _Tally:
     """Counts for the summary line: classified, rejected by reason, accuracy where truth exists."""
 
-    def __init__(self) -> None:
+    def __init__(self, labels: tuple[str, ...]) -> None:
+        self.labels = frozenset(labels)
         self.classified = 0
         self.rejected: Counter[str] = Counter()
+        self.not_scored: Counter[str] = Counter()   # truths the model does not classify (a SigMF "wifi")
         self.with_truth = 0
         self.correct = 0
         self.best_guess_correct = 0
@@ -96,7 +98,9 @@ class _Tally:
             self.rejected[r.reject_reason] += 1
             return
         self.classified += 1
-        if burst.truth_label is not None:
+        if burst.truth_label is not None and burst.truth_label not in self.labels:
+            self.not_scored[burst.truth_label] += 1     # counted wrong before: no answer could be right
+        elif burst.truth_label is not None:
             self.with_truth += 1
             self.correct += int(r.label == burst.truth_label)
             self.best_guess_correct += int(r.best_guess == burst.truth_label)
@@ -113,4 +117,8 @@ class _Tally:
             parts.append(f"accuracy {acc:.1f}% on {self.with_truth} labelled bursts "
                          f"({self.unknown} reported unknown, counted wrong; "
                          f"best guess right {best:.1f}%)")
+        if self.not_scored:
+            names = sorted(self.not_scored)
+            parts.append(f"{sum(self.not_scored.values())} not scored (labelled {', '.join(names[:6])}"
+                         f"{', ...' if len(names) > 6 else ''}: not a label this model classifies)")
         return "; ".join(parts)
