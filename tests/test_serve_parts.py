@@ -300,6 +300,10 @@ def test_an_empty_data_endpoint_or_an_unknown_device_is_a_config_error():
             config_from_dict({"model": {"device": bad}})
     for good in ("", "cpu", "cuda", "cuda:1"):
         assert config_from_dict({"model": {"device": good}}).model.device == good
+    # cutting at a tag with no key matched no tag: no burst was ever classified, without a word
+    with pytest.raises(ConfigError, match="input.tag_key: must name the length tag"):
+        config_from_dict({"input": {"cut_mode": "tags", "tag_key": ""}})
+    assert config_from_dict({"input": {"cut_mode": "energy", "tag_key": ""}}).input.tag_key == ""
 
 
 def test_config_types_are_strict_but_ints_are_fine_for_floats():

@@ -259,7 +259,8 @@ def _build_buckets(value: Any, where: str, batching: BatchingConfig,
 TRANSPORTS = ("tcp", "ipc", "pgm", "epgm", "norm", "tipc", "vmci", "ws", "wss", "udp")
 
 
-def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
+def _combination_errors(cfg: DaemonConfig) -> list[str]:
+    """Mistakes no single field shows: endpoints, the metrics address, limits that must agree."""
     errors = []
     for name, ep in (("input.endpoint", cfg.input.endpoint), ("output.endpoint", cfg.output.endpoint),
                      ("control.endpoint", cfg.control.endpoint)):
@@ -290,6 +291,8 @@ def _endpoint_errors(cfg: DaemonConfig) -> list[str]:
             device_kind(cfg.model.device)
         except ConfigError as exc:
             errors.append(f"model.device: {exc}")
+    if cfg.input.cut_mode == "tags" and not cfg.input.tag_key:   # no tag matches: no burst, no word
+        errors.append("input.tag_key: must name the length tag when input.cut_mode is tags")
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
@@ -301,7 +304,7 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> DaemonConf
     errors: list[str] = []
     cfg = _build(DaemonConfig, data, "", errors)
     if not errors:
-        errors = _endpoint_errors(cfg)
+        errors = _combination_errors(cfg)
     if errors:
         raise ConfigError(f"{source}: " + f"\n{source}: ".join(errors))
     return cfg
