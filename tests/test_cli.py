@@ -99,6 +99,7 @@ def test_a_request_past_the_machines_memory_is_one_line(monkeypatch, capsys):
     ["simulate", "--rate", "nan", "--count", "1"],
     ["demo", "--rate", "inf", "--count", "5"],
     ["bench", "daemon", "--seconds", "nan"],
+    ["bench", "daemon", "--rate", "nan"],      # measured as "nan/s offered"
     ["dataset", "generate", "--out", "unused.h5", "--snr-min", "nan"],
     ["status", "--timeout", "nan"],
     ["status", "--watch", "inf"],
@@ -134,6 +135,8 @@ def test_a_simulator_rate_too_small_to_sleep_for_is_a_config_error():
     (["status", "--watch", "1e300"], "--watch: must be in (0..86400"),
     (["simulate", "--warmup", "1e300"], "--warmup: must be in 0..3600"),
     (["bench", "daemon", "--seconds", "1e-300"], "--seconds: must be in 0.1..86400"),
+    (["bench", "daemon", "--rate", "1e-300"], "--rate: must be in 0.001..1e+06"),   # an OSError in its load process
+    (["bench", "daemon", "--rate", "0"], "--rate: must be in 0.001..1e+06"),
     (["train", "--out", "unused", "--lr", "-1"], "--lr: must be in (0..10"),
     (["fit-sequence", "--lr", "1e300"], "--lr: must be in (0..10"),
 ])

@@ -40,7 +40,7 @@ POOL = 256
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float_range(0.1, 86400.0), default=5.0, help="seconds per phase (default 5)")
-    parser.add_argument("--rate", default="max", metavar="R|max",
+    parser.add_argument("--rate", type=_rate, default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
     parser.add_argument("--json", type=output_file, default=None, metavar="FILE", help="also write the report as JSON")
     add_model_arguments(parser)
@@ -57,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-skip-above", type=finite_float, default=None, metavar="P",
                         help="a burst whose network top probability is above P skips the DC pass and the "
                              "refiners (default: the model's, model.json refiner_skip_above; 1: none skips them)")
+
+
+_FIXED_RATE = float_range(0.001, 1e6)   # bursts/s; NaN was "offered", 1e-300 overflowed a wait
+
+
+def _rate(text: str) -> str | float:
+    """--rate: 'max', or a rate in bursts/s."""
+    return text if text == "max" else _FIXED_RATE(text)
 
 
 def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -170,13 +178,7 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.serve.native import encode_native
     from rfclassify.serve.pipeline import EngineAdapter
 
-    if args.rate != "max":
-        try:
-            fixed_rate = float(args.rate)
-        except ValueError:
-            raise InputError(f"--rate must be a number or 'max', got {args.rate!r}") from None
-        if fixed_rate <= 0:
-            raise InputError("--rate must be positive")
+    fixed_rate = None if args.rate == "max" else float(args.rate)
     if args.seconds <= 0 or args.max_batch < 1:     # --refiner-workers: Classifier.load checks it
         raise InputError("--seconds and --max-batch must be positive")
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
