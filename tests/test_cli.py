@@ -137,6 +137,7 @@ def test_a_simulator_rate_too_small_to_sleep_for_is_a_config_error():
     (["bench", "daemon", "--seconds", "1e-300"], "--seconds: must be in 0.1..86400"),
     (["bench", "daemon", "--rate", "1e-300"], "--rate: must be in 0.001..1e+06"),   # an OSError in its load process
     (["bench", "daemon", "--rate", "0"], "--rate: must be in 0.001..1e+06"),
+    (["bench", "--batch-sizes", str(10 ** 30)], "--batch-sizes: batch sizes must be in 1..65536"),  # numpy's error
     (["train", "--out", "unused", "--lr", "-1"], "--lr: must be in (0..10"),
     (["fit-sequence", "--lr", "1e300"], "--lr: must be in (0..10"),
 ])

@@ -94,6 +94,9 @@ def test_workers_never_fork_the_threaded_parent(tmp_path, monkeypatch):
     (["--classes", "QPSK,NOPE"], "unknown label 'NOPE'"),
     (["--snr-min", "10", "--snr-max", "0"], "SNR grid is empty"),
     (["--snr", ","], "--snr is empty"),
+    # a grid built for ever, and an SNR that became an infinite noise scale in the synthesizer
+    (["--snr-step", "1e-300"], "the SNR grid would hold 5e+301 values; at most 10000"),
+    (["--snr=1e300"], "SNR values must be at most 10000 numbers in -200..200 dB"),
     (["--length-min", "1"], "burst lengths must be"),
     (["--lengths", "128,-5"], "burst lengths must be"),
     (["--length-min", "4096", "--length-max", "1024"], "above --length-max"),

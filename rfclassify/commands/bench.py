@@ -14,7 +14,7 @@ import json
 import sys
 
 from rfclassify._argtypes import float_range, output_file, thread_count
-from rfclassify.engine.options import add_model_arguments, names, positive_ints
+from rfclassify.engine.options import add_model_arguments, batch_sizes, names, positive_ints
 
 DAEMON_MODULE = "rfclassify.serve.bench_daemon"
 _MISSING_DAEMON = f"the daemon benchmark is not available: {DAEMON_MODULE} does not exist in this version"
@@ -33,7 +33,7 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
                         help="comma-separated precisions (default: all each backend can run here)")
     parser.add_argument("--buckets", type=positive_ints, default=d((1024,)),
                         help="window lengths in samples (default 1024)")
-    parser.add_argument("--batch-sizes", type=positive_ints, default=d(None),
+    parser.add_argument("--batch-sizes", type=batch_sizes, default=d(None),
                         help="batch sizes (default 1,64 on CPU, 1,64,1024 on GPU)")
     parser.add_argument("--seconds", type=float_range(0.01, 86400.0), default=d(2.0),
                         help="seconds per measurement, baseline included (default 2)")

@@ -63,6 +63,12 @@ def _add_snr_args(p: argparse.ArgumentParser, default_min: float, default_max: f
     p.add_argument("--snr", default=None, help="comma-separated SNR list in dB instead of min/max/step; write --snr=-10,0,10 when it starts with a minus")
 
 
+#: SNR values a grid may hold, dB, and how many (1e300 dB became an infinite noise scale deep in
+#: the synthesizer; a step of 1e-300 dB built a grid for ever)
+SNR_LIMIT_DB = 200.0
+MAX_SNR_POINTS = 10_000
+
+
 def snr_grid(args: argparse.Namespace) -> tuple[float, ...]:
     """The SNR grid from --snr LIST or --snr-min/--snr-max/--snr-step (inclusive)."""
     if args.snr is not None:
@@ -72,13 +78,20 @@ def snr_grid(args: argparse.Namespace) -> tuple[float, ...]:
             raise InputError(f"--snr must be comma-separated numbers, got {args.snr!r}") from None
         if not grid:
             raise InputError("--snr is empty")
-        return grid
-    if args.snr_step <= 0:
-        raise InputError(f"--snr-step must be > 0, got {args.snr_step:g}")
-    if args.snr_min > args.snr_max:
-        raise InputError(f"--snr-min {args.snr_min:g} is above --snr-max {args.snr_max:g}: the SNR grid is empty")
-    n = int((args.snr_max - args.snr_min) / args.snr_step + 1e-9) + 1
-    return tuple(round(args.snr_min + k * args.snr_step, 6) for k in range(n))
+    else:
+        if args.snr_step <= 0:
+            raise InputError(f"--snr-step must be > 0, got {args.snr_step:g}")
+        if args.snr_min > args.snr_max:
+            raise InputError(f"--snr-min {args.snr_min:g} is above --snr-max {args.snr_max:g}: the SNR grid is empty")
+        n = int((args.snr_max - args.snr_min) / args.snr_step + 1e-9) + 1
+        if n > MAX_SNR_POINTS:
+            raise InputError(f"the SNR grid would hold {n:.3g} values; at most {MAX_SNR_POINTS} (a larger --snr-step)")
+        grid = tuple(round(args.snr_min + k * args.snr_step, 6) for k in range(n))
+    if len(grid) > MAX_SNR_POINTS or not all(abs(v) <= SNR_LIMIT_DB for v in grid):
+        # NaN fails the comparison too
+        raise InputError(f"SNR values must be at most {MAX_SNR_POINTS} numbers in "
+                         f"-{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB")
+    return grid
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:

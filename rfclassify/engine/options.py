@@ -50,6 +50,19 @@ def positive_ints(text: str) -> tuple[int, ...]:
     return values
 
 
+#: the largest batch a benchmark may ask for (the CLI's other batch sizes: _argtypes.width)
+MAX_BENCH_BATCH = 65536
+
+
+def batch_sizes(text: str) -> tuple[int, ...]:
+    """argparse type: positive_ints, each at most MAX_BENCH_BATCH (10**30 reached numpy's
+    'maximum allowed dimension' as a traceback)."""
+    values = positive_ints(text)
+    if max(values) > MAX_BENCH_BATCH:
+        raise argparse.ArgumentTypeError(f"batch sizes must be in 1..{MAX_BENCH_BATCH}, got {text[:40]!r}")
+    return values
+
+
 def names(text: str) -> tuple[str, ...]:
     """argparse type: 'onnxruntime,torch' -> ('onnxruntime', 'torch')."""
     values = tuple(v.strip() for v in text.split(",") if v.strip())
