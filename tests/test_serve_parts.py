@@ -357,6 +357,30 @@ def test_serve_model_options_not_given_keep_the_config_file_values(tmp_path, mon
         "onnxruntime", "fp32", str(other), 3)
 
 
+
+def test_a_bucket_override_the_model_has_no_bucket_for_is_named(tmp_path, capsys, caplog, tiny_model_dir):
+    """[batching.buckets.1042] (a typo for 1024) was never read, without a word."""
+    from rfclassify import cli
+    from rfclassify.model.meta import ModelMeta
+
+    cfg = config_from_dict({"batching": {"buckets": {"1042": {"max_batch": 8}, "1024": {"max_batch": 8}}}})
+    buckets = ModelMeta.load(tiny_model_dir).buckets_samples
+    assert 1024 in buckets and 1042 not in buckets
+    (warning,) = cfg.batching.unused_overrides(buckets)
+    assert warning.startswith("batching.buckets.1042: the model has no 1042-sample bucket (its buckets: ")
+    path = tmp_path / "serve.toml"
+    path.write_text('[batching.buckets.1042]\nmax_batch = 8\n')
+    assert cli.main(["serve", "--config", str(path), "--model-dir", str(tiny_model_dir), "--check-config"]) == 0
+    assert f"warning: {warning}" in capsys.readouterr().err
+    from rfclassify.serve.daemon import load_engine      # and the daemon's start logs it
+
+    started = config_from_dict({"batching": {"buckets": {"1042": {"max_batch": 8}}},
+                                "model": {"dir": str(tiny_model_dir), "warmup": False, "refiner": False}})
+    with caplog.at_level("WARNING", logger="rfclassify.serve.daemon"):
+        load_engine(started).classifier.close()
+    assert warning in caplog.text
+
+
 def test_check_config_reads_the_models_description(tmp_path, capsys, tiny_model_dir):
     """A missing or damaged model.json passed --check-config and stopped the daemon's start."""
     from rfclassify import cli

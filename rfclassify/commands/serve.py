@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             security.close()
         print(json.dumps(asdict(config), indent=2))
         print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
+        for warning in config.batching.unused_overrides(meta.buckets_samples):
+            print(f"warning: {warning}", file=sys.stderr)
         return 0
     from rfclassify.serve.daemon import Daemon
 

@@ -114,6 +114,13 @@ class BatchingConfig:
     def for_bucket(self, bucket_samples: int) -> BucketBatching:
         return self.buckets.get(str(bucket_samples), BucketBatching(self.max_batch, self.max_wait_ms))
 
+    def unused_overrides(self, model_buckets: tuple[int, ...]) -> list[str]:
+        """A warning for each [batching.buckets.N] the model has no bucket N for (a typo such
+        as 1042, or a table written for another model): it is never read."""
+        return [f"batching.buckets.{name}: the model has no {name}-sample bucket (its buckets: "
+                f"{', '.join(map(str, model_buckets))}); this override is unused"
+                for name in self.buckets if int(name) not in model_buckets]
+
 
 @dataclass(frozen=True)
 class QueueConfig:

@@ -46,6 +46,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
                           refiner_em_classes=m.refiner_em_classes or None, dc_pass=m.dc_pass,
                           low_order_refiner=m.low_order_refiner,
                           refiner_skip_above=m.refiner_skip_above if m.refiner_skip_above >= 0 else None)
+    for warning in config.batching.unused_overrides(clf.meta.buckets_samples):
+        log.warning("%s", warning)
     if m.warmup:
         # every bucket at batch 1 and a typical batch: first calls pay allocation, not traffic
         clf.backend_impl.warmup(batch_sizes=tuple(sorted({1, min(max_batch, 64)})))
