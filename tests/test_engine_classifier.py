@@ -102,6 +102,26 @@ def test_weights_that_do_not_fit_or_cannot_be_read_are_a_model_error(tiny_model_
         Classifier.load(model_dir, backend="torch", device="cpu")
 
 
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "unknown_op"])
+def test_a_damaged_onnx_file_is_a_model_error(tiny_model_dir, tmp_path, damage):
+    """onnxruntime's InvalidProtobuf / InvalidArgument / InvalidGraph read as an internal error (exit 1)."""
+    onnx = pytest.importorskip("onnx")
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    path = model_dir / "model.onnx"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:1000])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        graph = onnx.load(str(path))
+        graph.graph.node[0].op_type = "NoSuchOp"
+        onnx.save(graph, str(path))
+    with pytest.raises(rfclassify.ModelNotFoundError, match="is damaged or not an ONNX graph of this model"):
+        Classifier.load(model_dir, backend="onnxruntime", device="cpu")
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rfclassify._cpus import usable_cpu_count
-from rfclassify._exceptions import BackendError
+from rfclassify._exceptions import BackendError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
@@ -63,9 +63,15 @@ class OnnxRuntimeBackend(Backend):
         opts.log_severity_level = 3  # errors only: its warnings are about graph fusions
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
         path = self.model_file(self.onnx_file)
+        from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument, InvalidGraph, InvalidProtobuf
+
         try:
             self._session = ort.InferenceSession(str(path), sess_options=opts,
                                                  providers=["CPUExecutionProvider"])
+        except (InvalidProtobuf, InvalidGraph, InvalidArgument) as exc:   # the file, not this program
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            raise ModelNotFoundError(f"{path} is damaged or not an ONNX graph of this model ({first}); "
+                                     "export it again (`rfclassify export`) or restore the model") from None
         except Exception as exc:  # onnxruntime raises its own exception types
             raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
         names = [i.name for i in self._session.get_inputs()]
