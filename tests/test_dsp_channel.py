@@ -321,3 +321,21 @@ def test_power_amplifier_near_saturation_regrows_the_spectrum() -> None:
         assert out_of_band(x) > 10 * out_of_band(c)  # intermodulation spills past the RRC edge
         papr = lambda z: np.max(np.abs(z)) ** 2 / np.mean(np.abs(z) ** 2)  # noqa: E731
         assert papr(x) < papr(c)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("sro_ppm_max", 1e300),                       # numpy's "maximum allowed dimension"
+    ("pa_backoff_db_range", (-1e300, 0.0)),       # non-finite bursts from here down
+    ("pa_smoothness_range", (-1e300, 0.0)),
+    ("k_factor_db_range", (1e300, 1e301)),
+    ("iq_phase_imbalance_deg_max", 1e300),
+    ("dc_offset_db_range", (1e300, 1e301)),
+    ("gain_db_range", (1e300, 1e301)),
+    ("doppler_cyc_per_sample_range", (0.6, 0.7)),
+    ("quant_rms_dbfs_range", (-1e300, -5.0)),
+])
+def test_settings_past_physical_bounds_are_config_errors(field, value):
+    """--channel-overrides of absurd values trained on non-finite bursts or raised numpy's errors."""
+    with pytest.raises(ConfigError, match=f"ChannelConfig.{field} must lie in"):
+        ChannelConfig(**{field: value})
+    ChannelConfig(dc_offset_db_range=(-40.0, 6.0))     # the shipped recipe's override stays valid

@@ -27,6 +27,27 @@ FADING_SINUSOIDS = 8      # sum-of-sinusoids terms per tap
 FADING_GRID_SAMPLES = 16  # fading evaluated every 16 samples, linearly interpolated between
 
 
+#: Values past these made non-finite bursts or numpy's errors (a training run's
+#: --channel-overrides of 1e300 dB gain, a -1e300 dB PA backoff, 1e300 ppm of clock offset);
+#: generous beside the defaults, which the shipped recipe keeps (its DC offset reaches +6 dB).
+_PHYSICAL_BOUNDS: dict[str, tuple[float, float]] = {
+    "sro_ppm_max": (0.0, 1e5),
+    "pa_backoff_db_range": (-20.0, 60.0),
+    "pa_smoothness_range": (0.1, 100.0),
+    "pa_am_pm_deg_range": (-180.0, 180.0),
+    "k_factor_db_range": (-60.0, 60.0),
+    "delay_spread_samples_range": (0.0, 1000.0),
+    "doppler_cyc_per_sample_range": (0.0, 0.5),
+    "cfo_drift_cyc_per_sample2_max": (0.0, 1e-3),
+    "phase_noise_deg_per_sqrt_sample_range": (0.0, 180.0),
+    "iq_gain_imbalance_db_max": (0.0, 20.0),
+    "iq_phase_imbalance_deg_max": (0.0, 45.0),
+    "dc_offset_db_range": (-200.0, 40.0),
+    "gain_db_range": (-200.0, 200.0),
+    "quant_rms_dbfs_range": (-200.0, 0.0),
+}
+
+
 @dataclass(frozen=True)
 class ChannelConfig:
     """Probability and range of each impairment family; ChannelConfig() is the training chain.
@@ -88,6 +109,10 @@ class ChannelConfig:
             raise ConfigError(f"ChannelConfig.max_taps must be in 1..64, got {self.max_taps}")
         if self.cfo_cyc_per_sample_max >= 0.5:
             raise ConfigError("ChannelConfig.cfo_cyc_per_sample_max must be < 0.5 (Nyquist)")
+        for name, (lo, hi) in _PHYSICAL_BOUNDS.items():
+            v = getattr(self, name)
+            if not all(lo <= x <= hi for x in (v if isinstance(v, tuple) else (v,))):
+                raise ConfigError(f"ChannelConfig.{name} must lie in {lo:g}..{hi:g}, got {v!r}")
 
     @classmethod
     def clean(cls) -> ChannelConfig:
