@@ -70,13 +70,12 @@ def run(args: argparse.Namespace) -> int:
         from dataclasses import asdict
 
         from rfclassify.model.meta import ModelMeta, default_model_dir
+        from rfclassify.serve.daemon import socket_security
 
         # the model's description and the CURVE key files too (a missing or damaged one passed the
         # check before and stopped the daemon's start); weights and backend are loaded by the start alone
         model_dir = config.model.dir or default_model_dir()
         meta = ModelMeta.load(model_dir)
-        from rfclassify.serve.daemon import socket_security
-
         security = socket_security(config)   # the key files CURVE reads, and the admitted clients' folder
         if security is not None:
             security.close()
