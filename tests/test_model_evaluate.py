@@ -158,6 +158,17 @@ def test_bursts_of_labels_the_model_lacks_are_counted_and_a_file_of_none_is_refu
     assert "nothing to evaluate: it holds no bursts" in capsys.readouterr().err
 
 
+
+def test_a_bad_extra_dataset_fails_before_any_evaluation(tiny_model_dir, tiny_dataset, tmp_path, capsys):
+    """It failed after the main file's evaluation (minutes on a full test split) and left no card."""
+    bad = tmp_path / "bad.h5"
+    bad.write_text("not HDF5")
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev"),
+                 "--extra-eval", str(bad)]) == 2
+    assert "not a readable HDF5 file" in capsys.readouterr().err
+    assert not (tmp_path / "ev").exists()
+
+
 def test_a_rate_normalizing_model_is_scored_by_received_length(tiny_model_dir, tiny_dataset, tmp_path):
     from rfclassify.model.meta import ModelMeta
 

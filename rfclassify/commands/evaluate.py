@@ -94,8 +94,14 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.model.evaluate import evaluate_file
     from rfclassify.model.meta import default_model_dir
 
+    from rfclassify.data.reader import DatasetReader
+
     model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
     card_dir = Path(args.card_dir) if args.card_dir else model_dir
+    for path in [args.dataset, *args.extra_eval]:
+        # every file opened (and checked) first: a bad --extra-eval failed after the main file's
+        # evaluation, minutes of it on a full test split, and left no card
+        DatasetReader(path).close()
     results = []
     for i, path in enumerate([args.dataset, *args.extra_eval]):
         out = Path(args.out) if (args.out and i == 0) else None
