@@ -378,6 +378,20 @@ def test_bench_daemon_reports_ratios_against_the_bare_backend(tiny_model_dir, tm
     assert "x bare" in printed and "ms (goal <= 20 ms)" in printed     # the tiny model has no refiners
 
 
+
+def test_bench_daemon_json_dash_prints_the_report_alone_on_stdout(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """As `bench --json -` does; it wrote a file named "-" beside the running lines."""
+    from rfclassify.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "daemon", "--model-dir", str(tiny_model_dir), "--backend", "onnxruntime",
+                 "--seconds", "0.3", "--rate", "20", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["model"] == "tiny-random" and set(report["phases"]) == {"fixed"}
+    assert "daemon, fixed" in captured.err and not (tmp_path / "-").exists()
+
+
 def test_bench_daemon_holds_only_the_network_alone_to_the_latency_goal():
     from rfclassify.serve.bench_daemon import latency_goal_words
 

@@ -20,10 +20,12 @@ then told so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import multiprocessing
 import platform
+import sys
 import tempfile
 import time
 from typing import Any
@@ -42,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float_range(0.1, 86400.0), default=5.0, help="seconds per phase (default 5)")
     parser.add_argument("--rate", type=_rate, default="max", metavar="R|max",
                         help="'max' (default): measure max then half of it; a number: only that rate")
-    parser.add_argument("--json", type=output_file, default=None, metavar="FILE", help="also write the report as JSON")
+    parser.add_argument("--json", type=output_file, default=None, metavar="FILE",
+                        help="also write the report as JSON to FILE ('-': to stdout, the running lines to stderr)")
     add_model_arguments(parser)
     parser.add_argument("--max-batch", type=int_range(1, 4096), default=64, help="windows per batch (default 64)")
     parser.add_argument("--max-wait-ms", type=float_range(0.0, 60_000.0), default=2.0,
@@ -168,6 +171,21 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json is not None and str(args.json) == "-":
+        # the report alone on stdout, as `bench --json -` gives it; the running lines go to stderr
+        # (a file named "-" was written before)
+        with contextlib.redirect_stdout(sys.stderr):
+            report = _measure(args)
+        print(json.dumps(report, indent=2))
+        return 0
+    report = _measure(args)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the phases, printing a line each; the report."""
     from rfclassify._exceptions import ConfigError, InputError
 
     # the daemon's sockets need pyzmq, which this module does not import at its top: a box
@@ -230,9 +248,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped the refiners: {counts['skipped']} of {counts['long_enough']} bursts "
               f"(network top probability above {clf.refiner_skip_above:g})", flush=True)
     clf.close()
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
+    return report
 
 
 def latency_goal_words(refined: bool) -> str:
