@@ -304,6 +304,29 @@ def test_prometheus_endpoint_serves_the_live_counters(daemon):
         m.stop()
 
 
+
+def test_the_metrics_endpoint_listens_on_an_ipv6_address(daemon):
+    """metrics.listen = "[::1]:9108" stopped the start: http.server binds IPv4 only."""
+    import socket
+    import urllib.request
+
+    from rfclassify.serve.metrics import MetricsServer
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    m = MetricsServer("[::1]:0", daemon)
+    m.start()
+    try:
+        assert m.address.startswith("[::1]:")
+        with urllib.request.urlopen(f"http://{m.address}/metrics", timeout=10) as resp:
+            assert "rfclassify_bursts_classified_total" in resp.read().decode()
+    finally:
+        m.stop()
+
+
 def test_a_metrics_connection_that_sends_nothing_is_closed(daemon, monkeypatch):
     """Each open connection holds one of the endpoint's threads: one that sends no request is
     closed after CLIENT_TIMEOUT_S, and the endpoint answers others meanwhile."""

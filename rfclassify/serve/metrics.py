@@ -24,6 +24,7 @@ monotonic `_total` counters, a cumulative latency histogram per stage, gauges fo
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -145,6 +146,12 @@ class _MetricsHTTPServer(ThreadingHTTPServer):
             log.warning("metrics: a request from %s failed", client_address[0], exc_info=True)
 
 
+class _MetricsHTTPServer6(_MetricsHTTPServer):
+    """The same on an IPv6 address (`[::1]:9108`): http.server binds IPv4 only."""
+
+    address_family = socket.AF_INET6
+
+
 class MetricsServer:
     """GET /metrics on host:port, served by a thread; `daemon` provides status() and stats."""
 
@@ -169,13 +176,16 @@ class MetricsServer:
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("metrics: " + fmt, *args)
 
+        host = host.strip("[]")
+        ipv6 = ":" in host     # an IPv6 literal ([::1]:9108 was "Address family ... not supported")
         try:
-            self.server = _MetricsHTTPServer((host.strip("[]"), int(port)), Handler)
+            self.server = (_MetricsHTTPServer6 if ipv6 else _MetricsHTTPServer)((host, int(port)), Handler)
         except OSError as exc:
             from rfclassify._exceptions import ConfigError
 
             raise ConfigError(f"metrics.listen {listen}: {exc.strerror or exc}") from None
-        self.address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        bound, bound_port = self.server.server_address[:2]
+        self.address = f"[{bound}]:{bound_port}" if ipv6 else f"{bound}:{bound_port}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
 
     def start(self) -> None:
