@@ -934,3 +934,31 @@ def test_status_watch_keeps_trying_through_a_reply_it_cannot_read(tmp_path):
         ctx.destroy(linger=0)
     text = err.decode()
     assert alive and text.count("is not a status this version reads") >= 2 and "Traceback" not in text, text
+
+
+def test_sockets_bind_and_connect_ipv6_literals():
+    """tcp://[::1]:5555 passed the config and failed at the bind ("No such device"): ZeroMQ's
+    sockets are IPv4-only unless told otherwise. Every socket of the daemon, the simulator and
+    `status` is made by open_socket."""
+    import socket
+
+    import zmq
+
+    from rfclassify.serve.control import open_socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    ctx = zmq.Context()
+    try:
+        pull = open_socket(ctx, zmq.PULL, "input", "tcp://[::1]:*", True)
+        endpoint = pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        push = open_socket(ctx, zmq.PUSH, "simulate", endpoint, False)
+        push.send(b"burst")
+        assert pull.poll(5000) and pull.recv() == b"burst"
+        push.close(0)
+        pull.close(0)
+    finally:
+        ctx.destroy(linger=0)
