@@ -955,10 +955,12 @@ def test_sockets_bind_and_connect_ipv6_literals():
     try:
         pull = open_socket(ctx, zmq.PULL, "input", "tcp://[::1]:*", True)
         endpoint = pull.getsockopt_string(zmq.LAST_ENDPOINT)
-        push = open_socket(ctx, zmq.PUSH, "simulate", endpoint, False)
-        push.send(b"burst")
-        assert pull.poll(5000) and pull.recv() == b"burst"
-        push.close(0)
+        unbracketed = endpoint.replace("[", "").replace("]", "")        # tcp://::1:PORT
+        for connect_to in (endpoint, unbracketed):
+            push = open_socket(ctx, zmq.PUSH, "simulate", connect_to, False)
+            push.send(b"burst")
+            assert pull.poll(5000) and pull.recv() == b"burst"
+            push.close(0)
         pull.close(0)
     finally:
         ctx.destroy(linger=0)

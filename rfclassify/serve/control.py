@@ -43,9 +43,9 @@ def open_socket(context: zmq.Context, kind: int, role: str, endpoint: str, bind:
     """
     sock = context.socket(kind)
     try:
-        if "://[" in endpoint:
-            # an IPv6 literal (tcp://[::1]:5555): ZeroMQ's sockets are IPv4-only until told
-            # otherwise, and it failed with "No such device"
+        if ":" in endpoint.partition("://")[2].rpartition(":")[0]:
+            # an IPv6 address (tcp://[::1]:5555, tcp://::1:5555): ZeroMQ's sockets are IPv4-only
+            # until told otherwise, and it failed with "No such device"
             sock.ipv6 = True
         if setup is not None:
             setup(sock)
