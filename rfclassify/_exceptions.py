@@ -68,3 +68,10 @@ def quoted(value: object, width: int = 60) -> str:
     if isinstance(value, dict):
         return "a JSON object"
     return f"a JSON array of {len(value)} items" if isinstance(value, (list, tuple)) else type(value).__name__
+
+
+def first_line(exc: BaseException, width: int = 300) -> str:
+    """A third-party exception's message up to its first line break, at most `width` characters
+    (torch's state-dict errors list every key; pickle's, ONNX Runtime's and torch's loaders say
+    what went wrong first), or its type's name when it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:width]

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rfclassify._cpus import usable_cpu_count
-from rfclassify._exceptions import BackendError, ModelNotFoundError
+from rfclassify._exceptions import BackendError, ModelNotFoundError, first_line
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
@@ -69,8 +69,7 @@ class OnnxRuntimeBackend(Backend):
             self._session = ort.InferenceSession(str(path), sess_options=opts,
                                                  providers=["CPUExecutionProvider"])
         except (InvalidProtobuf, InvalidGraph, InvalidArgument) as exc:   # the file, not this program
-            first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
-            raise ModelNotFoundError(f"{path} is damaged or not an ONNX graph of this model ({first}); "
+            raise ModelNotFoundError(f"{path} is damaged or not an ONNX graph of this model ({first_line(exc)}); "
                                      "export it again (`rfclassify export`) or restore the model") from None
         except Exception as exc:  # onnxruntime raises its own exception types
             raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc

@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from rfclassify._exceptions import quoted
+from rfclassify._exceptions import first_line, quoted
 from rfclassify._numbers import as_finite_float
 from rfclassify._optional import require
 from rfclassify.labels import LABELS
@@ -401,16 +401,11 @@ def load_trained(model_dir: Any) -> tuple[Any, Any]:
     except FileNotFoundError:
         raise ModelNotFoundError(f"no weights in {model_dir}: {meta.weights_file} is missing") from None
     except Exception as exc:  # torch raises its own types (and pickle's) for a damaged file
-        raise ModelNotFoundError(f"cannot read the weights {path}: {_first_line(exc)}") from None
+        raise ModelNotFoundError(f"cannot read the weights {path}: {first_line(exc)}") from None
     model = build_network(meta.arch or None)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as exc:  # another network's weights, or not a state dict
         raise ModelNotFoundError(f"{path} does not hold the weights of the network model.json's arch "
-                                 f"describes: {_first_line(exc)}") from None
+                                 f"describes: {first_line(exc)}") from None
     return model.eval(), meta
-
-
-def _first_line(exc: BaseException) -> str:
-    """An exception's message up to its first line break (torch's state-dict errors list every key)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._cpus import usable_cpu_count
-from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify._exceptions import ConfigError, ModelNotFoundError, first_line
 from rfclassify._optional import require
 from rfclassify.dsp.windows import BucketPolicy, check_normalization
 from rfclassify.engine.select import torch_device
@@ -628,8 +628,7 @@ def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
     except IsADirectoryError:
         raise ConfigError(f"{cfg.resume} is a directory; --resume takes its {CHECKPOINT_FILE}") from None
     except Exception as exc:  # noqa: BLE001 - torch and pickle raise their own types for a file that is not one
-        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train ({first})") from None
+        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train ({first_line(exc, 200)})") from None
     if not isinstance(ck, dict) or not {"model", "step"} <= set(ck):
         raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train (no model weights and step)")
     if ck.get("arch") and cfg.arch and arch_with_defaults({**ck["arch"], **cfg.arch}) != ck["arch"]:
