@@ -143,10 +143,11 @@ class TrainConfig:
         if unknown:  # a misspelt key was kept "for the record" and the default network trained
             raise ConfigError(f"--arch has no key {', '.join(map(repr, unknown))} (the keys: "
                               f"{', '.join(DEFAULT_ARCH)})")
-        problems = arch_problems(self._network_arch())
+        arch = self._network_arch()     # with --init-from, read from the parent's model.json
+        problems = arch_problems(arch)
         if problems:
             raise ConfigError("this network's arch cannot build a network: " + "; ".join(problems))
-        problems = dla_arch_problems(self._network_arch(), tuple(self.buckets_samples))
+        problems = dla_arch_problems(arch, tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
         if self.normalization is not None:
