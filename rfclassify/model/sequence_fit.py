@@ -270,8 +270,7 @@ class _StreamedSet:
     def __init__(self, jobs: list[ChunkJob], workers: int, max_keep: int, channels: int, dev) -> None:
         import torch
 
-        capacity = sum(job.bursts for job in jobs)
-        self.check_fits(jobs, max_keep, channels, dev)
+        capacity = sum(job.bursts for job in jobs)     # check_fits has held it to the device's memory
         self.x = torch.zeros((capacity, channels, max_keep), dtype=torch.float16, device=dev)
         self.n = torch.zeros(capacity, dtype=torch.int64, device=dev)
         self.y = torch.zeros(capacity, dtype=torch.int64, device=dev)
@@ -417,12 +416,12 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
     cfg = replace(cfg, device=torch_device(cfg.device))
     overrides = dict(channel_overrides or {})
     jobs = _jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None)
-    _StreamedSet.check_fits(jobs, cfg.max_keep, front_channels(cfg.front), torch.device(cfg.device))
+    dev = torch.device(cfg.device)
+    _StreamedSet.check_fits(jobs, cfg.max_keep, front_channels(cfg.front), dev)   # before any data is made
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     ev_seqs, ev_y, ev_len = make_sequences(cfg.eval_per_length * len(cfg.lengths), cfg.seed + 7_000_000, cfg,
                                            overrides, EVAL_SNR_RANGE_DB, None, lengths=cfg.lengths)
-    dev = torch.device(cfg.device)
     data = _StreamedSet(jobs, cfg.workers, cfg.max_keep, front_channels(cfg.front), dev)
     try:
         return _train(out_path, cfg, overrides, data, (ev_seqs, ev_y, ev_len), t0, say)
