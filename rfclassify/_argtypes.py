@@ -69,7 +69,9 @@ seed = int_range(0, 2 ** 63 - 1)           # numpy's generators take a non-negat
 thread_count = int_range(0, MAX_THREADS)
 worker_count = int_range(0, 1024)          # processes; past a C int they were an OverflowError
 refiner_worker_count = int_range(-1, MAX_REFINER_WORKERS)   # -1: automatic
-width = int_range(1, 65536)                # a layer's channels or a batch's size
+#: the most a layer's channels or a batch's size may be
+MAX_WIDTH = 65536
+width = int_range(1, MAX_WIDTH)
 seconds = float_range(0.0, 86400.0, lo_open=True)  # a wait or a duration: positive, at most a day
 learning_rate = float_range(0.0, 10.0, lo_open=True)
 
@@ -84,17 +86,12 @@ def path_text(text: str) -> str:
     return text
 
 
-def path(text: str) -> Path:
-    """path_text as a Path."""
-    return Path(path_text(text))
-
-
 def output_file(text: str) -> Path:
     """A file option a command writes at its end: not empty, not a folder, and under a folder
     that is one or can be made. Checked as the command line is read, so that a mistake ends the
     command before its work rather than after it (`bench daemon --json` under a file measured
     for its whole run, then failed). '-' passes (stdout where the command takes it so)."""
-    p = path(text)
+    p = Path(path_text(text))
     if text == "-":
         return p
     if p.is_dir():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import count, finite_float, int_range, output_file, path_text, seed, width, worker_count
+from rfclassify._argtypes import (MAX_WIDTH, count, finite_float, int_range, output_file, path_text, seed, width,
+                                  worker_count)
 from rfclassify.engine.options import model_dir_path
 
 
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also fit gradient-boosted trees on the perceptrons' examples (LightGBM, the train "
                              "extra; served in numpy) and serve the mix of their probabilities and the "
                              "perceptrons' (docs/model.md, twenty-eighth session)")
-    parser.add_argument("--tree-leaves", type=int_range(2, 65536), default=d.tree_leaves, metavar="N",
+    parser.add_argument("--tree-leaves", type=int_range(2, MAX_WIDTH), default=d.tree_leaves, metavar="N",
                         help="leaves per tree (default %(default)s)")
     parser.add_argument("--tree-lr", type=finite_float, default=d.tree_lr, metavar="LR",
                         help="the trees' learning rate (default %(default)s)")

@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rfclassify._argtypes import count, finite_float, int_range, learning_rate, path_text, seed, worker_count
+from rfclassify._argtypes import MAX_WIDTH, count, finite_float, int_range, learning_rate, path_text, seed, worker_count
 
 if TYPE_CHECKING:
     from rfclassify.model.train import TrainConfig
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget-s", type=finite_float, default=d["time_budget_s"],
                         help="wall time of the whole run; the LR schedule anneals over it")
     parser.add_argument("--steps", type=count(), default=d["steps"], help="number of optimizer steps")
-    parser.add_argument("--batch-size", type=int_range(2, 65536), default=d["batch_size"])
+    parser.add_argument("--batch-size", type=int_range(2, MAX_WIDTH), default=d["batch_size"])
     parser.add_argument("--lr", type=learning_rate, default=d["lr"], help="peak learning rate (AdamW)")
     parser.add_argument("--workers", type=worker_count, default=d["workers"],
                         help="data-synthesis processes (0: make batches in this process, reproducible)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rfclassify._argtypes import thread_count
+from rfclassify._argtypes import MAX_WIDTH, thread_count
 from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
 
@@ -50,16 +50,12 @@ def positive_ints(text: str) -> tuple[int, ...]:
     return values
 
 
-#: the largest batch a benchmark may ask for (the CLI's other batch sizes: _argtypes.width)
-MAX_BENCH_BATCH = 65536
-
-
 def batch_sizes(text: str) -> tuple[int, ...]:
-    """argparse type: positive_ints, each at most MAX_BENCH_BATCH (10**30 reached numpy's
-    'maximum allowed dimension' as a traceback)."""
+    """argparse type: positive_ints, each at most _argtypes.MAX_WIDTH as the CLI's other batch
+    sizes (10**30 reached numpy's 'maximum allowed dimension' as a traceback)."""
     values = positive_ints(text)
-    if max(values) > MAX_BENCH_BATCH:
-        raise argparse.ArgumentTypeError(f"batch sizes must be in 1..{MAX_BENCH_BATCH}, got {text[:40]!r}")
+    if max(values) > MAX_WIDTH:
+        raise argparse.ArgumentTypeError(f"batch sizes must be in 1..{MAX_WIDTH}, got {text[:40]!r}")
     return values
 
 
