@@ -91,10 +91,9 @@ def _card_figures(out: Path, figures: list[str], card_dir: Path, stem: str) -> l
 
 
 def run(args: argparse.Namespace) -> int:
+    from rfclassify.data.reader import DatasetReader
     from rfclassify.model.evaluate import evaluate_file
     from rfclassify.model.meta import default_model_dir
-
-    from rfclassify.data.reader import DatasetReader
 
     model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
     card_dir = Path(args.card_dir) if args.card_dir else model_dir
