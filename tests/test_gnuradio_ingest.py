@@ -231,6 +231,103 @@ def test_pmt_decoder_agrees_with_gnuradio_serializer() -> None:
         assert b.meta == to_jsonable(case["meta"])
 
 
+# Random nested PMTs of every type GNU Radio serializes, built by its own pmt library; each
+# line: the bytes and what they hold, written by the generator from the tree it built.
+GR_RANDOM_PMTS = r"""
+import json, random, sys, pmt
+rng = random.Random(int(sys.argv[1]))
+def num(f): return ["float", repr(float(f))]
+UNIFORM = [(pmt.init_u8vector, 0, lambda: rng.randrange(256)), (pmt.init_s8vector, 1, lambda: rng.randrange(-128, 128)),
+           (pmt.init_u16vector, 2, lambda: rng.randrange(2**16)), (pmt.init_s16vector, 3, lambda: rng.randrange(-2**15, 2**15)),
+           (pmt.init_u32vector, 4, lambda: rng.randrange(2**32)), (pmt.init_s32vector, 5, lambda: rng.randrange(-2**31, 2**31)),
+           (pmt.init_u64vector, 6, lambda: rng.randrange(2**64)), (pmt.init_s64vector, 7, lambda: rng.randrange(-2**63, 2**63)),
+           (pmt.init_f32vector, 8, lambda: rng.choice([0.5, -3.25, 2.0**100, float("inf")])),
+           (pmt.init_f64vector, 9, lambda: rng.choice([rng.uniform(-1e300, 1e300), -0.0, 5e-324])),
+           (pmt.init_c32vector, 10, lambda: complex(rng.choice([1.5, -2.0]), rng.choice([0.25, 7.0]))),
+           (pmt.init_c64vector, 11, lambda: complex(rng.uniform(-9, 9), rng.uniform(-9, 9)))]
+def text():
+    return "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0xa0, 0x3000), 0]))
+                   for _ in range(rng.choice([0, 1, 5, 300])))
+def scalar():
+    k = rng.randrange(8)
+    if k < 2: return (pmt.PMT_T, ["bool", True]) if k else (pmt.PMT_F, ["bool", False])
+    if k == 2: return pmt.PMT_NIL, ["nil"]
+    if k == 3: s = text(); return pmt.intern(s), ["str", s]
+    if k == 4: v = rng.choice([rng.randrange(-2**31, 2**31), rng.randrange(-2**63, 2**63)]); return pmt.from_long(v), ["int", v]
+    if k == 5: v = rng.randrange(2**64); return pmt.from_uint64(v), ["int", v]
+    if k == 6: v = rng.choice([rng.uniform(-1e9, 1e9), float("-inf"), -0.0]); return pmt.from_double(v), num(v)
+    v = complex(rng.uniform(-9, 9), rng.uniform(-9, 9)); return pmt.from_complex(v), ["complex", num(v.real), num(v.imag)]
+def value(depth):
+    k = rng.randrange(9 if depth < 4 else 2)
+    if k == 0: return scalar()
+    if k == 1:
+        init, code, item = rng.choice(UNIFORM); items = [item() for _ in range(rng.choice([0, 1, 7]))]
+        return init(len(items), items), ["uniform", code, [repr(v) for v in items]]
+    if k == 2: (a, ca), (b, cb) = value(depth + 1), value(depth + 1); return pmt.cons(a, b), ["pair", ca, cb]
+    if k == 3:
+        out, canon = pmt.PMT_NIL, ["nil"]
+        for v, c in [value(depth + 1) for _ in range(rng.randrange(1, 5))][::-1]:
+            out, canon = pmt.cons(v, out), ["pair", c, canon]
+        return out, canon
+    if k in (4, 5):
+        items = [value(depth + 1) for _ in range(rng.randrange(1 if k == 5 else 0, 5))]
+        if k == 5: return pmt.make_tuple(*[v for v, _ in items]), ["tuple", [c for _, c in items]]
+        vec = pmt.make_vector(len(items), pmt.PMT_NIL)
+        for i, (v, _) in enumerate(items): pmt.vector_set(vec, i, v)
+        return vec, ["vector", [c for _, c in items]]
+    d, canon = pmt.make_dict(), {}
+    for _ in range(rng.randrange(0, 4)):
+        # keys Python tells apart (False, 0 and -0.0 are one key to a dict there)
+        s, n = text(), rng.randrange(-2**63, 2**64)
+        key, ck = rng.choice([(pmt.intern(s), ["str", s]), (pmt.from_long(n) if n < 2**63 else pmt.from_uint64(n), ["int", n]),
+                              (pmt.make_tuple(pmt.intern(s), pmt.from_long(n % 2**31)), ["tuple", [["str", s], ["int", n % 2**31]]])])
+        v, cv = value(depth + 1); d = pmt.dict_add(d, key, v); canon[json.dumps(ck)] = cv
+    return d, ["dict", sorted([json.loads(k), v] for k, v in canon.items())] if canon else ["nil"]
+for _ in range(int(sys.argv[2])):
+    v, canon = value(0)
+    print(json.dumps({"hex": pmt.serialize_str(v).hex(), "canon": canon}))
+"""
+
+
+def _canon(value) -> list:
+    """A decoded PMT in the generator's canonical form (an empty dict is nil on the wire)."""
+    from rfclassify.serve.pmt import _UNIFORM_CODE, Pair
+
+    if value is None or (isinstance(value, dict) and not value):
+        return ["nil"]
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["int", value]
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    if isinstance(value, complex):
+        return ["complex", _canon(value.real), _canon(value.imag)]
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, Pair):
+        return ["pair", _canon(value.car), _canon(value.cdr)]
+    if isinstance(value, dict):
+        return ["dict", sorted([_canon(k), _canon(v)] for k, v in value.items())]
+    if isinstance(value, (list, tuple)):
+        return ["vector" if isinstance(value, list) else "tuple", [_canon(v) for v in value]]
+    assert isinstance(value, np.ndarray) and value.ndim == 1, type(value)
+    return ["uniform", _UNIFORM_CODE[value.dtype], [repr(v) for v in value.tolist()]]
+
+
+def test_pmt_reader_agrees_with_gnuradio_on_random_values_of_every_type() -> None:
+    from rfclassify.serve.pmt import deserialize, serialize
+
+    proc = subprocess.run([GR_PYTHON, "-c", GR_RANDOM_PMTS, "60", "1500"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cases = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(cases) == 1500
+    for case in cases:
+        value = deserialize(bytes.fromhex(case["hex"]))
+        assert _canon(value) == case["canon"], case["hex"][:200]
+        assert _canon(deserialize(serialize(value))) == case["canon"], case["hex"][:200]
+
+
 # ---------------------------------------------------------------------------------------------
 # End to end: `rfclassify serve` consuming a GNU Radio flowgraph
 

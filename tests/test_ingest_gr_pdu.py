@@ -31,6 +31,18 @@ def test_pdu_fields_and_samples() -> None:
     json.dumps(b.meta, allow_nan=False)
 
 
+def test_metadata_keyed_by_a_long_list_or_a_vector_is_a_burst() -> None:
+    # any PMT may be a dict key in GNU Radio; a long list's key failed the decoder (internal_error)
+    from rfclassify.serve.pmt import pmt_list
+
+    meta = b"".join([b"\x09", serialize(Pair(pmt_list(list(range(5000))), 1)),
+                     b"\x09", serialize(Pair((np.ones(2, np.uint8),), 2)), b"\x09", serialize(Pair("burst_id", 4)), b"\x06"])
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6))
+    (b,) = dec.decode([b"\x07" + meta + serialize(np.ones(100, np.complex64))], 0.0)
+    assert isinstance(b, Burst) and b.burst_id == 4
+    assert sorted(b.meta.values()) == [1, 2] and any(k.startswith("Pair(car=0, cdr=") for k in b.meta)
+
+
 @pytest.mark.parametrize("rx_time", [float("inf"), float("nan"), (1e308, 1e308), (0, float("nan"))])
 def test_a_time_that_is_not_a_finite_number_is_left_out(rx_time) -> None:
     dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6))

@@ -50,6 +50,15 @@ def test_plain_stream_with_key_finds_bursts() -> None:
     assert [b.burst_id for b in out] == [0, 1, 2, 3]
 
 
+def test_a_tag_named_by_a_long_list_is_read() -> None:
+    # its name is the key's text; printing a 5,000-item pair chain recursed (RecursionError)
+    from rfclassify.serve.pmt import pmt_list
+
+    data = tag_header(0, [(2, pmt_list(list(range(5000))), 7)])
+    _, tags, used = parse_tag_header(memoryview(data))
+    assert used == len(data) and tags[0].value == 7 and tags[0].key.startswith("Pair(car=0, cdr=Pair(car=1,")
+
+
 def test_tag_header_parses_like_gnuradio_wrote_it() -> None:
     # bytes captured from a GNU Radio 3.10.5 pub_sink(pass_tags=True, key="kk"), first frame "kk"
     data = bytes.fromhex(

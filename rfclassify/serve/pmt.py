@@ -15,7 +15,9 @@ one type byte, then big-endian fields.
 
 Python values: #t/#f -> bool, nil -> None, symbol -> str, numbers -> int/float/complex,
 pair -> Pair(car, cdr) (a list is Pair(a, Pair(b, None))), dict -> dict, vector -> list,
-tuple -> tuple, uniform vector -> 1-D native-endian numpy array. Nothing here trusts a
+tuple -> tuple, uniform vector -> 1-D native-endian numpy array; a dict key Python cannot
+hash (a vector, or a tuple holding one) is kept as its repr text; keys Python's == calls equal
+(#f, 0 and -0.0) are one key, the last read keeps its value. Nothing here trusts a
 length: every count is checked against the bytes left, nesting depth and the number of
 values are bounded, so a corrupt message raises MessageError('bad_pmt'), never MemoryError.
 """
@@ -41,12 +43,49 @@ _UNIFORM_CODE = {np.dtype(v).newbyteorder("=") if np.dtype(v).itemsize > 1 else 
                  for k, v in UNIFORM_TYPES.items()}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Pair:
-    """A PMT pair (cons cell); lists are chains of pairs ending in None."""
+    """A PMT pair (cons cell); lists are chains of pairs ending in None.
+
+    Equality, hash and repr walk the cdr chain in a loop, as the reader does: a list of
+    100,000 items is one message's worth, far past Python's recursion limit (the generated
+    methods recursed and raised RecursionError on such a key or tag name).
+    """
 
     car: Any
     cdr: Any
+
+    def _chain(self) -> tuple[list[Any], Any]:
+        """(the cars along the chain, the final cdr)."""
+        cars, tail = [], self
+        while isinstance(tail, Pair):
+            cars.append(tail.car)
+            tail = tail.cdr
+        return cars, tail
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pair):
+            return NotImplemented
+        a: Any = self
+        b: Any = other
+        while isinstance(a, Pair) and isinstance(b, Pair):
+            if a is b:
+                return True
+            if (a.car,) != (b.car,):  # compared as the generated method's tuples compared them
+                return False
+            a, b = a.cdr, b.cdr
+        return bool((a,) == (b,))
+
+    def __hash__(self) -> int:
+        cars, tail = self._chain()
+        h = hash(tail)
+        for car in reversed(cars):
+            h = hash((car, h))
+        return h
+
+    def __repr__(self) -> str:
+        cars, tail = self._chain()
+        return "".join(f"Pair(car={car!r}, cdr=" for car in cars) + repr(tail) + ")" * len(cars)
 
 
 def _bad(detail: str) -> MessageError:
@@ -130,8 +169,8 @@ class _Reader:
                     raise _bad("a dict entry is not a (key . value) pair")
                 try:
                     out[entry.car] = entry.cdr
-                except TypeError:
-                    raise _bad(f"unhashable dict key of type {type(entry.car).__name__}") from None
+                except TypeError:  # GNU Radio allows any PMT as a key: a vector, or a tuple holding one
+                    out[repr(entry.car)] = entry.cdr
             if last is not None:
                 raise _bad("a dict does not end in nil")
             return out
@@ -178,7 +217,7 @@ def pmt_list(items: list[Any]) -> Pair | None:
 def serialize(value: Any) -> bytes:
     """The PMT bytes GNU Radio would write for value (the inverse of deserialize).
 
-    str -> symbol, int -> int32 (int64 outside its range), float -> double, dict -> dict,
+    str -> symbol, int -> int32 (int64 outside its range, uint64 past that), float -> double, dict -> dict,
     Pair -> pair, list -> vector, tuple -> tuple, numpy 1-D array -> uniform vector.
     """
     out = bytearray()
@@ -196,7 +235,14 @@ def _write(v: Any, out: bytearray) -> None:
         out += struct.pack(">BH", 0x02, len(raw)) + raw
     elif isinstance(v, (int, np.integer)):
         v = int(v)
-        out += struct.pack(">Bi", 0x03, v) if -2**31 <= v < 2**31 else struct.pack(">Bq", 0x0d, v)
+        if -2**31 <= v < 2**31:
+            out += struct.pack(">Bi", 0x03, v)
+        elif -2**63 <= v < 2**63:
+            out += struct.pack(">Bq", 0x0d, v)
+        elif 0 <= v < 2**64:
+            out += struct.pack(">BQ", 0x0b, v)
+        else:
+            raise TypeError(f"no PMT integer holds {v}")
     elif isinstance(v, (float, np.floating)):
         out += struct.pack(">Bd", 0x04, float(v))
     elif isinstance(v, (complex, np.complexfloating)):
