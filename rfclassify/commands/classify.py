@@ -19,7 +19,8 @@ from rfclassify.engine.options import add_model_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="SigMF recording (NAME, NAME.sigmf-meta or NAME.sigmf-data) or HDF5 dataset")
+                        help="SigMF recording (NAME, NAME.sigmf-meta or NAME.sigmf-data), SigMF archive (NAME.sigmf) "
+                             "or HDF5 dataset")
     add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout instead of a table")
     parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")

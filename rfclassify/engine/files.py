@@ -1,12 +1,16 @@
 """Bursts stored in files, for `rfclassify classify`: SigMF recordings and rfclassify HDF5 datasets.
 
-SigMF (``NAME.sigmf-meta`` + ``NAME.sigmf-data``): every entry of ``annotations`` with
-``core:sample_start`` (and ``core:sample_count``; absent = to the end) is one burst, and
-its ``core:label`` is taken as ground truth when it is a canonical label; without
-annotations the whole capture is one burst. ``core:datatype`` may be any single-channel
-SigMF type: ``cf32_le``, ``cf64_be``, ``ci16_le``, ``ci8``, ``cu8``, ``rf32_le``, ...
-The sample rate is the global ``core:sample_rate``. Samples are memory-mapped, so a long
-recording costs only the annotated bursts.
+SigMF (``NAME.sigmf-meta`` + ``NAME.sigmf-data``, or a ``.sigmf`` archive of such pairs):
+every entry of ``annotations`` with ``core:sample_start`` (and ``core:sample_count``; absent =
+to the end) is one burst, and its ``core:label`` is taken as ground truth when it is a
+canonical label; without annotations the whole capture is one burst. ``core:datatype`` may be
+any single-channel SigMF type: ``cf32_le``, ``cf64_be``, ``ci16_le``, ``ci8``, ``cu8``,
+``rf32_le``, ... The sample rate is the global ``core:sample_rate``. Sample indices are
+absolute, as the specification has them: the dataset's first sample is ``core:offset`` (a
+recording split over files). A non-conforming dataset is read too: ``core:dataset`` names the
+data file beside the metadata, each capture's ``core:header_bytes`` and the global
+``core:trailing_bytes`` are skipped. Samples are memory-mapped (inside an archive too), so a
+long recording costs only the annotated bursts.
 
 HDF5: the dataset schema of ``rfclassify.data.schema``, read with ``DatasetReader``; every
 example is a burst with its label and SNR as truth.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +64,6 @@ def sigmf_dtype(datatype: str) -> tuple[np.dtype, bool]:
 def sigmf_paths(path: str | Path) -> tuple[Path, Path]:
     """(meta, data) paths for NAME, NAME.sigmf-meta or NAME.sigmf-data."""
     p = Path(path)
-    if p.suffix == ".sigmf":
-        raise InputError(f"{p}: SigMF archives are not supported; extract the .sigmf-meta/.sigmf-data pair")
     base = p.with_suffix("") if p.suffix in (".sigmf-meta", ".sigmf-data") else p
     if not base.name:   # '' or '/': Path's with_name raised ValueError
         raise InputError(f"{str(path) or repr('')}: a directory, not a recording")
@@ -71,17 +74,99 @@ def is_sigmf(path: str | Path) -> bool:
     return sigmf_paths(path)[0].is_file()
 
 
+def is_sigmf_archive(path: str | Path) -> bool:
+    p = Path(path)
+    return p.suffix == ".sigmf" and p.is_file()
+
+
+@dataclass(frozen=True)
+class _Dataset:
+    """Where a recording's dataset lies: a file and the bytes of it that are the dataset
+    (all of a .sigmf-data file; one member's in an archive)."""
+
+    path: Path
+    start: int
+    size: int
+
+
 def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
     """The bursts of one SigMF recording (see the module docstring), at most `limit` of them.
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
     meta_path, data_path = sigmf_paths(path)
     try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        meta = _sigmf_meta(meta_path.read_bytes(), meta_path)
+    except OSError as exc:
         raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
+    data_path = _non_conforming_dataset(meta["global"], meta_path) or data_path
+    try:
+        dataset = _Dataset(data_path, 0, data_path.stat().st_size)
+    except OSError as exc:
+        raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
+    return _recording_bursts(meta, meta_path, dataset, limit)
+
+
+def read_sigmf_archive(path: str | Path, limit: int | None = None) -> Iterator[list[FileBurst]]:
+    """The bursts of each recording in a SigMF archive (an uncompressed tar holding
+    NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
+    most `limit` in all. The samples are memory-mapped inside the archive, never extracted.
+    Every recording is checked before the first list is given."""
+    archive = Path(path)
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            members = tar.getmembers()
+            metas = [(m, tar.extractfile(m).read()) for m in members if m.isfile() and m.name.endswith(".sigmf-meta")]
+    except tarfile.ReadError as exc:
+        raise InputError(f"{archive}: not a SigMF archive (an uncompressed tar; {exc})") from None
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise InputError(f"{archive}: cannot read the SigMF archive ({exc})") from None
+    if not metas:
+        raise InputError(f"{archive}: a tar archive with no .sigmf-meta file")
+    by_name = {m.name: m for m in members}
+    recordings = []
+    for member, raw in metas:
+        where = Path(f"{archive}/{member.name}")
+        meta = _sigmf_meta(raw, where)
+        ncd = _non_conforming_dataset(meta["global"], Path(member.name))
+        data_name = member.name[: -len(".sigmf-meta")] + ".sigmf-data" if ncd is None else ncd.as_posix()
+        data = by_name.get(data_name)
+        if data is None or not data.isfile() or data.issparse():
+            raise InputError(f"{archive}: {data_name} is missing or not a plain file in the archive")
+        recordings.append((meta, where, _Dataset(archive, data.offset_data, data.size)))
+    bursts = []   # every recording checked (and its returned bursts read) before any is given
+    for meta, where, dataset in recordings:
+        left = None if limit is None else max(0, limit - sum(map(len, bursts)))
+        bursts.append(_recording_bursts(meta, where, dataset, left))
+    yield from (b for b in bursts if b)
+
+
+def _sigmf_meta(raw: bytes, where: Path) -> dict:
+    """The parsed metadata, with a 'global' object; InputError otherwise."""
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: cannot read SigMF metadata ({exc})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("global"), dict):
-        raise InputError(f"{meta_path}: SigMF metadata has no 'global' object")
+        raise InputError(f"{where}: SigMF metadata has no 'global' object")
+    return meta
+
+
+def _non_conforming_dataset(glob: dict, meta_path: Path) -> Path | None:
+    """The dataset file core:dataset names beside the metadata (a non-conforming dataset; it is
+    the dataset when given, as the specification and the sigmf library have it), or None when
+    there is none; InputError for a metadata-only recording or a name that is a path."""
+    if glob.get("core:metadata_only") is True:
+        raise InputError(f"{meta_path}: a metadata-only SigMF recording (core:metadata_only): it holds no samples")
+    name = glob.get("core:dataset")
+    if name is None:
+        return None
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise InputError(f"{meta_path}: core:dataset must be a file name beside the metadata, got {quoted(name)}")
+    return meta_path.with_name(name)
+
+
+def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int | None) -> list[FileBurst]:
+    """The bursts of one recording whose metadata is meta and whose samples are in dataset."""
     glob = meta["global"]
     if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
         raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
@@ -89,25 +174,87 @@ def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
         raise InputError(f"{meta_path}: SigMF metadata has no core:datatype")
     component, is_complex = sigmf_dtype(str(glob["core:datatype"]))
     rate_hz = _sigmf_rate(glob.get("core:sample_rate"), meta_path)
-    captures = _sigmf_list(meta, "captures", meta_path) or [{}]
-    header = _sigmf_int(captures[0], "core:header_bytes", 0, meta_path) if isinstance(captures[0], dict) else 0
-    samples = _map_samples(data_path, component, is_complex, header)
+    first = _sigmf_int(glob, "core:offset", 0, meta_path)   # sample indices are absolute
+    if first < 0:
+        raise InputError(f"{meta_path}: core:offset must not be negative, got {first}")
+    samples = _SampleMap(dataset, component, is_complex, first, _sigmf_list(meta, "captures", meta_path),
+                         _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path)
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
     if not annotations:
-        return [FileBurst(_as_float(samples, is_complex), str(meta_path), 0, 0, rate_hz)][:limit]
+        return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
     spans = []
     starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
     for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
-        count = _sigmf_int(a, "core:sample_count", samples.shape[0] - start, meta_path)
-        if start < 0 or count < 0 or start + count > samples.shape[0]:
+        count = _sigmf_int(a, "core:sample_count", first + samples.n - start, meta_path)
+        if start < first or count < 0 or start + count > first + samples.n:
             raise InputError(f"{meta_path}: annotation {i} ({start}+{count}) lies outside the "
-                             f"{samples.shape[0]} samples of {data_path.name}")
+                             f"{samples.n} samples of {dataset.path.name}"
+                             + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
         label = a.get("core:label")
         spans.append((i, start, count, label if label in LABELS else None))
-    return [FileBurst(_as_float(samples[start:start + count], is_complex),
-                      str(meta_path), i, start, rate_hz, truth)
+    return [FileBurst(samples.read(start, count), str(meta_path), i, start, rate_hz, truth)
             for i, start, count, truth in spans[:limit]]
+
+
+class _SampleMap:
+    """A recording's samples by absolute index, memory-mapped from its dataset.
+
+    Each capture segment may be preceded by core:header_bytes that are not samples, and the
+    dataset may end in core:trailing_bytes (a non-conforming dataset's framing); a conforming
+    one is one run of samples. A burst that spans a header is joined from the runs either side."""
+
+    def __init__(self, dataset: _Dataset, component: np.dtype, is_complex: bool, first: int,
+                 captures: list, trailing: int, meta_path: Path) -> None:
+        self.is_complex = is_complex
+        item = component.itemsize * (2 if is_complex else 1)
+        if trailing < 0:
+            raise InputError(f"{meta_path}: core:trailing_bytes must not be negative, got {trailing}")
+        segments = []   # (absolute index of the first sample, header bytes before it)
+        for i, cap in enumerate(captures or [{}]):
+            if not isinstance(cap, dict):
+                raise InputError(f"{meta_path}: captures entry {i} is not an object")
+            if i > 0 and "core:sample_start" not in cap:
+                raise InputError(f"{meta_path}: captures entry {i} has no core:sample_start")
+            start = _sigmf_int(cap, "core:sample_start", first, meta_path)
+            header = _sigmf_int(cap, "core:header_bytes", 0, meta_path)
+            if header < 0 or start < (segments[-1][0] if segments else first):
+                raise InputError(f"{meta_path}: captures entry {i} (core:sample_start {start}, core:header_bytes "
+                                 f"{header}) is out of order or negative")
+            segments.append((start, header))
+        segments[0] = (first, segments[0][1])   # samples before the first capture's start are still samples
+        self.runs: list[tuple[int, np.ndarray]] = []   # (absolute index of its first sample, samples)
+        pos = dataset.start
+        end = dataset.start + dataset.size - trailing
+        for k, (start, header) in enumerate(segments):
+            pos += header
+            if k + 1 < len(segments):
+                n = segments[k + 1][0] - start
+            elif pos <= end and (end - pos) % item == 0:
+                n = (end - pos) // item
+            else:
+                raise InputError(f"{dataset.path}: {end - pos} bytes is not a whole number of {item}-byte samples")
+            if pos + n * item > end:
+                raise InputError(f"{dataset.path}: the captures need more than the dataset's {dataset.size} bytes")
+            self.runs.append((start, _map(dataset.path, component, is_complex, pos, n)))
+            pos += n * item
+        self.n = sum(r.shape[0] for _, r in self.runs)
+
+    def read(self, start: int, count: int) -> np.ndarray:
+        """Samples start..start+count (absolute indices) as complex64 (float32 for real types)."""
+        pieces = [r[max(0, start - s):max(0, start + count - s)] for s, r in self.runs
+                  if s < start + count and start < s + r.shape[0]]
+        if not pieces:
+            pieces = [self.runs[0][1][:0]]
+        return _as_float(pieces[0] if len(pieces) == 1 else np.concatenate(pieces), self.is_complex)
+
+
+def _map(path: Path, component: np.dtype, is_complex: bool, offset: int, n: int) -> np.ndarray:
+    """n samples from byte offset of path, memory-mapped as (n, 2) components (complex) or (n,) (real)."""
+    shape = (n, 2) if is_complex else (n,)
+    if n == 0:
+        return np.zeros(shape, dtype=component)
+    return np.memmap(path, dtype=component, mode="r", offset=offset, shape=shape)
 
 
 def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
@@ -140,22 +287,6 @@ def _sigmf_list(meta: dict, key: str, meta_path: Path) -> list:
     if not isinstance(value, list):
         raise InputError(f"{meta_path}: '{key}' must be a list, got {type(value).__name__}")
     return value
-
-
-def _map_samples(data_path: Path, component: np.dtype, is_complex: bool, header_bytes: int) -> np.ndarray:
-    """Memory-map the data file as (n, 2) components (complex) or (n,) (real)."""
-    try:
-        size = data_path.stat().st_size - header_bytes
-    except OSError as exc:
-        raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    item = component.itemsize * (2 if is_complex else 1)
-    n = size // item
-    if size < 0 or size % item:
-        raise InputError(f"{data_path}: {size} bytes is not a whole number of {item}-byte samples")
-    if n == 0:
-        return np.zeros((0, 2) if is_complex else (0,), dtype=component)
-    shape = (n, 2) if is_complex else (n,)
-    return np.memmap(data_path, dtype=component, mode="r", offset=header_bytes, shape=shape)
 
 
 def _as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
@@ -193,6 +324,11 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
+    if is_sigmf_archive(p):
+        for bursts in read_sigmf_archive(p, limit):
+            for lo in range(0, len(bursts), chunk):
+                yield bursts[lo:lo + chunk]
+        return
     if is_sigmf(p):
         bursts = read_sigmf(p, limit)
         for lo in range(0, len(bursts), chunk):
@@ -203,7 +339,7 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     if _is_hdf5(p):
         yield from iter_hdf5(p, chunk, limit)
         return
-    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data) nor an rfclassify HDF5 dataset")
+    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive) nor an rfclassify HDF5 dataset")
 
 
 def _is_hdf5(path: Path) -> bool:
