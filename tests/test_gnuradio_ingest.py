@@ -172,6 +172,27 @@ def test_length_tags_cut_exactly(flowgraph) -> None:
         assert np.mean(np.abs(b.iq[16:]) ** 2) > 0.5
 
 
+def test_start_and_end_tags_of_a_squelch_or_burst_tagger_cut_each_burst(flowgraph) -> None:
+    fg = flowgraph("--sink", "stream", "--mod", "qpsk", "--pass-tags", "--noise", "0.05", "--seed", "6",
+                   "--marker", "squelch")
+    msgs, truth = receive_all(fg), fg.truth()
+    bursts = _bursts(_decode("gr-stream", IngestConfig(cut_mode="start_end", pass_tags=True), msgs))
+    assert [b.burst_id for b in bursts] == [t["burst_id"] for t in truth]
+    for b, t in zip(bursts, truth, strict=True):
+        # the squelch opens within a few samples of the burst (channel_model's interpolator
+        # spreads its edge a sample or two early; here -2..-1) and closes some samples after it
+        # (its power average must fall 10 dB; here 18..20)
+        start = b.meta["offset_samples"]
+        assert abs(start - t["offset"]) <= 4 and 0 <= start + b.n_samples - (t["offset"] + t["length"]) <= 40
+    fg = flowgraph("--sink", "stream", "--mod", "bpsk", "--pass-tags", "--noise", "0.05", "--seed", "7",
+                   "--marker", "burst_tagger")
+    msgs, truth = receive_all(fg), fg.truth()
+    bursts = _bursts(_decode("gr-stream", IngestConfig(cut_mode="start_end", start_tag="burst", end_tag="burst",
+                                                       pass_tags=True), msgs))
+    assert [(b.meta["offset_samples"], b.n_samples, b.burst_id) for b in bursts] == [
+        (t["offset"], t["length"], t["burst_id"]) for t in truth]
+
+
 def test_pdus_decode_to_exactly_the_samples_sent(flowgraph, tmp_path) -> None:
     dump = tmp_path / "sent.c64"
     fg = flowgraph("--sink", "pdu", "--mod", "qpsk", "--noise", "0.05", "--seed", "5", "--dump", str(dump))

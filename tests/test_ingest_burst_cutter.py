@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rfclassify.serve.burst_cutter import CutterConfig, EnergyCutter, StreamTag, TagCutter, block_power
+from rfclassify.serve.burst_cutter import (CutterConfig, EnergyCutter, StartEndCutter, StreamTag, TagCutter,
+                                          block_power)
 
 NOISE_POWER = 1e-3  # 30 dB below the bursts
 
@@ -143,6 +144,53 @@ def test_tag_cutter_rejects_bad_lengths_and_flush_truncates() -> None:
     assert cutter.feed(np.ones(100, np.complex64)) == []
     (seg,) = cutter.flush()
     assert seg.truncated and (seg.start_sample, seg.n_samples) == (10, 90)
+
+
+def _feed_tagged(cutter, x: np.ndarray, tags: list[StreamTag], rng: np.random.Generator) -> list:
+    """x in random chunks, each chunk's tags added before its samples (as gr-stream does)."""
+    out, pos = [], 0
+    while pos < x.shape[0]:
+        chunk = x[pos:pos + int(rng.integers(1, 900))]
+        for tag in tags:
+            if pos <= tag.offset < pos + chunk.shape[0]:
+                assert cutter.add_tag(tag) is None
+        out += cutter.feed(chunk)
+        pos += chunk.shape[0]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_start_end_cutter_is_exact_across_chunks_with_squelch_tags(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(30000) + 1j * rng.standard_normal(30000)).astype(np.complex64)
+    bursts = [(100, 500), (2000, 1234), (5000, 64), (9000, 2500)]
+    tags = [StreamTag(a, "squelch_sob", None) for a, _ in bursts] + [StreamTag(a + n, "squelch_eob", None)
+                                                                    for a, n in bursts]
+    tags += [StreamTag(2100, "burst_id", 7), StreamTag(0, "rx_time", (5, 0.0))]
+    cutter = StartEndCutter("squelch_sob", "squelch_eob", 1000)
+    out = _feed_tagged(cutter, x, sorted(tags, key=lambda t: t.offset), rng)
+    # 2500 samples at 9000 come as pieces of max_burst_samples; so does 1234 at 2000
+    assert [(s.start_sample, s.n_samples) for s in out] == [
+        (100, 500), (2000, 1000), (3000, 234), (5000, 64), (9000, 1000), (10000, 1000), (11000, 500)]
+    for seg in out:
+        np.testing.assert_array_equal(seg.iq, x[seg.start_sample:seg.start_sample + seg.n_samples])
+    assert [t.key for t in out[1].tags] == ["burst_id"] and out[1].rx_time.offset == 0
+    assert cutter.flush() == [] and cutter._buf.end - cutter._buf.start == 0   # nothing open, nothing held
+
+
+def test_start_end_cutter_with_one_key_reads_the_value_and_keeps_going_past_oddities() -> None:
+    rng = np.random.default_rng(5)
+    x = np.arange(6000).astype(np.complex64)
+    tags = [StreamTag(50, "burst", False),                            # an end with none open: ignored
+            StreamTag(100, "burst", True), StreamTag(300, "burst", True),   # a start closes the open one
+            StreamTag(400, "burst", False), StreamTag(5000, "burst", True)]
+    cutter = StartEndCutter("burst", "burst", 10_000)
+    out = _feed_tagged(cutter, x, tags, rng)
+    assert [(s.start_sample, s.n_samples) for s in out] == [(100, 200), (300, 100)]
+    (tail,) = cutter.flush()
+    assert tail.truncated and (tail.start_sample, tail.n_samples) == (5000, 1000)
+    assert "expected #t (start) or #f (end)" in cutter.add_tag(StreamTag(6000, "burst", 1))
+    assert "already gone" in cutter.add_tag(StreamTag(10, "burst", True))
 
 
 def test_reset_after_gap_reports_lost_burst() -> None:

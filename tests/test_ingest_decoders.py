@@ -31,7 +31,8 @@ def test_unknown_format_is_a_config_error() -> None:
     ({"sample_rate_hz": -1.0}, "sample_rate_hz"),
     ({"sample_rate_hz": float("nan")}, "sample_rate_hz"),
     ({"cut_mode": "magic"}, "cut_mode"),
-    ({"tag_key": ""}, "tag_key"),
+    ({"cut_mode": "tags", "tag_key": ""}, "tag_key"),
+    ({"cut_mode": "start_end", "end_tag": ""}, "start_tag and end_tag"),
     ({"idle_flush_s": 0.0}, "idle_flush_s"),
 ])
 def test_ingest_config_validation(kwargs, needle) -> None:

@@ -78,6 +78,7 @@ def _stream(rng: np.random.Generator, iq: np.ndarray) -> list[bytes]:
     if rng.random() < 0.5:
         offset = int(rng.integers(0, 10 ** 6))
         tags = [(int(rng.integers(0, 10 ** 6)), "packet_len", int(rng.integers(-5, 5000))),
+                (int(rng.integers(0, 10 ** 6)), "burst", bool(rng.integers(0, 2)) if rng.random() < 0.9 else 3),
                 (offset, "rx_time", (5, float(rng.choice([0.25, np.nan])))),
                 (offset, "snr_db", float(rng.choice([1.0, np.nan, np.inf])))]
         head = struct.pack("=HBQQ", 0x5FF0, 1, offset, len(tags))
@@ -110,6 +111,8 @@ def _published(outputs: list[Burst | Reject]) -> None:
     ("gr-pdu", {"sample_rate_hz": 1e6}, _pdu),
     ("gr-stream", {"sample_rate_hz": 1e6, "cut_mode": "energy"}, _stream),
     ("gr-stream", {"sample_rate_hz": 1e6, "cut_mode": "tags", "pass_tags": True}, _stream),
+    ("gr-stream", {"sample_rate_hz": 1e6, "cut_mode": "start_end", "start_tag": "burst", "end_tag": "burst",
+                   "pass_tags": True}, _stream),
 ])
 def test_mutated_messages_never_raise_and_publish_strict_json(fmt, config, make) -> None:
     rng = np.random.default_rng(20261206)

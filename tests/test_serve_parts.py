@@ -303,7 +303,16 @@ def test_an_empty_data_endpoint_or_an_unknown_device_is_a_config_error():
     # cutting at a tag with no key matched no tag: no burst was ever classified, without a word
     with pytest.raises(ConfigError, match="input.tag_key: must name the length tag"):
         config_from_dict({"input": {"cut_mode": "tags", "tag_key": ""}})
-    assert config_from_dict({"input": {"cut_mode": "energy", "tag_key": ""}}).input.tag_key == ""
+    with pytest.raises(ConfigError, match="input.start_tag: must name a tag when input.cut_mode is start_end"):
+        config_from_dict({"input": {"cut_mode": "start_end", "start_tag": ""}})
+    # a key its mode does not read may be empty, in the config and in the decoder it makes
+    # (the decoder refused an empty tag_key whatever the mode: the check passed what the start refused)
+    from rfclassify.serve.pipeline import make_input_decoder
+
+    for cut_mode in ("energy", "tags", "start_end"):
+        unused = {"energy": {"tag_key": "", "start_tag": ""}, "tags": {"end_tag": ""}, "start_end": {"tag_key": ""}}
+        cfg = config_from_dict({"input": {"format": "gr-stream", "cut_mode": cut_mode, **unused[cut_mode]}})
+        assert make_input_decoder(cfg).config.cut_mode == cut_mode
 
 
 def test_config_types_are_strict_but_ints_are_fine_for_floats():

@@ -19,7 +19,15 @@ Tag cutter (TagCutter). A stream tag whose key is `tag_key` (GNU Radio's `packet
 an integer value L at stream offset o makes the burst [o, o + L); samples outside tagged
 packets are ignored.
 
-Both report stream tags inside a burst (`tags`), and the last `rx_time` tag at or before the
+Start/end tag cutter (StartEndCutter). A tag `start_tag` at offset a opens a burst and a tag
+`end_tag` at offset b closes it: the burst is [a, b). GNU Radio's power squelch
+(`analog.pwr_squelch_cc`) writes `squelch_sob` / `squelch_eob` (the defaults);
+`blocks.burst_tagger` writes one key, `burst`, valued #t at the start and #f at the end: with
+start_tag == end_tag the value decides. A start while a burst is open closes it there; an end
+with none open (a stream joined mid-burst) is ignored; an open burst is cut into pieces of
+`max_burst_samples`.
+
+All three report stream tags inside a burst (`tags`), and the last `rx_time` tag at or before the
 burst's first sample, so the caller can stamp times and ids.
 """
 
@@ -352,5 +360,81 @@ class TagCutter:
         out = [self._tags.segment(s, self._buf.get(s, s + n), truncated=True)
                for s, n in self._pending if self._buf.end > s]
         self._pending = []
+        self._buf.trim(self._buf.end)
+        return out
+
+
+class StartEndCutter:
+    """Cuts [start tag, end tag) bursts (see the module docstring); feed() samples in any chunking."""
+
+    MAX_PENDING = 4096   # start/end tags waiting for their samples
+
+    def __init__(self, start_tag: str, end_tag: str, max_burst_samples: int, start_offset: int = 0) -> None:
+        self.start_tag, self.end_tag = start_tag, end_tag
+        self.max_burst_samples = max_burst_samples
+        self._tags = _TagLog()
+        self.reset(start_offset)
+
+    def reset(self, offset: int) -> bool:
+        """Restart at stream offset (after a gap); True if an open burst was lost."""
+        lost = getattr(self, "_open", None) is not None
+        self._buf = SampleBuffer(offset)
+        self._edges: list[tuple[int, bool]] = []   # (offset, is a start), not yet reached by the samples
+        self._open: int | None = None              # first sample of the open burst
+        return lost
+
+    @property
+    def offset(self) -> int:
+        return self._buf.end
+
+    def add_tag(self, tag: StreamTag) -> str | None:
+        """Record a tag; a start or end tag is kept until the samples reach it. Returns a problem, or None."""
+        if tag.key not in (self.start_tag, self.end_tag):
+            self._tags.add(tag)
+            return None
+        if self.start_tag == self.end_tag:
+            if tag.value is not True and tag.value is not False:
+                return f"{tag.key} tag at {tag.offset} has value {tag.value!r}; expected #t (start) or #f (end)"
+            is_start = tag.value
+        else:
+            is_start = tag.key == self.start_tag
+        if tag.offset < self._buf.start:
+            return f"{tag.key} tag at {tag.offset} refers to samples already gone"
+        if len(self._edges) >= self.MAX_PENDING:
+            return f"{tag.key} tag at {tag.offset}: {self.MAX_PENDING} start/end tags already wait for their samples"
+        self._edges.append((tag.offset, is_start))
+        self._edges.sort()
+        return None
+
+    def feed(self, x: np.ndarray) -> list[Segment]:
+        self._buf.append(x)
+        out = []
+        while True:
+            edge = self._edges[0] if self._edges and self._edges[0][0] <= self._buf.end else None
+            if self._open is not None:
+                cut = self._open + self.max_burst_samples
+                if cut <= self._buf.end and (edge is None or cut < edge[0]):
+                    out.append(self._tags.segment(self._open, self._buf.get(self._open, cut)))
+                    self._open = cut
+                    continue
+            if edge is None:
+                break
+            offset, is_start = self._edges.pop(0)
+            if self._open is not None and offset >= self._open:
+                if offset > self._open:
+                    out.append(self._tags.segment(self._open, self._buf.get(self._open, offset)))
+                self._open = None
+            if is_start:
+                self._open = offset
+        self._buf.trim(self._buf.end if self._open is None else self._open)
+        return out
+
+    def flush(self) -> list[Segment]:
+        """Emit the open burst, truncated to what arrived."""
+        out = []
+        if self._open is not None and self._buf.end > self._open:
+            out.append(self._tags.segment(self._open, self._buf.get(self._open, self._buf.end), truncated=True))
+        self._open = None
+        self._edges = []
         self._buf.trim(self._buf.end)
         return out

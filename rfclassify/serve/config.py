@@ -21,7 +21,7 @@ from rfclassify._numbers import as_finite_float
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
 INPUT_MODES = ("sub", "pull")
-CUT_MODES = ("energy", "tags")
+CUT_MODES = ("energy", "tags", "start_end")
 OVERLOAD_POLICIES = ("drop_oldest", "drop_newest", "block")
 # engine.select's BACKEND_CHOICES / PRECISION_CHOICES, spelled out: importing it pulls numpy in
 BACKENDS = ("auto", "tensorrt", "torch", "onnxruntime")
@@ -55,6 +55,8 @@ class InputConfig:
     stream: str = ""                                                       # default stream name
     cut_mode: str = field(default="energy", metadata=_check(CUT_MODES))
     tag_key: str = "packet_len"
+    start_tag: str = "squelch_sob"    # cut_mode "start_end": GNU Radio's power squelch writes these two
+    end_tag: str = "squelch_eob"
     idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
     # gr-stream: time constant (samples) of the DC blocker before cutting; 0 = off
     dc_block_samples: int = field(default=65536, metadata=_check(lo=0, hi=2**31 - 1))
@@ -300,6 +302,9 @@ def _combination_errors(cfg: DaemonConfig) -> list[str]:
             errors.append(f"model.device: {exc}")
     if cfg.input.cut_mode == "tags" and not cfg.input.tag_key:   # no tag matches: no burst, no word
         errors.append("input.tag_key: must name the length tag when input.cut_mode is tags")
+    for key in ("start_tag", "end_tag"):
+        if cfg.input.cut_mode == "start_end" and not getattr(cfg.input, key):
+            errors.append(f"input.{key}: must name a tag when input.cut_mode is start_end")
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")

@@ -56,9 +56,12 @@ class IngestConfig:
                        None = decide per message by frame count.
     pass_tags          gr-stream: True = every data frame starts with a tag header;
                        False = never; None = detect the header's magic and version.
-    cut_mode           gr-stream: "energy" (energy detector) or "tags" (cut at `tag_key`
-                       tags, whose value is the burst length in samples).
+    cut_mode           gr-stream: "energy" (energy detector), "tags" (cut at `tag_key`
+                       tags, whose value is the burst length in samples) or "start_end"
+                       (a burst from a `start_tag` tag to an `end_tag` tag).
     tag_key            the length tag's key (GNU Radio's tagged-stream default is packet_len).
+    start_tag, end_tag the start and end tags' keys (GNU Radio's power squelch writes
+                       squelch_sob / squelch_eob; burst_tagger one key, burst, valued #t / #f).
     idle_flush_s       poll_timeout closes an open burst after this long without input.
     dc_block_samples   gr-stream: time constant of the stream's DC blocker (rfclassify.dsp.dc_block),
                        applied before cutting; 0 = off.
@@ -73,6 +76,8 @@ class IngestConfig:
     pass_tags: bool | None = None
     cut_mode: str = "energy"
     tag_key: str = "packet_len"
+    start_tag: str = "squelch_sob"
+    end_tag: str = "squelch_eob"
     idle_flush_s: float = 0.5
     dc_block_samples: int = 65536
     cutter: CutterConfig = field(default_factory=CutterConfig)
@@ -85,8 +90,11 @@ class IngestConfig:
             raise ConfigError(f"sample_rate_hz must be a positive number, got {self.sample_rate_hz}")
         if self.cut_mode not in CUT_MODES:
             raise ConfigError(f"cut_mode must be one of {', '.join(CUT_MODES)}, got {self.cut_mode!r}")
-        if not self.tag_key:
-            raise ConfigError("tag_key must not be empty")
+        # each key only where its mode reads it, as the daemon's config checks them ("" elsewhere is unused)
+        if self.cut_mode == "tags" and not self.tag_key:
+            raise ConfigError("tag_key must not be empty with cut_mode tags")
+        if self.cut_mode == "start_end" and not (self.start_tag and self.end_tag):
+            raise ConfigError("start_tag and end_tag must not be empty with cut_mode start_end")
         if not self.idle_flush_s > 0:
             raise ConfigError(f"idle_flush_s must be > 0, got {self.idle_flush_s}")
         if int(self.dc_block_samples) < 0:

@@ -8,7 +8,8 @@ native endian, packed):
     ntags x (u64 offset, PMT key, PMT value, PMT srcid)
 
 Message boundaries follow GNU Radio's scheduler, not bursts, so the stream is reassembled and
-cut by burst_cutter (energy detector, or `packet_len`-style length tags), after a slow DC
+cut by burst_cutter (energy detector, `packet_len`-style length tags, or start/end tags such as
+GNU Radio's power squelch writes), after a slow DC
 blocker (rfclassify.dsp.dc_block; `dc_block_samples`, 0 = off) has removed the receiver's DC
 offset, which a model that keeps each burst's mean would otherwise see. With a tag header the
 offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
@@ -27,7 +28,7 @@ import numpy as np
 from rfclassify._exceptions import MessageError
 from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.dc_block import DcBlocker
-from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StreamTag, TagCutter
+from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StartEndCutter, StreamTag, TagCutter
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
 from rfclassify.serve.gr_pdu import pmt_time, to_jsonable
@@ -82,7 +83,10 @@ class GrStreamDecoder(Decoder):
     def __init__(self, config: IngestConfig) -> None:
         super().__init__(config)
         if config.cut_mode == "tags":
-            self._cutter: EnergyCutter | TagCutter = TagCutter(config.tag_key, config.cutter.max_burst_samples)
+            self._cutter: EnergyCutter | TagCutter | StartEndCutter = TagCutter(
+                config.tag_key, config.cutter.max_burst_samples)
+        elif config.cut_mode == "start_end":
+            self._cutter = StartEndCutter(config.start_tag, config.end_tag, config.cutter.max_burst_samples)
         else:
             self._cutter = EnergyCutter(config.cutter)
         # kept across stream gaps: the receiver's DC does not change when the publisher drops data

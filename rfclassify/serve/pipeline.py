@@ -119,6 +119,8 @@ def make_input_decoder(config: DaemonConfig) -> Decoder:
         stream=cfg.stream or None,
         cut_mode=cfg.cut_mode,
         tag_key=cfg.tag_key,
+        start_tag=cfg.start_tag,
+        end_tag=cfg.end_tag,
         idle_flush_s=cfg.idle_flush_s,
         dc_block_samples=cfg.dc_block_samples,
     ))

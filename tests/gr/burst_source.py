@@ -4,6 +4,8 @@
     stream: modulator (QPSK/BPSK constellation + RRC, GMSK, or FM) -> vector_sink; gated into
       bursts separated by silence, then vector_source_c (packet_len and burst_id tags at each
       burst) -> channels.channel_model (noise) [-> add_const_cc: a receiver DC offset, --dc]
+      [-> analog.pwr_squelch_cc (squelch_sob / squelch_eob tags), --marker squelch]
+      [-> blocks.burst_tagger fed the gate (burst #t / #f tags), --marker burst_tagger]
       -> zeromq.pub_sink (optionally pass_tags, key),
       or zeromq.push_sink with --sink push
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
@@ -73,6 +75,8 @@ def main() -> int:
     ap.add_argument("--gap", type=int, default=3000, help="shortest gap between bursts (samples)")
     ap.add_argument("--noise", type=float, default=0.01, help="noise voltage (bursts have unit power)")
     ap.add_argument("--dc", type=float, default=0.0, help="stream: receiver DC offset (LO leakage) added after the channel")
+    ap.add_argument("--marker", choices=("", "squelch", "burst_tagger"), default="",
+                    help="stream: a GNU Radio block that marks each burst's start and end with tags")
     ap.add_argument("--sample-rate", type=float, default=1e6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dump", default="", help="pdu: write the PDU samples here (raw complex64)")
@@ -107,10 +111,16 @@ def main() -> int:
         else:
             sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
         tb = gr.top_block()
+        chain = [src, channel]
         if args.dc:  # the receiver's own DC offset, in every sample of the stream
-            tb.connect(src, channel, blocks.add_const_cc(complex(args.dc, -0.5 * args.dc)), sink)
-        else:
-            tb.connect(src, channel, sink)
+            chain.append(blocks.add_const_cc(complex(args.dc, -0.5 * args.dc)))
+        if args.marker == "squelch":  # opens 10 dB below the unit-power bursts, gate off: every sample passes
+            chain.append(analog.pwr_squelch_cc(-10.0, 0.1, 0, False))
+        elif args.marker == "burst_tagger":  # #t at each burst's first sample, #f after its last
+            tagger = blocks.burst_tagger(gr.sizeof_gr_complex)
+            tb.connect(blocks.vector_source_s([int(g) for g in gate], False), (tagger, 1))
+            chain.append(tagger)
+        tb.connect(*chain, sink)
     else:
         for i, n in enumerate(lengths):
             tags += [tag(pos, "packet_len", pmt.from_long(n)), tag(pos, "burst_id", pmt.from_long(i)),
