@@ -186,3 +186,64 @@ def test_archives_that_cannot_be_read_are_one_clear_error(tmp_path, files, mode,
     (tmp_path / "not.sigmf").write_bytes(b"not a tar at all" * 100)
     with pytest.raises(InputError, match="not a SigMF archive"):
         list(iter_file_bursts(tmp_path / "not.sigmf"))
+
+
+def _wideband(tmp_path, annotations, capture=None, rate=8e6) -> np.ndarray:
+    """A cf32 capture at 2.4 GHz: a tone 10 kHz above 2.4015 GHz and a louder one 300 kHz below it."""
+    n = 80_000
+    t = np.arange(n)
+    x = (np.exp(2j * np.pi * 1.51e6 / rate * t) + 10 * np.exp(2j * np.pi * 1.2e6 / rate * t)).astype(np.complex64)
+    x.tofile(tmp_path / "wide.sigmf-data")
+    meta = {"global": {"core:datatype": "cf32_le", "core:sample_rate": rate, "core:version": "1.2.0"},
+            "captures": [capture if capture is not None else {"core:sample_start": 0, "core:frequency": 2.4e9}],
+            "annotations": annotations}
+    (tmp_path / "wide.sigmf-meta").write_text(json.dumps(meta))
+    return x
+
+
+def test_an_annotation_that_gives_its_band_is_cut_to_it(tmp_path):
+    from rfclassify.dsp.channelize import channelize
+
+    band = {"core:freq_lower_edge": 2.4015e9 - 50e3, "core:freq_upper_edge": 2.4015e9 + 50e3}
+    x = _wideband(tmp_path, [{"core:sample_start": 0, "core:sample_count": 40_000, **band},
+                             {"core:sample_start": 40_000, "core:freq_lower_edge": 2.4e9}])   # one edge: whole band
+    cut, whole = read_sigmf(tmp_path / "wide")
+    assert cut.band_hz == (2.4015e9 - 50e3, 2.4015e9 + 50e3) and cut.sample_rate_hz == 8e6 / 20
+    expect, _ = channelize(x[:40_000], 8e6, 1.5e6, 100e3)
+    np.testing.assert_array_equal(cut.iq, expect)
+    # what is left is the tone at +10 kHz: the louder one 300 kHz off is filtered out before decimating
+    assert abs(np.mean(cut.iq[100:-100] * np.exp(-2j * np.pi * 10e3 / 4e5 * np.arange(100, cut.iq.size - 100)))) > 0.9
+    assert whole.band_hz is None and whole.sample_rate_hz == 8e6 and whole.iq.size == 40_000
+    raw, _ = read_sigmf(tmp_path / "wide", full_band=True)
+    assert raw.band_hz is None and raw.iq.size == 40_000
+
+
+def test_classify_reports_the_band_and_its_rate(tiny_model_dir, tmp_path, capsys):
+    _wideband(tmp_path, [{"core:sample_start": 0, "core:sample_count": 40_000,
+                          "core:freq_lower_edge": 2.40145e9, "core:freq_upper_edge": 2.40155e9}])
+    assert main(["classify", str(tmp_path / "wide"), "--json", "--model-dir", str(tiny_model_dir),
+                 "--device", "cpu"]) == 0
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert record["band_hz"] == [2.40145e9, 2.40155e9] and record["sample_rate"] == 4e5
+    assert record["n_samples"] == 2000
+    assert main(["classify", str(tmp_path / "wide"), "--json", "--full-band", "--model-dir", str(tiny_model_dir),
+                 "--device", "cpu"]) == 0
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "band_hz" not in record and record["sample_rate"] == 8e6 and record["n_samples"] == 40_000
+
+
+@pytest.mark.parametrize(
+    ("annotation", "capture", "match"),
+    [
+        ({"core:freq_lower_edge": 2.4016e9, "core:freq_upper_edge": 2.4014e9}, None, "lower first"),
+        ({"core:freq_lower_edge": "low", "core:freq_upper_edge": 2.4014e9}, None, "finite numbers of Hz"),
+        ({"core:freq_lower_edge": 2.4014e9, "core:freq_upper_edge": 2.4016e9}, {"core:sample_start": 0},
+         "no core:frequency in its capture to place it.*--full-band"),
+        ({"core:freq_lower_edge": 2.5e9, "core:freq_upper_edge": 2.5001e9}, None, "centred outside its capture"),
+    ],
+)
+def test_a_band_that_cannot_be_placed_is_one_clear_error(tmp_path, annotation, capture, match):
+    _wideband(tmp_path, [{"core:sample_start": 0, **annotation}], capture)
+    with pytest.raises(InputError, match=match):
+        read_sigmf(tmp_path / "wide")
+    read_sigmf(tmp_path / "wide", full_band=True)   # the whole band is still there to classify

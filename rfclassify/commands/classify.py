@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")
     parser.add_argument("--limit", type=count(), default=None, metavar="N", help="at most N bursts per file")
     parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
+    parser.add_argument("--full-band", action="store_true",
+                        help="SigMF: classify an annotation's whole capture band, not the band its "
+                             "core:freq_lower_edge / core:freq_upper_edge give (mixed to 0 Hz and decimated)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Open every file first, so a bad one fails before minutes of work on the others.
     for path in args.files:
-        next(iter_file_bursts(path, chunk=1, limit=1), None)
+        next(iter_file_bursts(path, chunk=1, limit=1, full_band=args.full_band), None)
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
         tally = _Tally(tuple(clf.labels))
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
                               "bucket", "win", "truth"))
         for path in args.files:
-            for chunk in iter_file_bursts(path, limit=args.limit):
+            for chunk in iter_file_bursts(path, limit=args.limit, full_band=args.full_band):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
                 for burst, result in zip(chunk, results, strict=True):
                     tally.add(burst, result)
@@ -76,6 +79,8 @@ def _record(burst: Any, r: Any, clf: Any) -> dict[str, Any]:
         rec.update(backend=clf.backend, precision=clf.precision, model=clf.model_id)
     if burst.sample_rate_hz is not None:
         rec["sample_rate"] = burst.sample_rate_hz
+    if burst.band_hz is not None:
+        rec["band_hz"] = list(burst.band_hz)
     if burst.truth_label is not None or burst.truth_snr_db is not None:
         rec["truth"] = {"label": burst.truth_label, "snr_db": burst.truth_snr_db}
     return rec

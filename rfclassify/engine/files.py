@@ -10,7 +10,10 @@ absolute, as the specification has them: the dataset's first sample is ``core:of
 recording split over files). A non-conforming dataset is read too: ``core:dataset`` names the
 data file beside the metadata, each capture's ``core:header_bytes`` and the global
 ``core:trailing_bytes`` are skipped. Samples are memory-mapped (inside an archive too), so a
-long recording costs only the annotated bursts.
+long recording costs only the annotated bursts. An annotation that gives its band
+(``core:freq_lower_edge`` and ``core:freq_upper_edge``, Hz, as its capture's ``core:frequency``)
+is cut to it: mixed to 0 Hz and decimated (rfclassify.dsp.channelize), its burst's sample rate
+the decimated one; ``full_band`` keeps the whole band.
 
 HDF5: the dataset schema of ``rfclassify.data.schema``, read with ``DatasetReader``; every
 example is a burst with its label and SNR as truth.
@@ -45,6 +48,7 @@ class FileBurst:
     sample_rate_hz: float | None = None
     truth_label: str | None = None
     truth_snr_db: float | None = None
+    band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
 
 
 def sigmf_dtype(datatype: str) -> tuple[np.dtype, bool]:
@@ -89,8 +93,9 @@ class _Dataset:
     size: int
 
 
-def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
-    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them.
+def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = False) -> list[FileBurst]:
+    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them;
+    full_band keeps the whole band of annotations that give their frequency edges.
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
     meta_path, data_path = sigmf_paths(path)
@@ -103,10 +108,11 @@ def read_sigmf(path: str | Path, limit: int | None = None) -> list[FileBurst]:
         dataset = _Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
         raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    return _recording_bursts(meta, meta_path, dataset, limit)
+    return _recording_bursts(meta, meta_path, dataset, limit, full_band)
 
 
-def read_sigmf_archive(path: str | Path, limit: int | None = None) -> Iterator[list[FileBurst]]:
+def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bool = False
+                       ) -> Iterator[list[FileBurst]]:
     """The bursts of each recording in a SigMF archive (an uncompressed tar holding
     NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
     most `limit` in all. The samples are memory-mapped inside the archive, never extracted.
@@ -136,7 +142,7 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None) -> Iterator[l
     bursts = []   # every recording checked (and its returned bursts read) before any is given
     for meta, where, dataset in recordings:
         left = None if limit is None else max(0, limit - sum(map(len, bursts)))
-        bursts.append(_recording_bursts(meta, where, dataset, left))
+        bursts.append(_recording_bursts(meta, where, dataset, left, full_band))
     yield from (b for b in bursts if b)
 
 
@@ -165,8 +171,10 @@ def _non_conforming_dataset(glob: dict, meta_path: Path) -> Path | None:
     return meta_path.with_name(name)
 
 
-def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int | None) -> list[FileBurst]:
-    """The bursts of one recording whose metadata is meta and whose samples are in dataset."""
+def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int | None,
+                      full_band: bool = False) -> list[FileBurst]:
+    """The bursts of one recording whose metadata is meta and whose samples are in dataset; an
+    annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless full_band."""
     glob = meta["global"]
     if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
         raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
@@ -192,9 +200,39 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int
                              f"{samples.n} samples of {dataset.path.name}"
                              + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
         label = a.get("core:label")
-        spans.append((i, start, count, label if label in LABELS else None))
-    return [FileBurst(samples.read(start, count), str(meta_path), i, start, rate_hz, truth)
-            for i, start, count, truth in spans[:limit]]
+        band = None if full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
+        spans.append((i, start, count, label if label in LABELS else None, band))
+    out = []
+    for i, start, count, truth, band in spans[:limit]:
+        iq, rate = samples.read(start, count), rate_hz
+        if band is not None:
+            from rfclassify.dsp.channelize import channelize
+
+            lower, upper = band
+            iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - samples.frequency_at(start), upper - lower)
+        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band))
+    return out
+
+
+def _annotation_band(a: dict, i: int, capture_hz: float | None, rate_hz: float | None,
+                     meta_path: Path) -> tuple[float, float] | None:
+    """An annotation's (lower, upper) frequency edges in Hz when it gives both (None when it
+    gives neither or one), checked against its capture; InputError when they cannot be used."""
+    lower, upper = a.get("core:freq_lower_edge"), a.get("core:freq_upper_edge")
+    if lower is None or upper is None:
+        return None
+    lo, hi = as_finite_float(lower), as_finite_float(upper)
+    if lo is None or hi is None or not lo < hi:
+        raise InputError(f"{meta_path}: annotation {i}: core:freq_lower_edge and core:freq_upper_edge must be "
+                         f"finite numbers of Hz, lower first; got {quoted(lower)} and {quoted(upper)}")
+    if capture_hz is None or rate_hz is None:
+        missing = "core:sample_rate" if rate_hz is None else "core:frequency in its capture"
+        raise InputError(f"{meta_path}: annotation {i} gives its band ({lo:g}..{hi:g} Hz) but the recording has "
+                         f"no {missing} to place it in the samples; add it, or classify the whole band (--full-band)")
+    if abs((lo + hi) / 2 - capture_hz) > rate_hz / 2:
+        raise InputError(f"{meta_path}: annotation {i}'s band ({lo:g}..{hi:g} Hz) is centred outside its capture "
+                         f"({capture_hz - rate_hz / 2:g}..{capture_hz + rate_hz / 2:g} Hz)")
+    return lo, hi
 
 
 class _SampleMap:
@@ -211,6 +249,7 @@ class _SampleMap:
         if trailing < 0:
             raise InputError(f"{meta_path}: core:trailing_bytes must not be negative, got {trailing}")
         segments = []   # (absolute index of the first sample, header bytes before it)
+        self.frequencies: list[tuple[int, float | None]] = []   # (first sample, the capture's core:frequency)
         for i, cap in enumerate(captures or [{}]):
             if not isinstance(cap, dict):
                 raise InputError(f"{meta_path}: captures entry {i} is not an object")
@@ -222,6 +261,7 @@ class _SampleMap:
                 raise InputError(f"{meta_path}: captures entry {i} (core:sample_start {start}, core:header_bytes "
                                  f"{header}) is out of order or negative")
             segments.append((start, header))
+            self.frequencies.append((start if i else first, as_finite_float(cap.get("core:frequency"))))
         segments[0] = (first, segments[0][1])   # samples before the first capture's start are still samples
         self.runs: list[tuple[int, np.ndarray]] = []   # (absolute index of its first sample, samples)
         pos = dataset.start
@@ -239,6 +279,11 @@ class _SampleMap:
             self.runs.append((start, _map(dataset.path, component, is_complex, pos, n)))
             pos += n * item
         self.n = sum(r.shape[0] for _, r in self.runs)
+
+    def frequency_at(self, index: int) -> float | None:
+        """core:frequency (Hz) of the capture holding sample index, None when it gives none."""
+        held = [hz for first, hz in self.frequencies if first <= index]
+        return held[-1] if held else None
 
     def read(self, start: int, count: int) -> np.ndarray:
         """Samples start..start+count (absolute indices) as complex64 (float32 for real types)."""
@@ -318,19 +363,20 @@ def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> 
             ]
 
 
-def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None
+def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None, full_band: bool = False
                      ) -> Iterator[list[FileBurst]]:
-    """Chunks of bursts from a SigMF recording or an HDF5 dataset; InputError for anything else."""
+    """Chunks of bursts from a SigMF recording or archive or an HDF5 dataset; InputError for anything
+    else. full_band: SigMF annotations that give their band are not cut to it."""
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
     if is_sigmf_archive(p):
-        for bursts in read_sigmf_archive(p, limit):
+        for bursts in read_sigmf_archive(p, limit, full_band):
             for lo in range(0, len(bursts), chunk):
                 yield bursts[lo:lo + chunk]
         return
     if is_sigmf(p):
-        bursts = read_sigmf(p, limit)
+        bursts = read_sigmf(p, limit, full_band)
         for lo in range(0, len(bursts), chunk):
             yield bursts[lo:lo + chunk]
         return
