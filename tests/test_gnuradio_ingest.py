@@ -50,10 +50,13 @@ class Flowgraph:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen([GR_PYTHON, str(SCRIPT), *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+        seen = []   # GNU Radio's own log lines (tags_to_pdu's :info:) may come first
+        while not (line := self.proc.stdout.readline()).startswith("ENDPOINT ") and line and len(seen) < 50:
+            seen.append(line)
         if not line.startswith("ENDPOINT "):
+            err = self.proc.stderr.read()[-2000:]
             self.kill()
-            raise RuntimeError(f"flowgraph did not start: {line!r} {self.proc.stderr.read()[-2000:]}")
+            raise RuntimeError(f"flowgraph did not start: {seen[-5:]!r} {err}")
         self.endpoint = line.split()[1]
 
     def go(self) -> None:
@@ -191,6 +194,18 @@ def test_start_and_end_tags_of_a_squelch_or_burst_tagger_cut_each_burst(flowgrap
                                                        pass_tags=True), msgs))
     assert [(b.meta["offset_samples"], b.n_samples, b.burst_id) for b in bursts] == [
         (t["offset"], t["length"], t["burst_id"]) for t in truth]
+
+
+def test_pdus_a_squelch_cuts_with_tags_to_pdu_are_bursts_numbered_and_timed(flowgraph) -> None:
+    fg = flowgraph("--sink", "pdu-squelch", "--mod", "gmsk", "--noise", "0.05", "--seed", "8")
+    msgs, truth = receive_all(fg), fg.truth()
+    bursts = _bursts(_decode("gr-pdu", IngestConfig(), msgs))
+    # tags_to_pdu numbers its PDUs (pdu_num, the burst id when there is no burst_id) and stamps
+    # each with its sample rate and rx_time, the start's offset over the rate
+    assert [b.burst_id for b in bursts] == list(range(len(truth)))
+    for b, t in zip(bursts, truth, strict=True):
+        assert b.sample_rate_hz == 1e6 and abs(b.time - t["offset"] / 1e6) <= 4e-6
+        assert 0 <= b.n_samples - t["length"] <= 40 and b.meta["pdu_num"] == b.burst_id
 
 
 def test_pdus_decode_to_exactly_the_samples_sent(flowgraph, tmp_path) -> None:

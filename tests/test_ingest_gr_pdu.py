@@ -31,6 +31,16 @@ def test_pdu_fields_and_samples() -> None:
     json.dumps(b.meta, allow_nan=False)
 
 
+def test_pdu_num_is_the_burst_id_when_there_is_none() -> None:
+    # pdu.tags_to_pdu writes pdu_num (a uint64) and no burst_id
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6))
+    iq = np.ones(100, np.complex64)
+    (numbered,) = dec.decode([_pdu({"pdu_num": 2**63 + 5, "sample_rate": 1e6}, iq)], 0.0)
+    (both,) = dec.decode([_pdu({"pdu_num": 3, "burst_id": "b7"}, iq)], 0.0)
+    (bad,) = dec.decode([_pdu({"pdu_num": True}, iq)], 0.0)
+    assert (numbered.burst_id, both.burst_id, bad.burst_id) == (2**63 + 5, "b7", None)
+
+
 def test_metadata_keyed_by_a_long_list_or_a_vector_is_a_burst() -> None:
     # any PMT may be a dict key in GNU Radio; a long list's key failed the decoder (internal_error)
     from rfclassify.serve.pmt import pmt_list

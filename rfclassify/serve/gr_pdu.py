@@ -1,6 +1,7 @@
 """GNU Radio PDUs from zeromq.pub_msg_sink: one frame = serialize(pair(meta_dict, c32vector)).
 
-Metadata keys that become Burst fields: `burst_id`, `stream`, `sample_rate` (Hz; else the
+Metadata keys that become Burst fields: `burst_id` (else `pdu_num`, the count GNU Radio's
+`pdu.tags_to_pdu` blocks write), `stream`, `sample_rate` (Hz; else the
 configured sample_rate_hz), `center_freq` or `freq` (Hz), `time` or `rx_time` (GNU Radio's
 (uint64 seconds, double fraction) tuple becomes seconds as a float), and ground truth
 `label` / `snr_db`. Every other key goes to `meta` as a JSON-safe value. A c64 vector is
@@ -99,8 +100,11 @@ class GrPduDecoder(Decoder):
 
     @staticmethod
     def _burst_id(meta: dict[Any, Any]) -> str | int | None:
-        v = meta.get("burst_id")
-        return v if isinstance(v, (str, int)) and not isinstance(v, bool) else None
+        for key in ("burst_id", "pdu_num"):
+            v = meta.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool):
+                return v
+        return None
 
     def _stream(self, meta: dict[Any, Any]) -> str | None:
         v = meta.get("stream")

@@ -8,6 +8,8 @@
       [-> blocks.burst_tagger fed the gate (burst #t / #f tags), --marker burst_tagger]
       -> zeromq.pub_sink (optionally pass_tags, key),
       or zeromq.push_sink with --sink push
+    pdu-squelch: the stream's bursts and noise -> analog.pwr_squelch_cc -> pdu.tags_to_pdu_c
+      (a PDU from each squelch_sob to its squelch_eob) -> zeromq.pub_msg_sink
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
       packet_len / burst_id / label tags -> pdu.tagged_stream_to_pdu -> zeromq.pub_msg_sink,
       the same samples written to --dump (raw complex64) for comparison
@@ -65,7 +67,7 @@ def modulate(name: str, sample_rate_hz: float, n: int, noise: float = 0.0, seed:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sink", choices=("stream", "push", "pdu"), default="stream")
+    ap.add_argument("--sink", choices=("stream", "push", "pdu", "pdu-squelch"), default="stream")
     ap.add_argument("--mod", choices=("qpsk", "bpsk", "gmsk", "fm"), default="qpsk")
     ap.add_argument("--pass-tags", action="store_true")
     ap.add_argument("--key", default="")
@@ -91,7 +93,7 @@ def main() -> int:
         return gr.tag_utils.python_to_tag((offset, pmt.intern(key), value, pmt.intern("burst_source")))
 
     truth, tags, pos = [], [], 0
-    if args.sink in ("stream", "push"):
+    if args.sink in ("stream", "push", "pdu-squelch"):
         gate = []
         for i, (n, g) in enumerate(zip(lengths, gaps)):
             gate += [0.0] * g
@@ -108,6 +110,8 @@ def main() -> int:
                                          taps=[1.0 + 0j], noise_seed=args.seed + 1)
         if args.sink == "push":  # lossless hand-off to a PULL socket (push_sink has no key)
             sink = zeromq.push_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1)
+        elif args.sink == "pdu-squelch":
+            sink = zeromq.pub_msg_sink("tcp://127.0.0.1:0", 100, True)
         else:
             sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
         tb = gr.top_block()
@@ -120,7 +124,13 @@ def main() -> int:
             tagger = blocks.burst_tagger(gr.sizeof_gr_complex)
             tb.connect(blocks.vector_source_s([int(g) for g in gate], False), (tagger, 1))
             chain.append(tagger)
-        tb.connect(*chain, sink)
+        if args.sink == "pdu-squelch":  # the squelch's start and end tags make the PDUs
+            to_pdu = pdu.tags_to_pdu_c(pmt.intern("squelch_sob"), pmt.intern("squelch_eob"), 1 << 20,
+                                       args.sample_rate, [], False, 0, 0.0)
+            tb.connect(*chain, analog.pwr_squelch_cc(-10.0, 0.1, 0, False), to_pdu)
+            tb.msg_connect(to_pdu, "pdus", sink, "in")
+        else:
+            tb.connect(*chain, sink)
     else:
         for i, n in enumerate(lengths):
             tags += [tag(pos, "packet_len", pmt.from_long(n)), tag(pos, "burst_id", pmt.from_long(i)),
