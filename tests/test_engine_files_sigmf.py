@@ -68,6 +68,10 @@ def test_recordings_and_archives_the_sigmf_library_writes_read_as_it_reads_them(
         np.testing.assert_array_equal(inside.iq, ours.iq)
         assert inside.sample_rate_hz == ours.sample_rate_hz == 2e6
     assert archived[0].source == f"{tmp_path}/rec.sigmf/rec/rec.sigmf-meta"
+    for name in ("rec.sigmf-meta", "rec.sigmf-data"):   # NAME alone finds NAME.sigmf when no pair is there
+        (tmp_path / name).unlink()
+    (by_name,) = list(iter_file_bursts(tmp_path / "rec"))
+    assert [b.source for b in by_name] == [b.source for b in archived]
 
 
 def test_an_archive_of_several_recordings_gives_each_in_order_and_the_limit_counts_them_all(tmp_path):

@@ -370,6 +370,8 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
+    if not p.exists() and p.name and not is_sigmf(p) and is_sigmf_archive(p.with_name(p.name + ".sigmf")):
+        p = p.with_name(p.name + ".sigmf")   # NAME for NAME.sigmf, as NAME names a pair
     if is_sigmf_archive(p):
         for bursts in read_sigmf_archive(p, limit, full_band):
             for lo in range(0, len(bursts), chunk):
