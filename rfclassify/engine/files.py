@@ -103,7 +103,7 @@ def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = Fal
         meta = _sigmf_meta(meta_path.read_bytes(), meta_path)
     except OSError as exc:
         raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
-    data_path = _non_conforming_dataset(meta["global"], meta_path) or data_path
+    data_path = _named_dataset(meta["global"], meta_path) or data_path
     try:
         dataset = _Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
@@ -133,7 +133,7 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bo
     for member, raw in metas:
         where = Path(f"{archive}/{member.name}")
         meta = _sigmf_meta(raw, where)
-        ncd = _non_conforming_dataset(meta["global"], Path(member.name))
+        ncd = _named_dataset(meta["global"], Path(member.name))
         data_name = member.name[: -len(".sigmf-meta")] + ".sigmf-data" if ncd is None else ncd.as_posix()
         data = by_name.get(data_name)
         if data is None or not data.isfile() or data.issparse():
@@ -157,10 +157,11 @@ def _sigmf_meta(raw: bytes, where: Path) -> dict:
     return meta
 
 
-def _non_conforming_dataset(glob: dict, meta_path: Path) -> Path | None:
-    """The dataset file core:dataset names beside the metadata (a non-conforming dataset; it is
-    the dataset when given, as the specification and the sigmf library have it), or None when
-    there is none; InputError for a metadata-only recording or a name that is a path."""
+def _named_dataset(glob: dict, meta_path: Path) -> Path | None:
+    """The data file the metadata itself names: core:dataset, beside the metadata (a
+    non-conforming dataset; it is the dataset when given, as the specification and the sigmf
+    library have it), or None for NAME.sigmf-data. InputError for a metadata-only recording
+    (it names none and has none) or a core:dataset that is a path."""
     if glob.get("core:metadata_only") is True:
         raise InputError(f"{meta_path}: a metadata-only SigMF recording (core:metadata_only): it holds no samples")
     name = glob.get("core:dataset")
