@@ -383,14 +383,18 @@ def serve(tmp_path, tiny_model_dir):
     """Start `rfclassify serve` against an input endpoint; yields (output endpoint, control endpoint)."""
     procs: list[subprocess.Popen] = []
 
-    def start(input_endpoint: str, input_format: str) -> tuple[str, str]:
+    def start(input_endpoint: str, input_format: str, config_toml: str = "") -> tuple[str, str]:
         pytest.importorskip("onnxruntime")
         from rfclassify.serve.control import NoDaemonError, request
 
         output = f"tcp://127.0.0.1:{_free_port()}"
         control = f"ipc://{tmp_path / 'control'}"
         model = [] if _shipped_model() else ["--model-dir", str(tiny_model_dir)]
-        cmd = [sys.executable, "-m", "rfclassify", "serve", "--input", input_endpoint,
+        config = []
+        if config_toml:
+            (tmp_path / "serve.toml").write_text(config_toml)
+            config = ["--config", str(tmp_path / "serve.toml")]
+        cmd = [sys.executable, "-m", "rfclassify", "serve", *config, "--input", input_endpoint,
                "--input-format", input_format, "--sample-rate", "1e6", "--output", output,
                "--control", control, "--backend", "onnxruntime", "--precision", "fp32", *model]
         log = tmp_path / "serve.log"
@@ -441,11 +445,14 @@ RESULT_FIELDS = {"burst_id", "stream", "label", "confidence", "top", "snr_db", "
                  "windows", "backend", "precision", "model", "latency_ms"}
 
 
-@pytest.mark.parametrize("input_format", ["gr-stream", "gr-pdu"])
+@pytest.mark.parametrize("input_format", ["gr-stream", "gr-pdu", "gr-stream squelch"])
 def test_daemon_classifies_every_burst_of_a_gnuradio_flowgraph(flowgraph, serve, input_format) -> None:
-    sink = "stream" if input_format == "gr-stream" else "pdu"
-    fg = flowgraph("--sink", sink, "--mod", "qpsk", "--noise", "0.03", "--seed", "11", "--bursts", "10")
-    output, control = serve(fg.endpoint, input_format)
+    squelch = input_format.endswith(" squelch")   # the flowgraph's squelch tags cut the bursts
+    sink = "stream" if input_format.startswith("gr-stream") else "pdu"
+    extra = ["--pass-tags", "--marker", "squelch"] if squelch else []
+    fg = flowgraph("--sink", sink, "--mod", "qpsk", "--noise", "0.03", "--seed", "11", "--bursts", "10", *extra)
+    config = '[input]\ncut_mode = "start_end"\n' if squelch else ""
+    output, control = serve(fg.endpoint, input_format.split()[0], config)
     results, rejects = _collect(output, fg, expected=10)
     truth = fg.truth()
     assert rejects == []
@@ -457,6 +464,8 @@ def test_daemon_classifies_every_burst_of_a_gnuradio_flowgraph(flowgraph, serve,
         assert RESULT_FIELDS <= set(r), RESULT_FIELDS - set(r)
         if input_format == "gr-pdu":
             assert r["n_samples"] == t["length"] and r["truth"]["label"] == "QPSK"
+        elif squelch:   # from where the squelch opens (a sample or two early) to where it closes
+            assert t["length"] <= r["n_samples"] <= t["length"] + 40
         else:
             assert t["length"] <= r["n_samples"] <= t["length"] + 2 * PAD + 2 * BLOCK + 16
     if _shipped_model():
