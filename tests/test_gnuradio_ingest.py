@@ -208,6 +208,26 @@ def test_pdus_a_squelch_cuts_with_tags_to_pdu_are_bursts_numbered_and_timed(flow
         assert 0 <= b.n_samples - t["length"] <= 40 and b.meta["pdu_num"] == b.burst_id
 
 
+def test_classify_finds_the_bursts_of_a_gnuradio_file_sink_recording(flowgraph, tmp_path, tiny_model_dir,
+                                                                      capsys) -> None:
+    from rfclassify.cli import main
+
+    rec = tmp_path / "capture.cfile"   # what blocks.file_sink of gr_complex writes: raw cf32_le
+    fg = flowgraph("--sink", "file", "--dump", str(rec), "--mod", "qpsk", "--noise", "0.05", "--seed", "9",
+                   "--no-wait")
+    truth = fg.truth()
+    model = [] if _shipped_model() else ["--model-dir", str(tiny_model_dir)]
+    assert main(["classify", str(rec), "--raw", "cf32_le", "--sample-rate", "1e6", "--json", "--device", "cpu",
+                 *model]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(records) == len(truth)
+    for r, t in zip(records, truth, strict=True):   # each burst found, within the detector's padding
+        assert r["start_sample"] <= t["offset"] and r["start_sample"] + r["n_samples"] >= t["offset"] + t["length"]
+        assert r["n_samples"] <= t["length"] + 2 * PAD + 2 * BLOCK + 16 and r["sample_rate"] == 1e6
+    if _shipped_model():
+        assert sum(r["label"] == "QPSK" for r in records) >= 6, [r["label"] for r in records]
+
+
 def test_pdus_decode_to_exactly_the_samples_sent(flowgraph, tmp_path) -> None:
     dump = tmp_path / "sent.c64"
     fg = flowgraph("--sink", "pdu", "--mod", "qpsk", "--noise", "0.05", "--seed", "5", "--dump", str(dump))

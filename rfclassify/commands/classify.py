@@ -1,4 +1,4 @@
-"""`rfclassify classify FILE…`: classify the bursts of SigMF recordings or HDF5 datasets.
+"""`rfclassify classify FILE…`: classify the bursts of SigMF recordings, HDF5 datasets or raw recordings.
 
 Prints a table (one row a burst) and, when the files carry labels, the accuracy; with
 --json, one JSON object per line instead (the result fields of the daemon's records plus
@@ -13,8 +13,20 @@ import sys
 from collections import Counter
 from typing import Any
 
-from rfclassify._argtypes import count
+from rfclassify._argtypes import count, float_range
 from rfclassify.engine.options import add_model_arguments
+
+
+def sigmf_datatype(text: str) -> str:
+    """--raw's value: a SigMF datatype name (cf32_le, ci16_le, cu8, ...)."""
+    from rfclassify._exceptions import InputError
+    from rfclassify.engine.files import sigmf_dtype
+
+    try:
+        sigmf_dtype(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")
     parser.add_argument("--limit", type=count(), default=None, metavar="N", help="at most N bursts per file")
     parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
+    parser.add_argument("--raw", type=sigmf_datatype, metavar="DATATYPE",
+                        help="read a FILE that is neither SigMF nor HDF5 as raw samples of this SigMF datatype "
+                             "(cf32_le: GNU Radio's file_sink of gr_complex; ci16_le, cu8, ...)")
+    parser.add_argument("--sample-rate", type=float_range(0.0, 1e12, lo_open=True), metavar="HZ",
+                        help="a raw FILE's sample rate (recorded in the results)")
+    parser.add_argument("--cut", choices=("auto", "energy", "whole"), default="auto",
+                        help="a recording without annotations: 'energy' finds its bursts with the daemon's "
+                             "energy detector, 'whole' classifies it as one burst; 'auto' (default): raw "
+                             "files by energy, SigMF recordings whole")
     parser.add_argument("--full-band", action="store_true",
                         help="SigMF: classify an annotation's whole capture band, not the band its "
                              "core:freq_lower_edge / core:freq_upper_edge give (mixed to 0 Hz and decimated)")
@@ -35,9 +56,11 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.engine.classifier import Classifier
     from rfclassify.engine.files import iter_file_bursts
 
-    # Open every file first, so a bad one fails before minutes of work on the others.
+    # Open and check every file first (limit 0: no burst read), so a bad one fails before
+    # minutes of work on the others.
+    reading = {"full_band": args.full_band, "cut": args.cut, "raw": args.raw, "sample_rate_hz": args.sample_rate}
     for path in args.files:
-        next(iter_file_bursts(path, chunk=1, limit=1, full_band=args.full_band), None)
+        next(iter_file_bursts(path, limit=0, **reading), None)
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
         tally = _Tally(tuple(clf.labels))
@@ -47,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
                               "bucket", "win", "truth"))
         for path in args.files:
-            for chunk in iter_file_bursts(path, limit=args.limit, full_band=args.full_band):
+            for chunk in iter_file_bursts(path, limit=args.limit, **reading):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
                 for burst, result in zip(chunk, results, strict=True):
                     tally.add(burst, result)

@@ -21,6 +21,7 @@ example is a burst with its label and SNR as truth.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import tarfile
@@ -93,9 +94,14 @@ class _Dataset:
     size: int
 
 
-def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = False) -> list[FileBurst]:
+CUTS = ("auto", "energy", "whole")
+
+
+def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
+               ) -> list[FileBurst]:
     """The bursts of one SigMF recording (see the module docstring), at most `limit` of them;
-    full_band keeps the whole band of annotations that give their frequency edges.
+    full_band keeps the whole band of annotations that give their frequency edges; cut says
+    how a recording without annotations is cut (CUTS: "energy" finds its bursts, else it is one).
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
     meta_path, data_path = sigmf_paths(path)
@@ -108,10 +114,10 @@ def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = Fal
         dataset = _Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
         raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    return _recording_bursts(meta, meta_path, dataset, limit, full_band)
+    return _recording_bursts(meta, meta_path, dataset, limit, full_band, cut)
 
 
-def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bool = False
+def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
                        ) -> Iterator[list[FileBurst]]:
     """The bursts of each recording in a SigMF archive (an uncompressed tar holding
     NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
@@ -142,7 +148,7 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bo
     bursts = []   # every recording checked (and its returned bursts read) before any is given
     for meta, where, dataset in recordings:
         left = None if limit is None else max(0, limit - sum(map(len, bursts)))
-        bursts.append(_recording_bursts(meta, where, dataset, left, full_band))
+        bursts.append(_recording_bursts(meta, where, dataset, left, full_band, cut))
     yield from (b for b in bursts if b)
 
 
@@ -173,7 +179,7 @@ def _named_dataset(glob: dict, meta_path: Path) -> Path | None:
 
 
 def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int | None,
-                      full_band: bool = False) -> list[FileBurst]:
+                      full_band: bool = False, cut: str = "auto") -> list[FileBurst]:
     """The bursts of one recording whose metadata is meta and whose samples are in dataset; an
     annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless full_band."""
     glob = meta["global"]
@@ -190,6 +196,8 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int
                          _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path)
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
+    if not annotations and cut == "energy":
+        return list(itertools.islice(_energy_bursts(samples, first, str(meta_path), rate_hz), limit))
     if not annotations:
         return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
     spans = []
@@ -348,6 +356,54 @@ def _as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
         return (x[:, 0] + 1j * x[:, 1]).astype(np.complex64)
 
 
+def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = None, chunk: int = 4096,
+             limit: int | None = None, cut: str = "auto") -> Iterator[list[FileBurst]]:
+    """Chunks of the bursts of a raw recording: samples of a SigMF datatype and nothing else
+    (GNU Radio's file_sink of gr_complex is cf32_le; an SDR tool's .cfile or .iq), found by the
+    daemon's energy detector unless cut is "whole" (the file one burst). The file is checked
+    before the first chunk; limit 0 checks it and reads nothing."""
+    p = Path(path)
+    component, is_complex = sigmf_dtype(datatype)
+    try:
+        dataset = _Dataset(p, 0, p.stat().st_size)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read it ({exc})") from None
+    samples = _SampleMap(dataset, component, is_complex, 0, [], 0, p)
+    if limit == 0:
+        return
+    if cut == "whole":
+        yield [FileBurst(samples.read(0, samples.n), str(p), 0, 0, sample_rate_hz)]
+        return
+    found = _energy_bursts(samples, 0, str(p), sample_rate_hz)
+    while bursts := list(itertools.islice(found, chunk if limit is None else min(chunk, limit))):
+        yield bursts
+        if limit is not None:
+            limit -= len(bursts)
+            if limit == 0:
+                return
+
+
+READ_SAMPLES = 1 << 20   # samples read and cut at a time
+
+
+def _energy_bursts(samples: _SampleMap, first: int, source: str, rate_hz: float | None) -> Iterator[FileBurst]:
+    """The bursts the daemon's gr-stream input would find in these samples: its DC blocker,
+    then its energy detector with its default settings (rfclassify.serve.burst_cutter)."""
+    from rfclassify.dsp.dc_block import DcBlocker
+    from rfclassify.serve.burst_cutter import EnergyCutter
+    from rfclassify.serve.config import DC_BLOCK_SAMPLES
+
+    cutter, dc = EnergyCutter(start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
+    index, end = 0, first + samples.n
+    for pos in range(first, end + 1, READ_SAMPLES):
+        last = pos + READ_SAMPLES > end
+        x = samples.read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
+        segments = cutter.feed(dc.process(x)) + (cutter.flush() if last else [])
+        for seg in segments:
+            yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
+            index += 1
+
+
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of an rfclassify HDF5 dataset, with label and SNR as truth."""
     from rfclassify.data.reader import DatasetReader
@@ -364,22 +420,28 @@ def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> 
             ]
 
 
-def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None, full_band: bool = False
+def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None, full_band: bool = False,
+                     cut: str = "auto", raw: str | None = None, sample_rate_hz: float | None = None
                      ) -> Iterator[list[FileBurst]]:
-    """Chunks of bursts from a SigMF recording or archive or an HDF5 dataset; InputError for anything
-    else. full_band: SigMF annotations that give their band are not cut to it."""
+    """Chunks of bursts from a SigMF recording or archive, an HDF5 dataset, or (with raw, a
+    SigMF datatype) a raw recording; InputError for anything else. full_band: SigMF annotations
+    that give their band are not cut to it. cut: how a recording without annotations is cut
+    (CUTS; "auto": a raw one by energy, a SigMF one whole). sample_rate_hz: a raw recording's.
+    limit 0 checks the file and reads no burst."""
+    if cut not in CUTS:
+        raise InputError(f"cut must be one of {', '.join(CUTS)}, got {cut!r}")
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
     if not p.exists() and p.name and not is_sigmf(p) and is_sigmf_archive(p.with_name(p.name + ".sigmf")):
         p = p.with_name(p.name + ".sigmf")   # NAME for NAME.sigmf, as NAME names a pair
     if is_sigmf_archive(p):
-        for bursts in read_sigmf_archive(p, limit, full_band):
+        for bursts in read_sigmf_archive(p, limit, full_band, cut):
             for lo in range(0, len(bursts), chunk):
                 yield bursts[lo:lo + chunk]
         return
     if is_sigmf(p):
-        bursts = read_sigmf(p, limit, full_band)
+        bursts = read_sigmf(p, limit, full_band, cut)
         for lo in range(0, len(bursts), chunk):
             yield bursts[lo:lo + chunk]
         return
@@ -388,7 +450,11 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     if _is_hdf5(p):
         yield from iter_hdf5(p, chunk, limit)
         return
-    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive) nor an rfclassify HDF5 dataset")
+    if raw is not None:
+        yield from iter_raw(p, raw, sample_rate_hz, chunk, limit, "whole" if cut == "whole" else "energy")
+        return
+    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive) nor an rfclassify HDF5 "
+                     "dataset; a raw recording needs --raw DATATYPE (cf32_le for GNU Radio's file_sink of gr_complex)")
 
 
 def _is_hdf5(path: Path) -> bool:

@@ -22,6 +22,7 @@ from rfclassify._numbers import as_finite_float
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
 INPUT_MODES = ("sub", "pull")
 CUT_MODES = ("energy", "tags", "start_end")
+DC_BLOCK_SAMPLES = 65536   # stream input's DC blocker time constant unless configured (also raw files in classify)
 OVERLOAD_POLICIES = ("drop_oldest", "drop_newest", "block")
 # engine.select's BACKEND_CHOICES / PRECISION_CHOICES, spelled out: importing it pulls numpy in
 BACKENDS = ("auto", "tensorrt", "torch", "onnxruntime")
@@ -59,7 +60,7 @@ class InputConfig:
     end_tag: str = "squelch_eob"
     idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
     # gr-stream: time constant (samples) of the DC blocker before cutting; 0 = off
-    dc_block_samples: int = field(default=65536, metadata=_check(lo=0, hi=2**31 - 1))
+    dc_block_samples: int = field(default=DC_BLOCK_SAMPLES, metadata=_check(lo=0, hi=2**31 - 1))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 from rfclassify._exceptions import ConfigError
 from rfclassify.serve.bursts import Burst, Reject
 from rfclassify.serve.burst_cutter import CutterConfig
-from rfclassify.serve.config import CUT_MODES, INPUT_FORMATS, MiB
+from rfclassify.serve.config import CUT_MODES, DC_BLOCK_SAMPLES, INPUT_FORMATS, MiB
 
 # Every reason code a decoder can put in a Reject (windows.py adds too_short, non_finite,
 # zero_power and bad_shape later in the pipeline).
@@ -79,7 +79,7 @@ class IngestConfig:
     start_tag: str = "squelch_sob"
     end_tag: str = "squelch_eob"
     idle_flush_s: float = 0.5
-    dc_block_samples: int = 65536
+    dc_block_samples: int = DC_BLOCK_SAMPLES
     cutter: CutterConfig = field(default_factory=CutterConfig)
 
     def __post_init__(self) -> None:

@@ -7,7 +7,8 @@
       [-> analog.pwr_squelch_cc (squelch_sob / squelch_eob tags), --marker squelch]
       [-> blocks.burst_tagger fed the gate (burst #t / #f tags), --marker burst_tagger]
       -> zeromq.pub_sink (optionally pass_tags, key),
-      or zeromq.push_sink with --sink push
+      or zeromq.push_sink with --sink push, or blocks.file_sink (a raw cf32 recording, --dump)
+      with --sink file
     pdu-squelch: the stream's bursts and noise -> analog.pwr_squelch_cc -> pdu.tags_to_pdu_c
       (a PDU from each squelch_sob to its squelch_eob) -> zeromq.pub_msg_sink
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
@@ -67,7 +68,7 @@ def modulate(name: str, sample_rate_hz: float, n: int, noise: float = 0.0, seed:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sink", choices=("stream", "push", "pdu", "pdu-squelch"), default="stream")
+    ap.add_argument("--sink", choices=("stream", "push", "pdu", "pdu-squelch", "file"), default="stream")
     ap.add_argument("--mod", choices=("qpsk", "bpsk", "gmsk", "fm"), default="qpsk")
     ap.add_argument("--pass-tags", action="store_true")
     ap.add_argument("--key", default="")
@@ -81,7 +82,7 @@ def main() -> int:
                     help="stream: a GNU Radio block that marks each burst's start and end with tags")
     ap.add_argument("--sample-rate", type=float, default=1e6)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dump", default="", help="pdu: write the PDU samples here (raw complex64)")
+    ap.add_argument("--dump", default="", help="pdu: write the PDU samples here (raw complex64); file: the recording")
     ap.add_argument("--no-wait", action="store_true", help="start at once, without waiting for stdin")
     args = ap.parse_args()
 
@@ -93,7 +94,7 @@ def main() -> int:
         return gr.tag_utils.python_to_tag((offset, pmt.intern(key), value, pmt.intern("burst_source")))
 
     truth, tags, pos = [], [], 0
-    if args.sink in ("stream", "push", "pdu-squelch"):
+    if args.sink in ("stream", "push", "pdu-squelch", "file"):
         gate = []
         for i, (n, g) in enumerate(zip(lengths, gaps)):
             gate += [0.0] * g
@@ -112,6 +113,9 @@ def main() -> int:
             sink = zeromq.push_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1)
         elif args.sink == "pdu-squelch":
             sink = zeromq.pub_msg_sink("tcp://127.0.0.1:0", 100, True)
+        elif args.sink == "file":
+            sink = blocks.file_sink(gr.sizeof_gr_complex, args.dump, False)
+            sink.set_unbuffered(False)
         else:
             sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
         tb = gr.top_block()
@@ -147,7 +151,7 @@ def main() -> int:
         tb.connect(src, to_pdu)
         tb.msg_connect(to_pdu, "pdus", sink, "in")
 
-    print("ENDPOINT", sink.last_endpoint(), flush=True)
+    print("ENDPOINT", "file:" + args.dump if args.sink == "file" else sink.last_endpoint(), flush=True)
     if not args.no_wait:
         sys.stdin.readline()
     tb.start()

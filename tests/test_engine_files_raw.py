@@ -1,0 +1,103 @@
+"""Raw recordings (samples and nothing else) and unannotated SigMF recordings cut into bursts
+by the daemon's energy detector, as `rfclassify classify --raw/--cut` reads them."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import InputError
+from rfclassify.cli import main
+from rfclassify.engine import files
+from rfclassify.engine.files import iter_file_bursts, read_sigmf
+from rfclassify.serve.burst_cutter import EnergyCutter
+
+BURSTS = [(20_000, 3_000), (60_000, 1_500), (150_000, 5_000)]
+
+
+def _recording(n: int = 200_000, seed: int = 0) -> np.ndarray:
+    """Noise 30 dB under unit-power bursts at BURSTS, and a receiver DC offset."""
+    rng = np.random.default_rng(seed)
+    x = 0.02 * (rng.standard_normal(n) + 1j * rng.standard_normal(n)) + (0.05 - 0.03j)
+    for start, length in BURSTS:
+        x[start:start + length] += np.exp(2j * np.pi * rng.random(length))
+    return x.astype(np.complex64)
+
+
+def _cu8(x: np.ndarray) -> np.ndarray:
+    """What rtl_sdr writes: interleaved unsigned bytes centred on 127.5."""
+    pairs = np.stack([x.real, x.imag], axis=1) * 60 + 127.5
+    return np.clip(np.round(pairs), 0, 255).astype(np.uint8)
+
+
+def _found(bursts) -> list[tuple[int, int]]:
+    return [(b.start_sample, b.iq.size) for chunk in bursts for b in chunk]
+
+
+def _covers(found: list[tuple[int, int]]) -> bool:
+    """Each burst found once, its span covering the sent one plus at most the detector's padding."""
+    return len(found) == len(BURSTS) and all(
+        s <= start and s + n >= start + length and n <= length + 200
+        for (s, n), (start, length) in zip(found, BURSTS, strict=True))
+
+
+@pytest.mark.parametrize("datatype", ["cf32_le", "cu8"])
+def test_a_raw_recording_is_cut_by_the_daemons_energy_detector(tmp_path, datatype):
+    x = _recording()
+    path = tmp_path / "capture.bin"
+    (x if datatype == "cf32_le" else _cu8(x)).tofile(path)
+    found = _found(iter_file_bursts(path, raw=datatype, sample_rate_hz=2.4e6))
+    assert _covers(found), found
+    (whole,) = _found(iter_file_bursts(path, raw=datatype, cut="whole"))
+    assert whole == (0, x.size)
+    assert len(_found(iter_file_bursts(path, raw=datatype, limit=2, chunk=1))) == 2
+    assert _found(iter_file_bursts(path, raw=datatype, limit=0)) == []
+
+
+def test_reading_in_pieces_finds_what_one_pass_of_the_detector_finds(tmp_path, monkeypatch):
+    from rfclassify.dsp.dc_block import DcBlocker
+
+    x = _recording(seed=1)
+    x.tofile(tmp_path / "capture.cfile")
+    cutter = EnergyCutter()
+    one_pass = [(s.start_sample, s.n_samples) for s in cutter.feed(DcBlocker(65536).process(x)) + cutter.flush()]
+    monkeypatch.setattr(files, "READ_SAMPLES", 7_777)   # bursts and detector epochs across the reads
+    assert _found(iter_file_bursts(tmp_path / "capture.cfile", raw="cf32_le")) == one_pass
+    assert _covers(one_pass)
+
+
+def test_an_unannotated_sigmf_recording_is_cut_by_energy_when_asked(tmp_path):
+    x = _recording(seed=2)
+    x.tofile(tmp_path / "rec.sigmf-data")
+    meta = {"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "core:offset": 1000}}
+    (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
+    (whole,) = read_sigmf(tmp_path / "rec")
+    assert (whole.start_sample, whole.iq.size) == (1000, x.size)
+    cut = read_sigmf(tmp_path / "rec", cut="energy")
+    assert [b.index for b in cut] == [0, 1, 2] and all(b.sample_rate_hz == 1e6 for b in cut)
+    assert _covers([(b.start_sample - 1000, b.iq.size) for b in cut])   # indices are absolute
+
+
+def test_classify_reads_a_raw_file_only_when_told_its_datatype(tiny_model_dir, tmp_path, capsys):
+    path = tmp_path / "capture.iq"
+    _recording().tofile(path)
+    model = ["--model-dir", str(tiny_model_dir), "--device", "cpu"]
+    assert main(["classify", str(path), *model]) == 2
+    assert "a raw recording needs --raw DATATYPE" in capsys.readouterr().err
+    assert main(["classify", str(path), "--raw", "cf32_le", "--sample-rate", "2e6", "--json", *model]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["burst"] for r in records] == [0, 1, 2] and {r["sample_rate"] for r in records} == {2e6}
+    path.write_bytes(bytes(12))   # not a whole number of 8-byte samples
+    assert main(["classify", str(path), "--raw", "cf32_le", *model]) == 2
+    assert "12 bytes is not a whole number of 8-byte samples" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["classify", str(path), "--raw", "cf32", *model])
+    assert re.search(r"--raw: SigMF datatype 'cf32' needs an endianness suffix", capsys.readouterr().err)
+
+
+def test_an_unknown_cut_is_refused():
+    with pytest.raises(InputError, match="cut must be one of auto, energy, whole"):
+        next(iter_file_bursts("x", cut="tags"))
