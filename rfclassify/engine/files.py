@@ -1,4 +1,5 @@
-"""Bursts stored in files, for `rfclassify classify`: SigMF recordings and rfclassify HDF5 datasets.
+"""Bursts stored in files, for `rfclassify classify`: SigMF recordings, rfclassify HDF5 datasets,
+WAV IQ recordings and raw recordings.
 
 SigMF (``NAME.sigmf-meta`` + ``NAME.sigmf-data``, or a ``.sigmf`` archive of such pairs):
 every entry of ``annotations`` with ``core:sample_start`` (and ``core:sample_count``; absent =
@@ -17,6 +18,10 @@ the decimated one; ``full_band`` keeps the whole band.
 
 HDF5: the dataset schema of ``rfclassify.data.schema``, read with ``DatasetReader``; every
 example is a burst with its label and SNR as truth.
+
+WAV (two channels, I and Q) and raw recordings (samples of a SigMF datatype, nothing else):
+their bursts are found by the daemon's gr-stream cutting (its DC blocker and energy detector),
+or the whole file is one burst.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import itertools
 import json
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,7 +202,7 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
     if not annotations and cut == "energy":
-        return list(itertools.islice(_energy_bursts(samples, first, str(meta_path), rate_hz), limit))
+        return list(itertools.islice(_energy_bursts(samples.read, first, samples.n, str(meta_path), rate_hz), limit))
     if not annotations:
         return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
     spans = []
@@ -374,11 +379,51 @@ def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = Non
     if cut == "whole":
         yield [FileBurst(samples.read(0, samples.n), str(p), 0, 0, sample_rate_hz)]
         return
-    found = _energy_bursts(samples, 0, str(p), sample_rate_hz)
-    while bursts := list(itertools.islice(found, chunk if limit is None else min(chunk, limit))):
-        yield bursts
+    yield from _chunked(_energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz), chunk, limit)
+
+
+def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, cut: str = "auto"
+             ) -> Iterator[list[FileBurst]]:
+    """Chunks of the bursts of a two-channel WAV IQ recording (I left, Q right: what SDR#,
+    SDRuno, HDSDR and GQRX record), its rate from the header, found by energy unless cut is
+    "whole". 8-bit samples are centred on zero; the file is memory-mapped."""
+    import warnings
+
+    from scipy.io import wavfile
+
+    p = Path(path)
+    try:
+        with warnings.catch_warnings():   # vendors' own chunks (SDRuno's auxi) are skipped, not warned of
+            warnings.simplefilter("ignore", wavfile.WavFileWarning)
+            try:
+                rate, data = wavfile.read(p, mmap=True)
+            except ValueError:   # 24-bit samples cannot be memory-mapped: read them whole
+                rate, data = wavfile.read(p, mmap=False)
+    except Exception as exc:  # noqa: BLE001 - scipy's parser lets struct.error, ZeroDivisionError and
+        # UnboundLocalError out of a damaged header (a fuzz of 1,500 mutated files): all are a bad file
+        raise InputError(f"{p}: cannot read it as WAV ({type(exc).__name__}: {exc})") from None
+    if data.ndim != 2 or data.shape[1] != 2:
+        raise InputError(f"{p}: a WAV IQ recording has two channels (I, Q); this one has "
+                         f"{1 if data.ndim == 1 else data.shape[1]}")
+    rate_hz = float(rate) if rate > 0 else None
+    if limit == 0:
+        return
+
+    def read(start: int, count: int) -> np.ndarray:
+        return _as_float(data[start:start + count], True)
+
+    if cut == "whole":
+        yield [FileBurst(read(0, data.shape[0]), str(p), 0, 0, rate_hz)]
+        return
+    yield from _chunked(_energy_bursts(read, 0, data.shape[0], str(p), rate_hz), chunk, limit)
+
+
+def _chunked(bursts: Iterator[FileBurst], chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
+    """Lists of at most chunk bursts, at most limit in all."""
+    while found := list(itertools.islice(bursts, chunk if limit is None else min(chunk, limit))):
+        yield found
         if limit is not None:
-            limit -= len(bursts)
+            limit -= len(found)
             if limit == 0:
                 return
 
@@ -386,18 +431,20 @@ def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = Non
 READ_SAMPLES = 1 << 20   # samples read and cut at a time
 
 
-def _energy_bursts(samples: _SampleMap, first: int, source: str, rate_hz: float | None) -> Iterator[FileBurst]:
-    """The bursts the daemon's gr-stream input would find in these samples: its DC blocker,
-    then its energy detector with its default settings (rfclassify.serve.burst_cutter)."""
+def _energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
+                   rate_hz: float | None) -> Iterator[FileBurst]:
+    """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
+    count) gives them): its DC blocker, then its energy detector with its default settings
+    (rfclassify.serve.burst_cutter)."""
     from rfclassify.dsp.dc_block import DcBlocker
     from rfclassify.serve.burst_cutter import EnergyCutter
     from rfclassify.serve.config import DC_BLOCK_SAMPLES
 
     cutter, dc = EnergyCutter(start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
-    index, end = 0, first + samples.n
+    index, end = 0, first + n
     for pos in range(first, end + 1, READ_SAMPLES):
         last = pos + READ_SAMPLES > end
-        x = samples.read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
+        x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
         segments = cutter.feed(dc.process(x)) + (cutter.flush() if last else [])
         for seg in segments:
             yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
@@ -450,11 +497,24 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     if _is_hdf5(p):
         yield from iter_hdf5(p, chunk, limit)
         return
+    if _is_wav(p):
+        yield from iter_wav(p, chunk, limit, cut)
+        return
     if raw is not None:
         yield from iter_raw(p, raw, sample_rate_hz, chunk, limit, "whole" if cut == "whole" else "energy")
         return
-    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive) nor an rfclassify HDF5 "
-                     "dataset; a raw recording needs --raw DATATYPE (cf32_le for GNU Radio's file_sink of gr_complex)")
+    raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive), an rfclassify HDF5 "
+                     "dataset nor a WAV IQ recording; a raw recording needs --raw DATATYPE (cf32_le for GNU "
+                     "Radio's file_sink of gr_complex)")
+
+
+def _is_wav(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE"
 
 
 def _is_hdf5(path: Path) -> bool:
