@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rfclassify.cli import main
-from rfclassify.engine.files import read_sigmf, sigmf_dtype
+from rfclassify.engine.sigmf import read_sigmf, sigmf_dtype
 
 
 def _iq(n: int, seed: int) -> np.ndarray:

@@ -11,8 +11,9 @@ import pytest
 
 from rfclassify._exceptions import InputError
 from rfclassify.cli import main
-from rfclassify.engine import files
-from rfclassify.engine.files import iter_file_bursts, read_sigmf
+from rfclassify.engine import file_bursts
+from rfclassify.engine.files import iter_file_bursts
+from rfclassify.engine.sigmf import read_sigmf
 from rfclassify.serve.burst_cutter import EnergyCutter
 
 BURSTS = [(20_000, 3_000), (60_000, 1_500), (150_000, 5_000)]
@@ -64,7 +65,7 @@ def test_reading_in_pieces_finds_what_one_pass_of_the_detector_finds(tmp_path, m
     x.tofile(tmp_path / "capture.cfile")
     cutter = EnergyCutter()
     one_pass = [(s.start_sample, s.n_samples) for s in cutter.feed(DcBlocker(65536).process(x)) + cutter.flush()]
-    monkeypatch.setattr(files, "READ_SAMPLES", 7_777)   # bursts and detector epochs across the reads
+    monkeypatch.setattr(file_bursts, "READ_SAMPLES", 7_777)   # bursts and detector epochs across the reads
     assert _found(iter_file_bursts(tmp_path / "capture.cfile", raw="cf32_le")) == one_pass
     assert _covers(one_pass)
 

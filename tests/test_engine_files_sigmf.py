@@ -12,7 +12,8 @@ import pytest
 
 from rfclassify._exceptions import InputError
 from rfclassify.cli import main
-from rfclassify.engine.files import iter_file_bursts, read_sigmf
+from rfclassify.engine.files import iter_file_bursts
+from rfclassify.engine.sigmf import read_sigmf
 
 sigmf = pytest.importorskip("sigmf", reason="the sigmf library is in the test extra: pip install -e '.[test]'")
 from sigmf import SigMFFile, sigmffile  # noqa: E402  (the 1.14 API: keys at the top, autoscale on the file)

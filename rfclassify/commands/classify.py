@@ -20,7 +20,7 @@ from rfclassify.engine.options import add_model_arguments
 def sigmf_datatype(text: str) -> str:
     """--raw's value: a SigMF datatype name (cf32_le, ci16_le, cu8, ...)."""
     from rfclassify._exceptions import InputError
-    from rfclassify.engine.files import sigmf_dtype
+    from rfclassify.engine.sigmf import sigmf_dtype
 
     try:
         sigmf_dtype(text)

@@ -1,364 +1,27 @@
-"""Bursts stored in files, for `rfclassify classify`: SigMF recordings, rfclassify HDF5 datasets,
-WAV IQ recordings and raw recordings.
-
-SigMF (``NAME.sigmf-meta`` + ``NAME.sigmf-data``, or a ``.sigmf`` archive of such pairs):
-every entry of ``annotations`` with ``core:sample_start`` (and ``core:sample_count``; absent =
-to the end) is one burst, and its ``core:label`` is taken as ground truth when it is a
-canonical label; without annotations the whole capture is one burst. ``core:datatype`` may be
-any single-channel SigMF type: ``cf32_le``, ``cf64_be``, ``ci16_le``, ``ci8``, ``cu8``,
-``rf32_le``, ... The sample rate is the global ``core:sample_rate``. Sample indices are
-absolute, as the specification has them: the dataset's first sample is ``core:offset`` (a
-recording split over files). A non-conforming dataset is read too: ``core:dataset`` names the
-data file beside the metadata, each capture's ``core:header_bytes`` and the global
-``core:trailing_bytes`` are skipped. Samples are memory-mapped (inside an archive too), so a
-long recording costs only the annotated bursts. An annotation that gives its band
-(``core:freq_lower_edge`` and ``core:freq_upper_edge``, Hz, as its capture's ``core:frequency``)
-is cut to it: mixed to 0 Hz and decimated (rfclassify.dsp.channelize), its burst's sample rate
-the decimated one; ``full_band`` keeps the whole band.
+"""Bursts stored in files, for `rfclassify classify`: which reader a file needs, and the readers
+of what is not SigMF (rfclassify.engine.sigmf reads that).
 
 HDF5: the dataset schema of ``rfclassify.data.schema``, read with ``DatasetReader``; every
 example is a burst with its label and SNR as truth.
 
 WAV (two channels, I and Q) and raw recordings (samples of a SigMF datatype, nothing else):
-their bursts are found by the daemon's gr-stream cutting (its DC blocker and energy detector),
-or the whole file is one burst.
+their bursts are found by the daemon's gr-stream cutting (its DC blocker and energy detector;
+rfclassify.engine.file_bursts), or the whole file is one burst.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import re
-import tarfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from rfclassify._exceptions import InputError, quoted
-from rfclassify._numbers import as_finite_float
-from rfclassify.labels import LABELS
-
-_SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
-
-
-@dataclass(frozen=True)
-class FileBurst:
-    """One burst read from a file, with where it came from and its truth when the file has it."""
-
-    iq: np.ndarray                       # 1-D complex (or real for real SigMF types)
-    source: str                          # the file
-    index: int                           # burst number within the file
-    start_sample: int                    # offset in the recording / dataset
-    sample_rate_hz: float | None = None
-    truth_label: str | None = None
-    truth_snr_db: float | None = None
-    band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
-
-
-def sigmf_dtype(datatype: str) -> tuple[np.dtype, bool]:
-    """(numpy dtype of one real component, is_complex) for a SigMF core:datatype."""
-    m = _SIGMF_TYPE.match(datatype)
-    if not m:
-        raise InputError(f"unsupported SigMF datatype {datatype!r} (e.g. cf32_le, ci16_le, ci8)")
-    fmt, bits, end = m["fmt"], int(m["bits"]), m["end"]
-    if fmt == "f" and bits not in (32, 64):
-        raise InputError(f"unsupported SigMF datatype {datatype!r}: floats are 32 or 64 bits")
-    if bits > 8 and end is None:
-        raise InputError(f"SigMF datatype {datatype!r} needs an endianness suffix (_le or _be)")
-    order = "<" if end in (None, "le") else ">"
-    return np.dtype(f"{order}{fmt}{bits // 8}"), m["kind"] == "c"
-
-
-def sigmf_paths(path: str | Path) -> tuple[Path, Path]:
-    """(meta, data) paths for NAME, NAME.sigmf-meta or NAME.sigmf-data."""
-    p = Path(path)
-    base = p.with_suffix("") if p.suffix in (".sigmf-meta", ".sigmf-data") else p
-    if not base.name:   # '' or '/': Path's with_name raised ValueError
-        raise InputError(f"{str(path) or repr('')}: a directory, not a recording")
-    return base.with_name(base.name + ".sigmf-meta"), base.with_name(base.name + ".sigmf-data")
-
-
-def is_sigmf(path: str | Path) -> bool:
-    return sigmf_paths(path)[0].is_file()
-
-
-def is_sigmf_archive(path: str | Path) -> bool:
-    p = Path(path)
-    return p.suffix == ".sigmf" and p.is_file()
-
-
-@dataclass(frozen=True)
-class _Dataset:
-    """Where a recording's dataset lies: a file and the bytes of it that are the dataset
-    (all of a .sigmf-data file; one member's in an archive)."""
-
-    path: Path
-    start: int
-    size: int
-
+from rfclassify._exceptions import InputError
+from rfclassify.engine.file_bursts import FileBurst, chunked, energy_bursts
+from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
+                                     read_sigmf_archive, sigmf_dtype, sigmf_paths)
 
 CUTS = ("auto", "energy", "whole")
-
-
-def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
-               ) -> list[FileBurst]:
-    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them;
-    full_band keeps the whole band of annotations that give their frequency edges; cut says
-    how a recording without annotations is cut (CUTS: "energy" finds its bursts, else it is one).
-
-    Every annotation is checked, but only the bursts returned are converted from the file."""
-    meta_path, data_path = sigmf_paths(path)
-    try:
-        meta = _sigmf_meta(meta_path.read_bytes(), meta_path)
-    except OSError as exc:
-        raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
-    data_path = _named_dataset(meta["global"], meta_path) or data_path
-    try:
-        dataset = _Dataset(data_path, 0, data_path.stat().st_size)
-    except OSError as exc:
-        raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    return _recording_bursts(meta, meta_path, dataset, limit, full_band, cut)
-
-
-def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
-                       ) -> Iterator[list[FileBurst]]:
-    """The bursts of each recording in a SigMF archive (an uncompressed tar holding
-    NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
-    most `limit` in all. The samples are memory-mapped inside the archive, never extracted.
-    Every recording is checked before the first list is given."""
-    archive = Path(path)
-    try:
-        with tarfile.open(archive, "r:") as tar:
-            members = tar.getmembers()
-            metas = [(m, tar.extractfile(m).read()) for m in members if m.isfile() and m.name.endswith(".sigmf-meta")]
-    except tarfile.ReadError as exc:
-        raise InputError(f"{archive}: not a SigMF archive (an uncompressed tar; {exc})") from None
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise InputError(f"{archive}: cannot read the SigMF archive ({exc})") from None
-    if not metas:
-        raise InputError(f"{archive}: a tar archive with no .sigmf-meta file")
-    by_name = {m.name: m for m in members}
-    recordings = []
-    for member, raw in metas:
-        where = Path(f"{archive}/{member.name}")
-        meta = _sigmf_meta(raw, where)
-        ncd = _named_dataset(meta["global"], Path(member.name))
-        data_name = member.name[: -len(".sigmf-meta")] + ".sigmf-data" if ncd is None else ncd.as_posix()
-        data = by_name.get(data_name)
-        if data is None or not data.isfile() or data.issparse():
-            raise InputError(f"{archive}: {data_name} is missing or not a plain file in the archive")
-        recordings.append((meta, where, _Dataset(archive, data.offset_data, data.size)))
-    bursts = []   # every recording checked (and its returned bursts read) before any is given
-    for meta, where, dataset in recordings:
-        left = None if limit is None else max(0, limit - sum(map(len, bursts)))
-        bursts.append(_recording_bursts(meta, where, dataset, left, full_band, cut))
-    yield from (b for b in bursts if b)
-
-
-def _sigmf_meta(raw: bytes, where: Path) -> dict:
-    """The parsed metadata, with a 'global' object; InputError otherwise."""
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InputError(f"{where}: cannot read SigMF metadata ({exc})") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("global"), dict):
-        raise InputError(f"{where}: SigMF metadata has no 'global' object")
-    return meta
-
-
-def _named_dataset(glob: dict, meta_path: Path) -> Path | None:
-    """The data file the metadata itself names: core:dataset, beside the metadata (a
-    non-conforming dataset; it is the dataset when given, as the specification and the sigmf
-    library have it), or None for NAME.sigmf-data. InputError for a metadata-only recording
-    (it names none and has none) or a core:dataset that is a path."""
-    if glob.get("core:metadata_only") is True:
-        raise InputError(f"{meta_path}: a metadata-only SigMF recording (core:metadata_only): it holds no samples")
-    name = glob.get("core:dataset")
-    if name is None:
-        return None
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
-        raise InputError(f"{meta_path}: core:dataset must be a file name beside the metadata, got {quoted(name)}")
-    return meta_path.with_name(name)
-
-
-def _recording_bursts(meta: dict, meta_path: Path, dataset: _Dataset, limit: int | None,
-                      full_band: bool = False, cut: str = "auto") -> list[FileBurst]:
-    """The bursts of one recording whose metadata is meta and whose samples are in dataset; an
-    annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless full_band."""
-    glob = meta["global"]
-    if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
-        raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
-    if "core:datatype" not in glob:
-        raise InputError(f"{meta_path}: SigMF metadata has no core:datatype")
-    component, is_complex = sigmf_dtype(str(glob["core:datatype"]))
-    rate_hz = _sigmf_rate(glob.get("core:sample_rate"), meta_path)
-    first = _sigmf_int(glob, "core:offset", 0, meta_path)   # sample indices are absolute
-    if first < 0:
-        raise InputError(f"{meta_path}: core:offset must not be negative, got {first}")
-    samples = _SampleMap(dataset, component, is_complex, first, _sigmf_list(meta, "captures", meta_path),
-                         _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path)
-    annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
-                   and "core:sample_start" in a]
-    if not annotations and cut == "energy":
-        return list(itertools.islice(_energy_bursts(samples.read, first, samples.n, str(meta_path), rate_hz), limit))
-    if not annotations:
-        return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
-    spans = []
-    starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
-    for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
-        count = _sigmf_int(a, "core:sample_count", first + samples.n - start, meta_path)
-        if start < first or count < 0 or start + count > first + samples.n:
-            raise InputError(f"{meta_path}: annotation {i} ({start}+{count}) lies outside the "
-                             f"{samples.n} samples of {dataset.path.name}"
-                             + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
-        label = a.get("core:label")
-        band = None if full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
-        spans.append((i, start, count, label if label in LABELS else None, band))
-    out = []
-    for i, start, count, truth, band in spans[:limit]:
-        iq, rate = samples.read(start, count), rate_hz
-        if band is not None:
-            from rfclassify.dsp.channelize import channelize
-
-            lower, upper = band
-            iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - samples.frequency_at(start), upper - lower)
-        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band))
-    return out
-
-
-def _annotation_band(a: dict, i: int, capture_hz: float | None, rate_hz: float | None,
-                     meta_path: Path) -> tuple[float, float] | None:
-    """An annotation's (lower, upper) frequency edges in Hz when it gives both (None when it
-    gives neither or one), checked against its capture; InputError when they cannot be used."""
-    lower, upper = a.get("core:freq_lower_edge"), a.get("core:freq_upper_edge")
-    if lower is None or upper is None:
-        return None
-    lo, hi = as_finite_float(lower), as_finite_float(upper)
-    if lo is None or hi is None or not lo < hi:
-        raise InputError(f"{meta_path}: annotation {i}: core:freq_lower_edge and core:freq_upper_edge must be "
-                         f"finite numbers of Hz, lower first; got {quoted(lower)} and {quoted(upper)}")
-    if capture_hz is None or rate_hz is None:
-        missing = "core:sample_rate" if rate_hz is None else "core:frequency in its capture"
-        raise InputError(f"{meta_path}: annotation {i} gives its band ({lo:g}..{hi:g} Hz) but the recording has "
-                         f"no {missing} to place it in the samples; add it, or classify the whole band (--full-band)")
-    if abs((lo + hi) / 2 - capture_hz) > rate_hz / 2:
-        raise InputError(f"{meta_path}: annotation {i}'s band ({lo:g}..{hi:g} Hz) is centred outside its capture "
-                         f"({capture_hz - rate_hz / 2:g}..{capture_hz + rate_hz / 2:g} Hz)")
-    return lo, hi
-
-
-class _SampleMap:
-    """A recording's samples by absolute index, memory-mapped from its dataset.
-
-    Each capture segment may be preceded by core:header_bytes that are not samples, and the
-    dataset may end in core:trailing_bytes (a non-conforming dataset's framing); a conforming
-    one is one run of samples. A burst that spans a header is joined from the runs either side."""
-
-    def __init__(self, dataset: _Dataset, component: np.dtype, is_complex: bool, first: int,
-                 captures: list, trailing: int, meta_path: Path) -> None:
-        self.is_complex = is_complex
-        item = component.itemsize * (2 if is_complex else 1)
-        if trailing < 0:
-            raise InputError(f"{meta_path}: core:trailing_bytes must not be negative, got {trailing}")
-        segments = []   # (absolute index of the first sample, header bytes before it)
-        self.frequencies: list[tuple[int, float | None]] = []   # (first sample, the capture's core:frequency)
-        for i, cap in enumerate(captures or [{}]):
-            if not isinstance(cap, dict):
-                raise InputError(f"{meta_path}: captures entry {i} is not an object")
-            if i > 0 and "core:sample_start" not in cap:
-                raise InputError(f"{meta_path}: captures entry {i} has no core:sample_start")
-            start = _sigmf_int(cap, "core:sample_start", first, meta_path)
-            header = _sigmf_int(cap, "core:header_bytes", 0, meta_path)
-            if header < 0 or start < (segments[-1][0] if segments else first):
-                raise InputError(f"{meta_path}: captures entry {i} (core:sample_start {start}, core:header_bytes "
-                                 f"{header}) is out of order or negative")
-            segments.append((start, header))
-            self.frequencies.append((start if i else first, as_finite_float(cap.get("core:frequency"))))
-        segments[0] = (first, segments[0][1])   # samples before the first capture's start are still samples
-        self.runs: list[tuple[int, np.ndarray]] = []   # (absolute index of its first sample, samples)
-        pos = dataset.start
-        end = dataset.start + dataset.size - trailing
-        for k, (start, header) in enumerate(segments):
-            pos += header
-            if k + 1 < len(segments):
-                n = segments[k + 1][0] - start
-            elif pos <= end and (end - pos) % item == 0:
-                n = (end - pos) // item
-            else:
-                raise InputError(f"{dataset.path}: {end - pos} bytes is not a whole number of {item}-byte samples")
-            if pos + n * item > end:
-                raise InputError(f"{dataset.path}: the captures need more than the dataset's {dataset.size} bytes")
-            self.runs.append((start, _map(dataset.path, component, is_complex, pos, n)))
-            pos += n * item
-        self.n = sum(r.shape[0] for _, r in self.runs)
-
-    def frequency_at(self, index: int) -> float | None:
-        """core:frequency (Hz) of the capture holding sample index, None when it gives none."""
-        held = [hz for first, hz in self.frequencies if first <= index]
-        return held[-1] if held else None
-
-    def read(self, start: int, count: int) -> np.ndarray:
-        """Samples start..start+count (absolute indices) as complex64 (float32 for real types)."""
-        pieces = [r[max(0, start - s):max(0, start + count - s)] for s, r in self.runs
-                  if s < start + count and start < s + r.shape[0]]
-        if not pieces:
-            pieces = [self.runs[0][1][:0]]
-        return _as_float(pieces[0] if len(pieces) == 1 else np.concatenate(pieces), self.is_complex)
-
-
-def _map(path: Path, component: np.dtype, is_complex: bool, offset: int, n: int) -> np.ndarray:
-    """n samples from byte offset of path, memory-mapped as (n, 2) components (complex) or (n,) (real)."""
-    shape = (n, 2) if is_complex else (n,)
-    if n == 0:
-        return np.zeros(shape, dtype=component)
-    return np.memmap(path, dtype=component, mode="r", offset=offset, shape=shape)
-
-
-def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
-    """obj[key] as an int (default when absent; a float of integral value, as some writers
-    put it, taken); InputError naming it when it is not one."""
-    value = obj.get(key, default)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{meta_path}: {key} must be an integer, got {quoted(value)}")
-    return value
-
-
-def _sigmf_rate(rate: object, meta_path: Path) -> float | None:
-    """core:sample_rate in Hz: None when absent, InputError unless a positive finite number."""
-    if rate is None:
-        return None
-    hz = as_finite_float(rate)
-    if hz is None or hz <= 0:
-        raise InputError(f"{meta_path}: core:sample_rate must be a positive finite number of Hz, "
-                         f"got {quoted(rate)}")
-    return hz
-
-
-def _sigmf_list(meta: dict, key: str, meta_path: Path) -> list:
-    """meta[key] (absent or null: []), InputError unless it is a list."""
-    value = meta.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"{meta_path}: '{key}' must be a list, got {type(value).__name__}")
-    return value
-
-
-def _as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
-    """complex64 (or float32 for real types); unsigned integers are centred on zero."""
-    x = np.asarray(samples)
-    if x.dtype.kind == "u":
-        x = x.astype(np.float32) - float(2 ** (8 * x.dtype.itemsize - 1))
-    # values past float32 (a cf64 file) become inf and their burst a non_finite reject, not a warning
-    with np.errstate(over="ignore", invalid="ignore"):
-        x = x.astype(np.float32)
-        if not is_complex:
-            return x
-        return (x[:, 0] + 1j * x[:, 1]).astype(np.complex64)
 
 
 def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = None, chunk: int = 4096,
@@ -370,16 +33,16 @@ def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = Non
     p = Path(path)
     component, is_complex = sigmf_dtype(datatype)
     try:
-        dataset = _Dataset(p, 0, p.stat().st_size)
+        dataset = Dataset(p, 0, p.stat().st_size)
     except OSError as exc:
         raise InputError(f"{p}: cannot read it ({exc})") from None
-    samples = _SampleMap(dataset, component, is_complex, 0, [], 0, p)
+    samples = SampleMap(dataset, component, is_complex, 0, [], 0, p)
     if limit == 0:
         return
     if cut == "whole":
         yield [FileBurst(samples.read(0, samples.n), str(p), 0, 0, sample_rate_hz)]
         return
-    yield from _chunked(_energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz), chunk, limit)
+    yield from chunked(energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz), chunk, limit)
 
 
 def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, cut: str = "auto"
@@ -410,45 +73,12 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, cut:
         return
 
     def read(start: int, count: int) -> np.ndarray:
-        return _as_float(data[start:start + count], True)
+        return as_float(data[start:start + count], True)
 
     if cut == "whole":
         yield [FileBurst(read(0, data.shape[0]), str(p), 0, 0, rate_hz)]
         return
-    yield from _chunked(_energy_bursts(read, 0, data.shape[0], str(p), rate_hz), chunk, limit)
-
-
-def _chunked(bursts: Iterator[FileBurst], chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
-    """Lists of at most chunk bursts, at most limit in all."""
-    while found := list(itertools.islice(bursts, chunk if limit is None else min(chunk, limit))):
-        yield found
-        if limit is not None:
-            limit -= len(found)
-            if limit == 0:
-                return
-
-
-READ_SAMPLES = 1 << 20   # samples read and cut at a time
-
-
-def _energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
-                   rate_hz: float | None) -> Iterator[FileBurst]:
-    """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
-    count) gives them): its DC blocker, then its energy detector with its default settings
-    (rfclassify.serve.burst_cutter)."""
-    from rfclassify.dsp.dc_block import DcBlocker
-    from rfclassify.serve.burst_cutter import EnergyCutter
-    from rfclassify.serve.config import DC_BLOCK_SAMPLES
-
-    cutter, dc = EnergyCutter(start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
-    index, end = 0, first + n
-    for pos in range(first, end + 1, READ_SAMPLES):
-        last = pos + READ_SAMPLES > end
-        x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
-        segments = cutter.feed(dc.process(x)) + (cutter.flush() if last else [])
-        for seg in segments:
-            yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
-            index += 1
+    yield from chunked(energy_bursts(read, 0, data.shape[0], str(p), rate_hz), chunk, limit)
 
 
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
@@ -524,4 +154,3 @@ def _is_hdf5(path: Path) -> bool:
         return bool(h5py.is_hdf5(str(path)))
     except OSError:
         return False
-

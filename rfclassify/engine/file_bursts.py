@@ -1,0 +1,58 @@
+"""The burst a file reader returns (FileBurst), and how a recording that marks no bursts is cut
+into them: as the daemon's gr-stream input cuts a stream (its DC blocker, then its energy
+detector with its default settings)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FileBurst:
+    """One burst read from a file, with where it came from and its truth when the file has it."""
+
+    iq: np.ndarray                       # 1-D complex (or real for real SigMF types)
+    source: str                          # the file
+    index: int                           # burst number within the file
+    start_sample: int                    # offset in the recording / dataset
+    sample_rate_hz: float | None = None
+    truth_label: str | None = None
+    truth_snr_db: float | None = None
+    band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
+
+
+READ_SAMPLES = 1 << 20   # samples read and cut at a time
+
+
+def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
+                  rate_hz: float | None) -> Iterator[FileBurst]:
+    """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
+    count) gives them): its DC blocker, then its energy detector with its default settings
+    (rfclassify.serve.burst_cutter)."""
+    from rfclassify.dsp.dc_block import DcBlocker
+    from rfclassify.serve.burst_cutter import EnergyCutter
+    from rfclassify.serve.config import DC_BLOCK_SAMPLES
+
+    cutter, dc = EnergyCutter(start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
+    index, end = 0, first + n
+    for pos in range(first, end + 1, READ_SAMPLES):
+        last = pos + READ_SAMPLES > end
+        x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
+        segments = cutter.feed(dc.process(x)) + (cutter.flush() if last else [])
+        for seg in segments:
+            yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
+            index += 1
+
+
+def chunked(bursts: Iterator[FileBurst], chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
+    """Lists of at most chunk bursts, at most limit in all."""
+    while found := list(itertools.islice(bursts, chunk if limit is None else min(chunk, limit))):
+        yield found
+        if limit is not None:
+            limit -= len(found)
+            if limit == 0:
+                return
