@@ -492,3 +492,30 @@ def test_daemon_classifies_every_burst_of_a_gnuradio_flowgraph(flowgraph, serve,
         # a clean, high-SNR QPSK flowgraph: most bursts should be called QPSK by a trained model
         qpsk = sum(r["label"] == "QPSK" or r["top"][0]["label"] == "QPSK" for r in results)
         assert qpsk >= 6, [r["label"] for r in results]
+
+
+def test_a_gnuradio_flowgraph_reads_the_results_published_as_pmt(flowgraph, serve) -> None:
+    """output.format = "gr-pmt": zeromq.sub_msg_source hands each record to the flowgraph as a
+    PMT dict, read here by GNU Radio's own pmt.to_python."""
+    fg = flowgraph("--sink", "pdu", "--mod", "qpsk", "--noise", "0.03", "--seed", "12", "--bursts", "10")
+    output, _ = serve(fg.endpoint, "gr-pdu", '[output]\nformat = "gr-pmt"\n')
+    sink = subprocess.Popen([GR_PYTHON, str(SCRIPT.with_name("result_sink.py")), "--endpoint", output,
+                             "--count", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().strip() == "READY", sink.stderr.read()[-2000:]
+        time.sleep(0.7)   # the flowgraph's SUB subscription must reach the daemon's PUB
+        fg.go()
+        truth = fg.truth()
+        out, err = sink.communicate(timeout=60)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+            sink.wait(5)
+    assert sink.returncode == 0, err[-2000:]
+    records = json.loads([line for line in out.splitlines() if line.startswith("RESULTS ")][-1][len("RESULTS "):])
+    assert len(records) == len(truth) == 10
+    assert {r["topic"] for r in records} == {"result"}
+    assert sorted(r["burst_id"] for r in records) == [t["burst_id"] for t in truth]
+    for r in records:
+        assert RESULT_FIELDS <= set(r) and r["truth"]["label"] == "QPSK" and {"label", "p"} == set(r["top"][0])
+        assert set(r["latency_ms"]) == {"queue", "infer", "total"} and isinstance(r["confidence"], float)

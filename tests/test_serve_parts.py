@@ -97,6 +97,28 @@ def test_a_get_waiting_with_until_returns_on_wake_once_until_holds_and_an_item_c
     assert q.get(timeout=0, until=ready.is_set) is None and len(q) == 0
 
 
+def test_a_record_as_a_pmt_dict_holds_what_its_json_holds():
+    """output.format gr-pmt: one frame, a PMT dict with the topic; what JSON names (a NaN),
+    cuts (nesting past 64) or a PMT cannot hold (an integer past 64 bits) as encode has it."""
+    import json
+
+    from rfclassify.serve.pmt import deserialize
+    from rfclassify.serve.results import encode, encode_pmt
+
+    deep: object = 1
+    for _ in range(100):
+        deep = {"a": deep}
+    record = {"burst_id": 2**64 - 1, "stream": None, "top": [{"label": "QPSK", "p": 0.5}],
+              "meta": {"nan": float("nan"), "huge": 10**30, "deep": deep, "empty": []}, "truth": None}
+    (frame,) = encode_pmt(b"result", record)
+    got = deserialize(frame, max_depth=1000)   # past our reader's guard (32); GNU Radio's has none
+    expect = {"topic": "result", **json.loads(encode(b"result", record)[1])}
+    expect["meta"]["huge"] = 1e30                                      # past uint64: a double
+    assert got == expect and got["burst_id"] == 2**64 - 1 and got["meta"]["nan"] == "nan"
+    assert deserialize(encode_pmt(b"reject", {"burst_id": None, "reason": "too_short"})[0]) == {
+        "topic": "reject", "burst_id": None, "reason": "too_short"}
+
+
 def test_records_are_strict_json_whatever_their_echoed_values_hold():
     """encode sends a record as it is when JSON can hold it, and otherwise with non-finite
     floats named and nesting past 64 levels cut, never as invalid JSON or an exception."""

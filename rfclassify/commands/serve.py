@@ -9,7 +9,7 @@ from typing import Any
 
 from rfclassify._argtypes import finite_float, path_text
 from rfclassify.engine.options import add_model_arguments
-from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OVERLOAD_POLICIES
+from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OUTPUT_FORMATS, OVERLOAD_POLICIES
 
 CONFIG_ENV = "RFCLASSIFY_CONFIG"
 
@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="what a full ingest queue does (default drop_oldest)")
     g = parser.add_argument_group("output and control")
     g.add_argument("--output", metavar="ENDPOINT", help="results PUB endpoint, bound (default tcp://127.0.0.1:5556)")
+    g.add_argument("--output-format", choices=OUTPUT_FORMATS,
+                   help="json: [topic, json] frames (default); gr-pmt: one PMT dict a frame, for GNU Radio's "
+                        "zeromq.sub_msg_source")
     g.add_argument("--control", metavar="ENDPOINT",
                    help="control REP endpoint (default ipc:///run/rfclassify/control or a per-user fallback)")
     g.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (default off)")
@@ -50,6 +53,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "input.endpoint": args.input, "input.format": args.input_format, "input.mode": args.input_mode,
         "input.bind": args.input_bind, "input.sample_rate_hz": args.sample_rate,
         "queues.overload": args.overload, "output.endpoint": args.output,
+        "output.format": args.output_format,
         "control.endpoint": args.control, "metrics.listen": args.metrics,
         "model.dir": None if args.model_dir is None else str(args.model_dir),
         "model.backend": args.backend, "model.precision": args.precision,

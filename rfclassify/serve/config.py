@@ -20,6 +20,7 @@ from rfclassify._exceptions import ConfigError, quoted
 from rfclassify._numbers import as_finite_float
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
+OUTPUT_FORMATS = ("json", "gr-pmt")
 INPUT_MODES = ("sub", "pull")
 CUT_MODES = ("energy", "tags", "start_end")
 DC_BLOCK_SAMPLES = 65536   # stream input's DC blocker time constant unless configured (also raw files in classify)
@@ -67,6 +68,9 @@ class InputConfig:
 class OutputConfig:
     endpoint: str = "tcp://127.0.0.1:5556"
     bind: bool = True
+    # "json": [topic, json] (DESIGN.md); "gr-pmt": one frame, the record as a serialized PMT dict
+    # with its topic under "topic", what GNU Radio's zeromq.sub_msg_source reads
+    format: str = field(default="json", metadata=_check(OUTPUT_FORMATS))
     sndhwm: int = field(default=10000, metadata=_check(lo=1, hi=10_000_000))
 
 

@@ -45,7 +45,7 @@ from rfclassify.serve.config import DaemonConfig
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
 from rfclassify.serve.publish import open_output_socket, publish_loop
-from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, encode, reject_record, result_record
+from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, encode, encode_pmt, reject_record, result_record
 from rfclassify.serve.stats import DaemonStats
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,8 @@ class Pipeline:
         self.stats = stats
         self.context = context
         self.security = security          # callable(socket, role) that applies CURVE, or None
+        # the output's wire format, fixed for the socket's life (a reload cannot change it)
+        self._encode = encode_pmt if config.output.format == "gr-pmt" else encode
         q = config.queues
         self.ingest_q = BoundedQueue("ingest", q.ingest_max_bursts, q.ingest_max_bytes,
                                      q.overload, self._dropped)
@@ -240,11 +242,12 @@ class Pipeline:
 
     def _reject(self, rej: Reject) -> None:
         self.stats.add_reject(rej.reason)
-        self._publish(encode(REJECT_TOPIC, reject_record(rej)))
+        self._publish(REJECT_TOPIC, reject_record(rej))
 
-    def _publish(self, frames: list[bytes]) -> None:
-        # serialized here so the queue can count bytes: echoed `meta` may be large
-        self.publish_q.put(frames, len(frames[1]))
+    def _publish(self, topic: bytes, record: dict[str, Any]) -> None:
+        # serialized here, in output.format, so the queue can count bytes: echoed `meta` may be large
+        frames = self._encode(topic, record)
+        self.publish_q.put(frames, len(frames[-1]))
 
     def _enqueue(self, outputs: list[Burst | Reject], overhead_bytes: int = 0) -> None:
         """Queue bursts (counted as their samples plus the message's other frames, which hold
@@ -428,7 +431,7 @@ class Pipeline:
             self.stats.add_result(res.label, queue_s, infer_s, total_s,
                                   truth.label if truth else None, truth.snr_db if truth else None,
                                   res.best_guess)
-            self._publish(encode(RESULT_TOPIC, rec))
+            self._publish(RESULT_TOPIC, rec)
 
     def _results(self, batch: Batch, logits: np.ndarray, snr_db: np.ndarray) -> list[Any] | None:
         """The batch's results from the network's outputs. If the refiner fails, the network's

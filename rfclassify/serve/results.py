@@ -77,6 +77,27 @@ def encode(topic: bytes, record: dict[str, Any]) -> list[bytes]:
     return [topic, text.encode()]
 
 
+def encode_pmt(topic: bytes, record: dict[str, Any]) -> list[bytes]:
+    """The one frame sent on an output of format "gr-pmt": the record, as `encode` makes it
+    strict, with "topic": "result" | "reject" added, as a serialized PMT dict (keys and strings
+    symbols, lists vectors, null nil), what GNU Radio's zeromq.sub_msg_source hands a flowgraph."""
+    from rfclassify.serve.pmt import serialize
+
+    strict = json.loads(encode(topic, record)[1])
+    return [serialize(_pmt_numbers({"topic": topic.decode(), **strict}))]
+
+
+def _pmt_numbers(value: Any) -> Any:
+    """value with every integer a PMT cannot hold (past uint64 or int64) made a double."""
+    if isinstance(value, dict):
+        return {k: _pmt_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_pmt_numbers(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
+        return float(value)
+    return value
+
+
 def _nests_past(value: Any, depth: int) -> bool:
     """Whether `value`, found at `depth` of a record, holds a list or object at _MAX_ECHO_DEPTH
     or deeper (where strict_json cuts); it looks no deeper than that."""
