@@ -117,6 +117,10 @@ def test_a_record_as_a_pmt_dict_holds_what_its_json_holds():
     assert got == expect and got["burst_id"] == 2**64 - 1 and got["meta"]["nan"] == "nan"
     assert deserialize(encode_pmt(b"reject", {"burst_id": None, "reason": "too_short"})[0]) == {
         "topic": "reject", "burst_id": None, "reason": "too_short"}
+    # a symbol holds 65,535 bytes: a longer echoed string or key raised struct.error in the inference thread
+    long = deserialize(encode_pmt(b"result", {"meta": {"s": "é" * 40_000, "k" * 70_000: 1}})[0])["meta"]
+    assert len(long["s"].encode()) <= 65535 and long["s"].endswith("...") and long["s"].startswith("éé")
+    assert [len(k) for k in long] == [1, 65535]
 
 
 def test_records_are_strict_json_whatever_their_echoed_values_hold():

@@ -84,17 +84,23 @@ def encode_pmt(topic: bytes, record: dict[str, Any]) -> list[bytes]:
     from rfclassify.serve.pmt import serialize
 
     strict = json.loads(encode(topic, record)[1])
-    return [serialize(_pmt_numbers({"topic": topic.decode(), **strict}))]
+    return [serialize(_pmt_ready({"topic": topic.decode(), **strict}))]
 
 
-def _pmt_numbers(value: Any) -> Any:
-    """value with every integer a PMT cannot hold (past uint64 or int64) made a double."""
+_PMT_SYMBOL_BYTES = 65535   # a serialized symbol's length is 16 bits
+
+
+def _pmt_ready(value: Any) -> Any:
+    """value with what a PMT cannot hold made what it can: an integer past int64/uint64 a
+    double, a string (or key) longer than a symbol's 65,535 UTF-8 bytes cut, ending in "..."."""
     if isinstance(value, dict):
-        return {k: _pmt_numbers(v) for k, v in value.items()}
+        return {_pmt_ready(k): _pmt_ready(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_pmt_numbers(v) for v in value]
+        return [_pmt_ready(v) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
         return float(value)
+    if isinstance(value, str) and len(value) > _PMT_SYMBOL_BYTES // 4 and len(value.encode()) > _PMT_SYMBOL_BYTES:
+        return value.encode()[:_PMT_SYMBOL_BYTES - 3].decode(errors="ignore") + "..."
     return value
 
 
