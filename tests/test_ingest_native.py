@@ -38,18 +38,20 @@ def test_cf32_round_trip_is_exact_and_zero_copy() -> None:
     assert b.meta == {"k": [1, 2]} and b.truth == Truth("QPSK", 10.0) and b.received_s == 3.0
 
 
-@pytest.mark.parametrize("dtype,tol", [("ci16_le", 1 / 32768), ("ci8", 1 / 128)])
+@pytest.mark.parametrize("dtype,tol", [("ci16_le", 1 / 32768), ("ci8", 1 / 128), ("cu8", 1 / 128)])
 def test_integer_dtypes_scale_to_floats(dtype: str, tol: float) -> None:
     iq = np.clip(_iq(500, 1).view(np.float32), -0.99, 0.99).view(np.complex64)  # inside full scale
     frames = encode_native(iq, {"sample_rate": 1e6}, dtype=dtype)
     b = _one(make_decoder("native").decode(frames, 0.0))
     assert isinstance(b, Burst) and b.iq.dtype == np.complex64
     np.testing.assert_allclose(b.iq, iq, atol=tol)
-    # the scale is 1/32768 (1/128): integer 16384 (64) is 0.5
-    half = {"ci16_le": np.array([16384, -16384], "<i2"), "ci8": np.array([64, -64], "i1")}[dtype]
+    # the scale is 1/32768 (1/128): integer 16384 (64; cu8 191.5, centred on 127.5) is 0.5
+    half = {"ci16_le": np.array([16384, -16384], "<i2"), "ci8": np.array([64, -64], "i1"),
+            "cu8": np.array([191, 64], "u1")}[dtype]
     hdr = json.dumps({"sample_rate": 1, "dtype": dtype}).encode()
     b = _one(make_decoder("native").decode([hdr, half.tobytes()], 0.0))
-    assert b.iq[0] == np.complex64(0.5 - 0.5j)
+    expect = np.complex64(complex(63.5, -63.5) / 128) if dtype == "cu8" else np.complex64(0.5 - 0.5j)
+    assert b.iq[0] == expect
 
 
 def test_topic_frame_names_the_stream_and_truth_absent() -> None:

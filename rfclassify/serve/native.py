@@ -5,7 +5,8 @@ default cf32_le), optional `burst_id` (string or integer), `stream`, `center_fre
 `time` (number or string), `meta` (object, echoed), `label` / `snr_db` (ground truth).
 Unknown keys are ignored so senders may add fields. payload: interleaved I/Q in `dtype`;
 cf32_le is used in place (zero-copy, a read-only array over the frame), ci16_le and ci8 are
-scaled to floats by 1/32768 and 1/128. A 3-frame message's topic names the stream when the
+scaled to floats by 1/32768 and 1/128, and cu8 (the unsigned bytes an RTL-SDR delivers, zero
+at 127.5) is centred and scaled by 1/128. A 3-frame message's topic names the stream when the
 header does not.
 """
 
@@ -22,12 +23,14 @@ from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 
-# SigMF name -> (numpy dtype of one real component, scale to float)
+# SigMF name -> (numpy dtype of one real component, scale to float); float = (raw - ZERO) * scale
 DTYPES: dict[str, tuple[str, float]] = {
     "cf32_le": ("<f4", 1.0),
     "ci16_le": ("<i2", 1.0 / 32768.0),
     "ci8": ("i1", 1.0 / 128.0),
+    "cu8": ("u1", 1.0 / 128.0),
 }
+ZERO: dict[str, float] = {"cu8": 127.5}   # unsigned types: the raw value of 0.0
 DEFAULT_DTYPE = "cf32_le"
 MAX_HEADER_BYTES = 65536
 
@@ -100,6 +103,8 @@ def payload_to_iq(payload: memoryview, dtype: str) -> np.ndarray:
         iq = np.frombuffer(payload, dtype="<c8")
         return iq if iq.dtype.isnative else iq.astype(np.complex64)
     floats = np.frombuffer(payload, dtype=component).astype(np.float32)
+    if dtype in ZERO:
+        floats -= np.float32(ZERO[dtype])
     floats *= np.float32(scale)
     return floats.view(np.complex64)
 
@@ -149,7 +154,8 @@ def encode_native(iq: np.ndarray, header_fields: Mapping[str, Any], dtype: str =
                   topic: str | bytes | None = None) -> list[bytes]:
     """Frames of one native message: header_fields (wire names, e.g. sample_rate) plus dtype.
 
-    ci16_le / ci8 scale by 32768 / 128 and clip to the integer range, the inverse of decoding.
+    ci16_le / ci8 / cu8 scale by 32768 / 128 / 128 (cu8 centred on 127.5) and clip to the
+    integer range, the inverse of decoding.
     """
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; supported: {', '.join(DTYPES)}")
@@ -159,7 +165,7 @@ def encode_native(iq: np.ndarray, header_fields: Mapping[str, Any], dtype: str =
         payload = x.astype("<c8", copy=False).tobytes()
     else:
         info = np.iinfo(np.dtype(component))
-        ints = np.clip(np.rint(x.view(np.float32) / scale), info.min, info.max)
+        ints = np.clip(np.rint(x.view(np.float32) / scale + ZERO.get(dtype, 0.0)), info.min, info.max)
         payload = ints.astype(component).tobytes()
     header = dict(header_fields)
     header["dtype"] = dtype
