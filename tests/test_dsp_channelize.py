@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rfclassify.dsp.channelize import OVERSAMPLE, channelize, decimation
+from rfclassify.dsp.channelize import MIN_SAMPLES, OVERSAMPLE, channelize, decimation
 
 
 def _tone(n: int, cycles_per_sample: float, amplitude: float = 1.0) -> np.ndarray:
@@ -37,6 +37,12 @@ def test_the_band_lands_at_zero_hz_and_what_lies_beyond_it_is_kept_out():
     kept = spectrum[np.abs(freqs - 10e3) < 5e3].sum()
     rest = spectrum[np.abs(freqs - 10e3) >= 5e3].sum()
     assert rest < 1e-3 * kept                                 # the 20 dB louder interferer is 50 dB down
+
+
+def test_a_very_narrow_band_is_decimated_only_down_to_min_samples():
+    # a 100 Hz band in 10 MHz would be decimated 25,000x: 8 samples of this burst, a too_short reject
+    y, rate = channelize(_tone(200_000, 50.0 / 10e6), 10e6, 0.0, 100.0)
+    assert rate == 10e6 / (200_000 // MIN_SAMPLES) and y.size >= MIN_SAMPLES
 
 
 def test_a_band_as_wide_as_the_capture_is_only_mixed():

@@ -11,7 +11,9 @@ does not fold in. The band then fills 1/8 to 1/4 of the new rate (the factor is 
 root-raised-cosine signal whose band is its occupied width, (1 + roll-off) x its symbol rate,
 lands at 4 / (1 + roll-off) to 8 / (1 + roll-off) samples per symbol, about 3 to 7, inside
 the trained range and away from its crowded low end; a band drawn wider than the signal gives
-more.
+more. A band so narrow that this would leave fewer than MIN_SAMPLES of the burst is
+decimated less, to MIN_SAMPLES (the burst then reaches the model above 16 samples per symbol,
+but as a burst, not a too_short reject of a few samples).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import numpy as np
 
 OVERSAMPLE = 4.0
+MIN_SAMPLES = 1024   # decimation leaves at least this many samples of a burst that has them
 
 
 def decimation(sample_rate_hz: float, bandwidth_hz: float) -> int:
@@ -37,7 +40,7 @@ def channelize(iq: np.ndarray, sample_rate_hz: float, offset_hz: float, bandwidt
     x = np.asarray(iq)
     n = np.arange(x.shape[0], dtype=np.float64)
     mixed = x * np.exp(-2j * np.pi * (offset_hz / sample_rate_hz) * n)
-    factor = decimation(sample_rate_hz, bandwidth_hz)
+    factor = max(1, min(decimation(sample_rate_hz, bandwidth_hz), x.shape[0] // MIN_SAMPLES))
     if factor == 1:
         return mixed.astype(np.complex64), float(sample_rate_hz)
     from scipy.signal import resample_poly
