@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=count(), default=None, metavar="N", help="at most N bursts per file")
     parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
     parser.add_argument("--raw", type=sigmf_datatype, metavar="DATATYPE",
-                        help="read a FILE that is neither SigMF nor HDF5 as raw samples of this SigMF datatype "
+                        help="read a FILE that is neither SigMF, HDF5 nor WAV as raw samples of this SigMF datatype "
                              "(cf32_le: GNU Radio's file_sink of gr_complex; ci16_le, cu8, ...)")
     parser.add_argument("--sample-rate", type=float_range(0.0, 1e12, lo_open=True), metavar="HZ",
                         help="a raw FILE's sample rate (recorded in the results)")

@@ -9,9 +9,9 @@ native endian, packed):
 
 Message boundaries follow GNU Radio's scheduler, not bursts, so the stream is reassembled and
 cut by burst_cutter (energy detector, `packet_len`-style length tags, or start/end tags such as
-GNU Radio's power squelch writes), after a slow DC
-blocker (rfclassify.dsp.dc_block; `dc_block_samples`, 0 = off) has removed the receiver's DC
-offset, which a model that keeps each burst's mean would otherwise see. With a tag header the
+GNU Radio's power squelch writes), after a slow DC blocker (rfclassify.dsp.dc_block;
+`dc_block_samples`, 0 = off) has removed the receiver's DC offset, which a model that keeps
+each burst's mean would otherwise see. With a tag header the
 offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
 the open burst is abandoned and a `stream_gap` reject says how many samples were lost.
 """
