@@ -20,6 +20,7 @@ whole band. The datatypes and the sample layout (SampleMap) serve raw recordings
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import re
@@ -255,6 +256,7 @@ class SampleMap:
             segments.append((start, header))
             self.frequencies.append((start if i else first, as_finite_float(cap.get("core:frequency"))))
         segments[0] = (first, segments[0][1])   # samples before the first capture's start are still samples
+        self._capture_starts = [start for start, _ in self.frequencies]
         self.runs: list[tuple[int, np.ndarray]] = []   # (absolute index of its first sample, samples)
         pos = dataset.start
         end = dataset.start + dataset.size - trailing
@@ -274,8 +276,8 @@ class SampleMap:
 
     def frequency_at(self, index: int) -> float | None:
         """core:frequency (Hz) of the capture holding sample index, None when it gives none."""
-        held = [hz for first, hz in self.frequencies if first <= index]
-        return held[-1] if held else None
+        at = bisect.bisect_right(self._capture_starts, index) - 1
+        return self.frequencies[at][1] if at >= 0 else None
 
     def read(self, start: int, count: int) -> np.ndarray:
         """Samples start..start+count (absolute indices) as complex64 (float32 for real types)."""
