@@ -43,6 +43,28 @@ def test_a_bursts_own_carrier_is_kept_once_the_leak_is_learned():
     assert abs(y[140000:150000].mean()) < 0.003        # and the leak is gone around it
 
 
+def test_a_burst_with_a_mean_of_its_own_leaves_no_offset_behind_it():
+    """An OOK-like burst 30 dB over the noise: the estimate averaged it in and handed back a
+    decaying offset after it (here about 4096 / 65536 of its mean, 25 dB over the noise), which
+    the energy detector cut into spurious bursts; busy blocks now leave the estimate alone."""
+    leak = np.complex64(0.05 + 0.02j)
+    x = _noise(300_000, 4) + leak
+    x[150_000:154_096] += np.complex64(0.3)            # mean 0.3; the noise's rms is 0.014
+    blocker = DcBlocker(65536)
+    y = blocker.process(x)
+    assert abs(y[150_000:154_096].mean() - 0.3) < 0.003   # all of its own 0 Hz content kept
+    assert abs(y[154_096:170_000].mean()) < 0.002          # and nothing after it
+    assert abs(blocker.dc - leak) < 0.002
+
+
+def test_a_lasting_change_of_the_leak_is_learned():
+    x = _noise(600_000, 5) + np.complex64(0.05)
+    x[200_000:] += np.complex64(0.2)                   # a retune: 0.25 from here on, 25 dB over the noise
+    blocker = DcBlocker(65536)
+    y = blocker.process(x)
+    assert abs(y[-100_000:].mean()) < 0.003 and abs(blocker.dc - 0.25) < 0.003
+
+
 def test_non_finite_samples_do_not_poison_the_estimate():
     x = _noise(20000, 3) + np.complex64(0.4)
     x[5000:5010] = np.nan
