@@ -562,6 +562,13 @@ def test_status_table_shows_health_engine_counters_and_jetson():
     text = render_status(_status_sample())
     assert "DEGRADED" in text and "1 drop(s)" in text
     assert "tensorrt int8 on cuda:0, DLA core 1" in text
+    assert "input       tcp://127.0.0.1:5555 (native, sub connect)\n" in text
+    assert "output      tcp://127.0.0.1:5556\n" in text
+    stream = _status_sample()   # how a gr-stream is cut, and an output that is not JSON, are shown
+    stream["input"].update(format="gr-stream", cut_mode="start_end")
+    stream["output"]["format"] = "gr-pmt"
+    assert "(gr-stream, sub connect, cut by start_end)\n" in render_status(stream)
+    assert "output      tcp://127.0.0.1:5556 (gr-pmt)\n" in render_status(stream)
     assert "refiner     on: re-decides 12 high-order classes, bursts of >= 128 samples\n" in text
     assert "dc pass" not in text
     assert "128 samples\n            its statistics in the inference thread\n" in text

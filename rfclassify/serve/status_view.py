@@ -78,9 +78,10 @@ def render_status(st: dict[str, Any]) -> str:
             add("dc pass     on: receiver DC offsets found and taken out before the refiners")
     add(f"uptime      {_fmt_duration(st.get('uptime_s', 0))}  (pid {st.get('pid')}, v{st.get('version')})")
     inp, out = st.get("input") or {}, st.get("output") or {}
+    cut = f", cut by {inp['cut_mode']}" if inp.get("format") == "gr-stream" and inp.get("cut_mode") else ""
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
-        f" {'bind' if inp.get('bind') else 'connect'})")
-    add(f"output      {out.get('endpoint')}")
+        f" {'bind' if inp.get('bind') else 'connect'}{cut})")
+    add(f"output      {out.get('endpoint')}" + (f" ({out['format']})" if out.get("format", "json") != "json" else ""))
     c = st.get("counters") or {}
     add(f"bursts      received {c.get('received', 0)}, classified {c.get('classified', 0)}, "
         f"published {c.get('published', 0)}  ({c.get('messages', 0)} messages)")
