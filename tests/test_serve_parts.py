@@ -341,6 +341,29 @@ def test_an_empty_data_endpoint_or_an_unknown_device_is_a_config_error():
         assert make_input_decoder(cfg).config.cut_mode == cut_mode
 
 
+def test_the_energy_detector_is_set_in_the_cutter_table():
+    """[cutter] reaches the gr-stream decoder (an operator could not lower threshold_db for weak
+    bursts, which docs/ingest.md told them to do); its keys are checked alone and together."""
+    import numpy as np
+
+    from rfclassify.serve.bursts import Burst
+    from rfclassify.serve.pipeline import make_input_decoder
+
+    cfg = config_from_dict({"input": {"format": "gr-stream", "sample_rate_hz": 1e6},
+                            "cutter": {"threshold_db": 3, "max_burst_samples": 5000}})
+    dec = make_input_decoder(cfg)
+    assert dec.config.cutter.threshold_db == 3.0 and dec.config.cutter.max_burst_samples == 5000
+    rng = np.random.default_rng(0)
+    x = (0.01 * (rng.standard_normal(60_000) + 1j * rng.standard_normal(60_000))).astype(np.complex64)
+    x[20_000:32_000] += np.exp(2j * np.pi * rng.random(12_000)).astype(np.complex64)
+    out = dec.decode([x.tobytes()], 0.0) + dec.flush(0.0)
+    assert [b.n_samples for b in out if isinstance(b, Burst)] == [5000, 5000, 2064]   # pieces of 5000
+    with pytest.raises(ConfigError, match=r"cutter: need 1 <= min_burst_samples <= max_burst_samples"):
+        config_from_dict({"cutter": {"min_burst_samples": 500, "max_burst_samples": 100}})
+    with pytest.raises(ConfigError, match=r"cutter.block_samples: must be in 1..65536"):
+        config_from_dict({"cutter": {"block_samples": 0}})
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -43,6 +43,34 @@ def _check(choices: tuple[Any, ...] | None = None, lo: float | None = None,
     return {"choices": choices, "lo": lo, "hi": hi}
 
 
+@dataclass(frozen=True, kw_only=True)
+class CutterConfig:
+    """gr-stream input's energy detector and burst-length limits ([cutter]; rfclassify.serve.burst_cutter)."""
+
+    block_samples: int = field(default=32, metadata=_check(lo=1, hi=65536))
+    threshold_db: float = field(default=6.0, metadata=_check(lo=0.0, hi=100.0))
+    floor_percentile: float = field(default=10.0, metadata=_check(lo=0.0, hi=100.0))
+    epoch_blocks: int = field(default=64, metadata=_check(lo=1, hi=1 << 20))
+    history_blocks: int = field(default=4096, metadata=_check(lo=1, hi=1 << 24))
+    floor_min_db: float = field(default=-120.0, metadata=_check(lo=-400.0, hi=100.0))
+    hangover_samples: int = field(default=256, metadata=_check(lo=0, hi=2**31 - 1))
+    min_burst_samples: int = field(default=64, metadata=_check(lo=1, hi=2**31 - 1))
+    max_burst_samples: int = field(default=1 << 20, metadata=_check(lo=1, hi=2**31 - 1))
+    pad_samples: int = field(default=32, metadata=_check(lo=0, hi=2**31 - 1))
+
+    def __post_init__(self) -> None:
+        if self.block_samples < 1:
+            raise ConfigError(f"block_samples must be >= 1, got {self.block_samples}")
+        if not 0.0 <= self.floor_percentile <= 100.0:
+            raise ConfigError(f"floor_percentile must be in 0..100, got {self.floor_percentile}")
+        if self.epoch_blocks < 1 or self.history_blocks < self.epoch_blocks:
+            raise ConfigError("need epoch_blocks >= 1 and history_blocks >= epoch_blocks")
+        if self.hangover_samples < 0 or self.pad_samples < 0:
+            raise ConfigError("hangover_samples and pad_samples must be >= 0")
+        if not 1 <= self.min_burst_samples <= self.max_burst_samples:
+            raise ConfigError("need 1 <= min_burst_samples <= max_burst_samples")
+
+
 @dataclass(frozen=True)
 class InputConfig:
     endpoint: str = "tcp://127.0.0.1:5555"
@@ -174,6 +202,7 @@ class SecurityConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     input: InputConfig = field(default_factory=InputConfig)
+    cutter: CutterConfig = field(default_factory=CutterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -247,7 +276,11 @@ def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
             v = _coerce(value, ftype, here, errors)
             if v is not None and _check_value(v, f.metadata, here, errors):
                 kwargs[key] = v
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:   # a section's own checks of its keys together (CutterConfig's)
+        errors.append(f"{where}: {exc}")
+        return cls()
 
 
 def _build_buckets(value: Any, where: str, batching: BatchingConfig,

@@ -21,8 +21,7 @@ from typing import Any
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.serve.bursts import Burst, Reject
-from rfclassify.serve.burst_cutter import CutterConfig
-from rfclassify.serve.config import CUT_MODES, DC_BLOCK_SAMPLES, INPUT_FORMATS, MiB
+from rfclassify.serve.config import CUT_MODES, DC_BLOCK_SAMPLES, INPUT_FORMATS, CutterConfig, MiB
 
 # Every reason code a decoder can put in a Reject (windows.py adds too_short, non_finite,
 # zero_power and bad_shape later in the pipeline).
