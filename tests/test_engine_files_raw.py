@@ -12,6 +12,7 @@ import pytest
 from rfclassify._exceptions import InputError
 from rfclassify.cli import main
 from rfclassify.engine import file_bursts
+from rfclassify.engine.file_bursts import Reading
 from rfclassify.engine.files import iter_file_bursts
 from rfclassify.engine.sigmf import read_sigmf
 from rfclassify.serve.burst_cutter import EnergyCutter
@@ -50,12 +51,12 @@ def test_a_raw_recording_is_cut_by_the_daemons_energy_detector(tmp_path, datatyp
     x = _recording()
     path = tmp_path / "capture.bin"
     (x if datatype == "cf32_le" else _cu8(x)).tofile(path)
-    found = _found(iter_file_bursts(path, raw=datatype, sample_rate_hz=2.4e6))
+    found = _found(iter_file_bursts(path, reading=Reading(raw=datatype, sample_rate_hz=2.4e6)))
     assert _covers(found), found
-    (whole,) = _found(iter_file_bursts(path, raw=datatype, cut="whole"))
+    (whole,) = _found(iter_file_bursts(path, reading=Reading(raw=datatype, cut="whole")))
     assert whole == (0, x.size)
-    assert len(_found(iter_file_bursts(path, raw=datatype, limit=2, chunk=1))) == 2
-    assert _found(iter_file_bursts(path, raw=datatype, limit=0)) == []
+    assert len(_found(iter_file_bursts(path, limit=2, chunk=1, reading=Reading(raw=datatype)))) == 2
+    assert _found(iter_file_bursts(path, limit=0, reading=Reading(raw=datatype))) == []
 
 
 def test_reading_in_pieces_finds_what_one_pass_of_the_detector_finds(tmp_path, monkeypatch):
@@ -66,7 +67,7 @@ def test_reading_in_pieces_finds_what_one_pass_of_the_detector_finds(tmp_path, m
     cutter = EnergyCutter()
     one_pass = [(s.start_sample, s.n_samples) for s in cutter.feed(DcBlocker(65536).process(x)) + cutter.flush()]
     monkeypatch.setattr(file_bursts, "READ_SAMPLES", 7_777)   # bursts and detector epochs across the reads
-    assert _found(iter_file_bursts(tmp_path / "capture.cfile", raw="cf32_le")) == one_pass
+    assert _found(iter_file_bursts(tmp_path / "capture.cfile", reading=Reading(raw="cf32_le"))) == one_pass
     assert _covers(one_pass)
 
 
@@ -77,7 +78,7 @@ def test_an_unannotated_sigmf_recording_is_cut_by_energy_when_asked(tmp_path):
     (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
     (whole,) = read_sigmf(tmp_path / "rec")
     assert (whole.start_sample, whole.iq.size) == (1000, x.size)
-    cut = read_sigmf(tmp_path / "rec", cut="energy")
+    cut = read_sigmf(tmp_path / "rec", reading=Reading(cut="energy"))
     assert [b.index for b in cut] == [0, 1, 2] and all(b.sample_rate_hz == 1e6 for b in cut)
     assert _covers([(b.start_sample - 1000, b.iq.size) for b in cut])   # indices are absolute
 
@@ -101,7 +102,7 @@ def test_classify_reads_a_raw_file_only_when_told_its_datatype(tiny_model_dir, t
 
 def test_an_unknown_cut_is_refused():
     with pytest.raises(InputError, match="cut must be one of auto, energy, whole"):
-        next(iter_file_bursts("x", cut="tags"))
+        Reading(cut="tags")
 
 
 def _wav(path, x: np.ndarray, rate: int, kind: str, extra_chunk: bytes = b"") -> None:
@@ -130,7 +131,7 @@ def test_a_wav_iq_recording_is_read_with_its_rate_and_cut_by_energy(tmp_path, ki
     bursts = [b for chunk in iter_file_bursts(tmp_path / "sdr.wav") for b in chunk]
     assert _covers([(b.start_sample, b.iq.size) for b in bursts])
     assert {b.sample_rate_hz for b in bursts} == {2_048_000.0}
-    (whole,) = _found(iter_file_bursts(tmp_path / "sdr.wav", cut="whole"))
+    (whole,) = _found(iter_file_bursts(tmp_path / "sdr.wav", reading=Reading(cut="whole")))
     assert whole == (0, x.size)
 
 
@@ -167,3 +168,22 @@ def test_damaged_wav_headers_are_an_input_error_never_a_traceback(tmp_path):
         except InputError:
             outcomes["refused"] += 1
     assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_a_lower_threshold_finds_weaker_bursts(tiny_model_dir, tmp_path, capsys):
+    """Bursts 1 dB over the noise (per sample): the default 6 dB threshold finds none, 4 dB
+    (classify --threshold-db, the daemon's [cutter] threshold_db) each of them once."""
+    from rfclassify.serve.config import CutterConfig
+
+    rng = np.random.default_rng(0)
+    x = (np.sqrt(0.5) * (rng.standard_normal(200_000) + 1j * rng.standard_normal(200_000))).astype(np.complex64)
+    for start in (20_000, 80_000, 150_000):
+        x[start:start + 4000] += (10 ** (1 / 20) * np.exp(2j * np.pi * rng.random(4000))).astype(np.complex64)
+    path = tmp_path / "weak.cf32"
+    x.tofile(path)
+    assert _found(iter_file_bursts(path, reading=Reading(raw="cf32_le"))) == []
+    found = _found(iter_file_bursts(path, reading=Reading(raw="cf32_le", cutter=CutterConfig(threshold_db=4.0))))
+    assert [round(s / 1000) for s, _ in found] == [20, 80, 150] and all(4000 <= n <= 4100 for _, n in found)
+    model = ["--model-dir", str(tiny_model_dir), "--device", "cpu"]
+    assert main(["classify", str(path), "--raw", "cf32_le", "--threshold-db", "4", "--quiet", *model]) == 0
+    assert "3 classified" in capsys.readouterr().out

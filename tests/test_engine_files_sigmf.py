@@ -12,6 +12,7 @@ import pytest
 
 from rfclassify._exceptions import InputError
 from rfclassify.cli import main
+from rfclassify.engine.file_bursts import Reading
 from rfclassify.engine.files import iter_file_bursts
 from rfclassify.engine.sigmf import read_sigmf
 
@@ -219,7 +220,7 @@ def test_an_annotation_that_gives_its_band_is_cut_to_it(tmp_path):
     # what is left is the tone at +10 kHz: the louder one 300 kHz off is filtered out before decimating
     assert abs(np.mean(cut.iq[100:-100] * np.exp(-2j * np.pi * 10e3 / 4e5 * np.arange(100, cut.iq.size - 100)))) > 0.9
     assert whole.band_hz is None and whole.sample_rate_hz == 8e6 and whole.iq.size == 40_000
-    raw, _ = read_sigmf(tmp_path / "wide", full_band=True)
+    raw, _ = read_sigmf(tmp_path / "wide", reading=Reading(full_band=True))
     assert raw.band_hz is None and raw.iq.size == 40_000
 
 
@@ -251,4 +252,4 @@ def test_a_band_that_cannot_be_placed_is_one_clear_error(tmp_path, annotation, c
     _wideband(tmp_path, [{"core:sample_start": 0, **annotation}], capture)
     with pytest.raises(InputError, match=match):
         read_sigmf(tmp_path / "wide")
-    read_sigmf(tmp_path / "wide", full_band=True)   # the whole band is still there to classify
+    read_sigmf(tmp_path / "wide", reading=Reading(full_band=True))   # the whole band is still there to classify

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a recording without annotations: 'energy' finds its bursts with the daemon's "
                              "energy detector, 'whole' classifies it as one burst; 'auto' (default): raw "
                              "files by energy, SigMF recordings whole")
+    parser.add_argument("--threshold-db", type=float_range(0.0, 100.0), metavar="DB",
+                        help="energy cutting: a block is 'on' this far above the noise floor (default 6; "
+                             "lower finds weaker bursts, as the daemon's [cutter] threshold_db)")
     parser.add_argument("--full-band", action="store_true",
                         help="SigMF: classify an annotation's whole capture band, not the band its "
                              "core:freq_lower_edge / core:freq_upper_edge give (mixed to 0 Hz and decimated)")
@@ -54,13 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.file_bursts import Reading
     from rfclassify.engine.files import iter_file_bursts
+    from rfclassify.serve.config import CutterConfig
 
     # Open and check every file first (limit 0: no burst read), so a bad one fails before
     # minutes of work on the others.
-    reading = {"full_band": args.full_band, "cut": args.cut, "raw": args.raw, "sample_rate_hz": args.sample_rate}
+    cutter = CutterConfig() if args.threshold_db is None else CutterConfig(threshold_db=args.threshold_db)
+    reading = Reading(cut=args.cut, full_band=args.full_band, raw=args.raw, sample_rate_hz=args.sample_rate,
+                      cutter=cutter)
     for path in args.files:
-        next(iter_file_bursts(path, limit=0, **reading), None)
+        next(iter_file_bursts(path, limit=0, reading=reading), None)
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
         tally = _Tally(tuple(clf.labels))
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
                               "bucket", "win", "truth"))
         for path in args.files:
-            for chunk in iter_file_bursts(path, limit=args.limit, **reading):
+            for chunk in iter_file_bursts(path, limit=args.limit, reading=reading):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
                 for burst, result in zip(chunk, results, strict=True):
                     tally.add(burst, result)

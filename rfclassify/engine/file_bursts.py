@@ -1,14 +1,19 @@
-"""The burst a file reader returns (FileBurst), and how a recording that marks no bursts is cut
-into them: as the daemon's gr-stream input cuts a stream (its DC blocker, then its energy
-detector with its default settings)."""
+"""The burst a file reader returns (FileBurst), how the readers are asked to read (Reading), and
+how a recording that marks no bursts is cut into them: as the daemon's gr-stream input cuts a
+stream (its DC blocker, then its energy detector)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from rfclassify._exceptions import InputError
+from rfclassify.serve.config import CutterConfig
+
+CUTS = ("auto", "energy", "whole")
 
 
 @dataclass(frozen=True)
@@ -25,24 +30,45 @@ class FileBurst:
     band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How recordings are read into bursts (what `rfclassify classify`'s options say).
+
+    cut: how a recording without annotations is cut (CUTS: "energy" finds its bursts with the
+    daemon's energy detector, set by cutter; "whole" makes it one burst; "auto" cuts raw and WAV
+    recordings by energy and takes a SigMF recording whole). full_band: SigMF annotations that
+    give their band are not cut to it. raw: the SigMF datatype of a file that is no known
+    format; sample_rate_hz: its rate."""
+
+    cut: str = "auto"
+    full_band: bool = False
+    raw: str | None = None
+    sample_rate_hz: float | None = None
+    cutter: CutterConfig = field(default_factory=CutterConfig)
+
+    def __post_init__(self) -> None:
+        if self.cut not in CUTS:
+            raise InputError(f"cut must be one of {', '.join(CUTS)}, got {self.cut!r}")
+
+
 READ_SAMPLES = 1 << 20   # samples read and cut at a time
 
 
 def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
-                  rate_hz: float | None) -> Iterator[FileBurst]:
+                  rate_hz: float | None, cutter: CutterConfig) -> Iterator[FileBurst]:
     """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
-    count) gives them): its DC blocker, then its energy detector with its default settings
+    count) gives them): its DC blocker, then its energy detector set by cutter
     (rfclassify.serve.burst_cutter)."""
     from rfclassify.dsp.dc_block import DcBlocker
     from rfclassify.serve.burst_cutter import EnergyCutter
     from rfclassify.serve.config import DC_BLOCK_SAMPLES
 
-    cutter, dc = EnergyCutter(start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
+    detector, dc = EnergyCutter(cutter, start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
     index, end = 0, first + n
     for pos in range(first, end + 1, READ_SAMPLES):
         last = pos + READ_SAMPLES > end
         x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
-        segments = cutter.feed(dc.process(x)) + (cutter.flush() if last else [])
+        segments = detector.feed(dc.process(x)) + (detector.flush() if last else [])
         for seg in segments:
             yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
             index += 1

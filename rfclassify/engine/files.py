@@ -17,21 +17,22 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.engine.file_bursts import FileBurst, chunked, energy_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, chunked, energy_bursts
 from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
                                      read_sigmf_archive, sigmf_dtype, sigmf_paths)
 
-CUTS = ("auto", "energy", "whole")
 
-
-def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = None, chunk: int = 4096,
-             limit: int | None = None, cut: str = "auto") -> Iterator[list[FileBurst]]:
-    """Chunks of the bursts of a raw recording: samples of a SigMF datatype and nothing else
-    (GNU Radio's file_sink of gr_complex is cf32_le; an SDR tool's .cfile or .iq), found by the
-    daemon's energy detector unless cut is "whole" (the file one burst). The file is checked
-    before the first chunk; limit 0 checks it and reads nothing."""
+def iter_raw(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
+             ) -> Iterator[list[FileBurst]]:
+    """Chunks of the bursts of a raw recording: samples of reading.raw's SigMF datatype and
+    nothing else (GNU Radio's file_sink of gr_complex is cf32_le; an SDR tool's .cfile or .iq),
+    found by the daemon's energy detector unless reading.cut is "whole" (the file one burst).
+    The file is checked before the first chunk; limit 0 checks it and reads nothing."""
     p = Path(path)
-    component, is_complex = sigmf_dtype(datatype)
+    if reading.raw is None:
+        raise InputError(f"{p}: a raw recording needs its datatype (--raw)")
+    component, is_complex = sigmf_dtype(reading.raw)
+    sample_rate_hz = reading.sample_rate_hz
     try:
         dataset = Dataset(p, 0, p.stat().st_size)
     except OSError as exc:
@@ -39,17 +40,17 @@ def iter_raw(path: str | Path, datatype: str, sample_rate_hz: float | None = Non
     samples = SampleMap(dataset, component, is_complex, 0, [], 0, p)
     if limit == 0:
         return
-    if cut == "whole":
+    if reading.cut == "whole":
         yield [FileBurst(samples.read(0, samples.n), str(p), 0, 0, sample_rate_hz)]
         return
-    yield from chunked(energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz), chunk, limit)
+    yield from chunked(energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz, reading.cutter), chunk, limit)
 
 
-def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, cut: str = "auto"
+def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
              ) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of a two-channel WAV IQ recording (I left, Q right: what SDR#,
-    SDRuno, HDSDR and GQRX record), its rate from the header, found by energy unless cut is
-    "whole". 8-bit samples are centred on zero; the file is memory-mapped."""
+    SDRuno, HDSDR and GQRX record), its rate from the header, found by energy unless
+    reading.cut is "whole". 8-bit samples are centred on zero; the file is memory-mapped."""
     import warnings
 
     from scipy.io import wavfile
@@ -75,10 +76,10 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, cut:
     def read(start: int, count: int) -> np.ndarray:
         return as_float(data[start:start + count], True)
 
-    if cut == "whole":
+    if reading.cut == "whole":
         yield [FileBurst(read(0, data.shape[0]), str(p), 0, 0, rate_hz)]
         return
-    yield from chunked(energy_bursts(read, 0, data.shape[0], str(p), rate_hz), chunk, limit)
+    yield from chunked(energy_bursts(read, 0, data.shape[0], str(p), rate_hz, reading.cutter), chunk, limit)
 
 
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
@@ -97,28 +98,23 @@ def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> 
             ]
 
 
-def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None, full_band: bool = False,
-                     cut: str = "auto", raw: str | None = None, sample_rate_hz: float | None = None
-                     ) -> Iterator[list[FileBurst]]:
-    """Chunks of bursts from a SigMF recording or archive, an HDF5 dataset, or (with raw, a
-    SigMF datatype) a raw recording; InputError for anything else. full_band: SigMF annotations
-    that give their band are not cut to it. cut: how a recording without annotations is cut
-    (CUTS; "auto": a raw one by energy, a SigMF one whole). sample_rate_hz: a raw recording's.
-    limit 0 checks the file and reads no burst."""
-    if cut not in CUTS:
-        raise InputError(f"cut must be one of {', '.join(CUTS)}, got {cut!r}")
+def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None,
+                     reading: Reading = Reading()) -> Iterator[list[FileBurst]]:
+    """Chunks of bursts from a SigMF recording or archive, an HDF5 dataset, a WAV IQ recording,
+    or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
+    InputError for anything else. limit 0 checks the file and reads no burst."""
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
     if not p.exists() and p.name and not is_sigmf(p) and is_sigmf_archive(p.with_name(p.name + ".sigmf")):
         p = p.with_name(p.name + ".sigmf")   # NAME for NAME.sigmf, as NAME names a pair
     if is_sigmf_archive(p):
-        for bursts in read_sigmf_archive(p, limit, full_band, cut):
+        for bursts in read_sigmf_archive(p, limit, reading):
             for lo in range(0, len(bursts), chunk):
                 yield bursts[lo:lo + chunk]
         return
     if is_sigmf(p):
-        bursts = read_sigmf(p, limit, full_band, cut)
+        bursts = read_sigmf(p, limit, reading)
         for lo in range(0, len(bursts), chunk):
             yield bursts[lo:lo + chunk]
         return
@@ -128,10 +124,10 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
         yield from iter_hdf5(p, chunk, limit)
         return
     if _is_wav(p):
-        yield from iter_wav(p, chunk, limit, cut)
+        yield from iter_wav(p, chunk, limit, reading)
         return
-    if raw is not None:
-        yield from iter_raw(p, raw, sample_rate_hz, chunk, limit, "whole" if cut == "whole" else "energy")
+    if reading.raw is not None:
+        yield from iter_raw(p, chunk, limit, reading)
         return
     raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive), an rfclassify HDF5 "
                      "dataset nor a WAV IQ recording; a raw recording needs --raw DATATYPE (cf32_le for GNU "

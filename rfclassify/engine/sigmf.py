@@ -14,8 +14,9 @@ dataset is read too: ``core:dataset`` names the data file beside the metadata, e
 memory-mapped (inside an archive too), so a long recording costs only the annotated bursts. An
 annotation that gives its band (``core:freq_lower_edge`` and ``core:freq_upper_edge``, Hz, as
 its capture's ``core:frequency``) is cut to it: mixed to 0 Hz and decimated
-(rfclassify.dsp.channelize), its burst's sample rate the decimated one; ``full_band`` keeps the
-whole band. The datatypes and the sample layout (SampleMap) serve raw recordings too.
+(rfclassify.dsp.channelize), its burst's sample rate the decimated one, unless ``full_band``
+keeps the whole band (rfclassify.engine.file_bursts.Reading says which). The datatypes and
+the sample layout (SampleMap) serve raw recordings too.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 
 from rfclassify._exceptions import InputError, quoted
 from rfclassify._numbers import as_finite_float
-from rfclassify.engine.file_bursts import FileBurst, energy_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, energy_bursts
 from rfclassify.labels import LABELS
 
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
@@ -81,11 +82,9 @@ class Dataset:
     size: int
 
 
-def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
-               ) -> list[FileBurst]:
-    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them;
-    full_band keeps the whole band of annotations that give their frequency edges; cut says
-    how a recording without annotations is cut (CUTS: "energy" finds its bursts, else it is one).
+def read_sigmf(path: str | Path, limit: int | None = None, reading: Reading = Reading()) -> list[FileBurst]:
+    """The bursts of one SigMF recording (see the module docstring), at most `limit` of them,
+    read as `reading` says (its full_band, cut and cutter).
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
     meta_path, data_path = sigmf_paths(path)
@@ -98,10 +97,10 @@ def read_sigmf(path: str | Path, limit: int | None = None, full_band: bool = Fal
         dataset = Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
         raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    return _recording_bursts(meta, meta_path, dataset, limit, full_band, cut)
+    return _recording_bursts(meta, meta_path, dataset, limit, reading)
 
 
-def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bool = False, cut: str = "auto"
+def read_sigmf_archive(path: str | Path, limit: int | None = None, reading: Reading = Reading()
                        ) -> Iterator[list[FileBurst]]:
     """The bursts of each recording in a SigMF archive (an uncompressed tar holding
     NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
@@ -132,7 +131,7 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None, full_band: bo
     bursts = []   # every recording checked (and its returned bursts read) before any is given
     for meta, where, dataset in recordings:
         left = None if limit is None else max(0, limit - sum(map(len, bursts)))
-        bursts.append(_recording_bursts(meta, where, dataset, left, full_band, cut))
+        bursts.append(_recording_bursts(meta, where, dataset, left, reading))
     yield from (b for b in bursts if b)
 
 
@@ -163,9 +162,10 @@ def _named_dataset(glob: dict, meta_path: Path) -> Path | None:
 
 
 def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int | None,
-                      full_band: bool = False, cut: str = "auto") -> list[FileBurst]:
+                      reading: Reading) -> list[FileBurst]:
     """The bursts of one recording whose metadata is meta and whose samples are in dataset; an
-    annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless full_band."""
+    annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless
+    reading.full_band."""
     glob = meta["global"]
     if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
         raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
@@ -180,8 +180,9 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
                         _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path)
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
-    if not annotations and cut == "energy":
-        return list(itertools.islice(energy_bursts(samples.read, first, samples.n, str(meta_path), rate_hz), limit))
+    if not annotations and reading.cut == "energy":
+        found = energy_bursts(samples.read, first, samples.n, str(meta_path), rate_hz, reading.cutter)
+        return list(itertools.islice(found, limit))
     if not annotations:
         return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
     spans = []
@@ -193,7 +194,7 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
                              f"{samples.n} samples of {dataset.path.name}"
                              + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
         label = a.get("core:label")
-        band = None if full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
+        band = None if reading.full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
         spans.append((i, start, count, label if label in LABELS else None, band))
     out = []
     for i, start, count, truth, band in spans[:limit]:
