@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.serve.config import CutterConfig
+from rfclassify.serve.config import DC_BLOCK_SAMPLES, CutterConfig
 
 CUTS = ("auto", "energy", "whole")
 
@@ -61,7 +61,6 @@ def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, so
     (rfclassify.serve.burst_cutter)."""
     from rfclassify.dsp.dc_block import DcBlocker
     from rfclassify.serve.burst_cutter import EnergyCutter
-    from rfclassify.serve.config import DC_BLOCK_SAMPLES
 
     detector, dc = EnergyCutter(cutter, start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
     index, end = 0, first + n

@@ -41,8 +41,6 @@ import numpy as np
 
 from rfclassify.serve.config import CutterConfig   # the settings live with the daemon's others
 
-__all__ = ["CutterConfig", "EnergyCutter", "Segment", "StartEndCutter", "StreamTag", "TagCutter"]
-
 
 @dataclass(frozen=True)
 class StreamTag:
