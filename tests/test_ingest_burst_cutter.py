@@ -214,3 +214,52 @@ def test_a_block_has_the_same_power_whether_feed_or_flush_measures_it(seed: int)
     # the detector keeps each decided block's power in its history (what the floor is taken from)
     assert by_feed._history[-1] == by_flush._history[-1] == block_power(x)
     assert block_power(x[None, :])[0] == block_power(x)
+
+
+def _start_end_reference(n: int, edges: list[tuple[int, bool]], max_len: int) -> list[tuple[int, int]]:
+    """The start/end rule applied to a whole stream of n samples at once: (start, length) pieces,
+    the last one the burst still open at the end (what flush gives)."""
+    out, open_at = [], None
+    for offset, is_start in sorted(edges):
+        if open_at is not None and offset >= open_at:
+            while open_at + max_len < offset:       # pieces of max_len before the edge
+                out.append((open_at, max_len))
+                open_at += max_len
+            if offset > open_at:
+                out.append((open_at, offset - open_at))
+            open_at = None
+        if is_start:
+            open_at = offset
+    if open_at is not None:
+        while open_at + max_len <= n:
+            out.append((open_at, max_len))
+            open_at += max_len
+        if n > open_at:
+            out.append((open_at, n - open_at))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_start_end_cutter_agrees_with_the_rule_applied_to_the_whole_stream(seed: int) -> None:
+    """Random starts and ends (overlapping, stray, at the same offset), random chunkings and
+    piece lengths: what feed() gives, in any chunking, is the rule applied at once."""
+    rng = np.random.default_rng(seed)
+    n = 50_000
+    x = np.arange(n).astype(np.complex64)
+    edges = [(int(o), bool(s)) for o, s in zip(rng.integers(0, n, 40), rng.random(40) < 0.5)]
+    max_len = int(rng.integers(500, 20_000))
+    cutter = StartEndCutter("sob", "eob", max_len)
+    pos, got = 0, []
+    while pos < n:
+        chunk = x[pos:pos + int(rng.integers(1, 3000))]
+        for offset, is_start in edges:
+            if pos <= offset < pos + chunk.shape[0]:
+                assert cutter.add_tag(StreamTag(offset, "sob" if is_start else "eob", None)) is None
+        got += cutter.feed(chunk)
+        pos += chunk.shape[0]
+    pieces = [(s.start_sample, s.n_samples) for s in got]
+    tail = cutter.flush()
+    whole = _start_end_reference(n, edges, max_len)
+    assert pieces + [(s.start_sample, s.n_samples) for s in tail] == whole
+    for seg in got + tail:
+        np.testing.assert_array_equal(seg.iq, x[seg.start_sample:seg.start_sample + seg.n_samples])
