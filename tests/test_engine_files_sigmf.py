@@ -253,3 +253,32 @@ def test_a_band_that_cannot_be_placed_is_one_clear_error(tmp_path, annotation, c
     with pytest.raises(InputError, match=match):
         read_sigmf(tmp_path / "wide")
     read_sigmf(tmp_path / "wide", reading=Reading(full_band=True))   # the whole band is still there to classify
+
+
+def test_a_multichannel_recording_gives_each_annotation_once_per_channel(tmp_path, tiny_model_dir, capsys):
+    """core:num_channels 2 (interleaved), written by the sigmf library: every annotation is a
+    burst of each channel, read as the library reads that channel (it was refused)."""
+    x = _samples("ci16_le", 5000 * 2, 9).reshape(5000, 2, 2)   # (sample, channel, I/Q)
+    x.tofile(tmp_path / "two.sigmf-data")
+    rec = SigMFFile(data_file=str(tmp_path / "two.sigmf-data"), autoscale=False,
+                    global_info={sigmf.DATATYPE_KEY: "ci16_le", sigmf.SAMPLE_RATE_KEY: 1e6,
+                                 sigmf.NUM_CHANNELS_KEY: 2, sigmf.VERSION_KEY: "1.2.0"})
+    rec.add_capture(0)
+    rec.add_annotation(100, 1000, metadata={sigmf.LABEL_KEY: "QPSK"})
+    rec.add_annotation(3000, 500)
+    rec.tofile(str(tmp_path / "two"))
+    bursts = read_sigmf(tmp_path / "two")
+    assert [(b.index, b.channel, b.start_sample, b.iq.size) for b in bursts] == [
+        (0, 0, 100, 1000), (0, 1, 100, 1000), (1, 0, 3000, 500), (1, 1, 3000, 500)]
+    both = np.asarray(rec.read_samples(100, 1000))              # the library's (samples, channels)
+    np.testing.assert_array_equal(bursts[0].iq, both[:, 0])
+    np.testing.assert_array_equal(bursts[1].iq, both[:, 1])
+    assert [b.channel for b in read_sigmf(tmp_path / "two", limit=3)] == [0, 1, 0]
+    assert main(["classify", str(tmp_path / "two"), "--json", "--model-dir", str(tiny_model_dir),
+                 "--device", "cpu"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["burst"], r["channel"]) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    meta = json.loads((tmp_path / "two.sigmf-meta").read_text())
+    meta["annotations"] = []
+    (tmp_path / "two.sigmf-meta").write_text(json.dumps(meta))   # no annotations: each channel whole
+    assert [(b.channel, b.iq.size) for b in read_sigmf(tmp_path / "two")] == [(0, 5000), (1, 5000)]

@@ -93,7 +93,8 @@ _ROW = "{:<24} {:>5} {:>9} {:>8} {:<10} {:>6} {:>7} {:>6} {:>3}  {}"
 
 
 def _row(burst: Any, r: Any) -> str:
-    name = burst.source.rsplit("/", 1)[-1][-24:]
+    name = burst.source.rsplit("/", 1)[-1] + ("" if burst.channel is None else f" ch{burst.channel}")
+    name = name[-24:]
     truth = burst.truth_label or ""
     if not r.ok:
         return _ROW.format(name, burst.index, burst.start_sample, r.n_samples,
@@ -105,6 +106,8 @@ def _row(burst: Any, r: Any) -> str:
 def _record(burst: Any, r: Any, clf: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {"file": burst.source, "burst": burst.index, "start_sample": burst.start_sample,
                            "ok": r.ok, **r.to_dict()}
+    if burst.channel is not None:
+        rec["channel"] = burst.channel
     if r.ok:
         rec.update(backend=clf.backend, precision=clf.precision, model=clf.model_id)
     if burst.sample_rate_hz is not None:

@@ -28,6 +28,7 @@ class FileBurst:
     truth_label: str | None = None
     truth_snr_db: float | None = None
     band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
+    channel: int | None = None                   # which of a multi-channel recording's channels
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ READ_SAMPLES = 1 << 20   # samples read and cut at a time
 
 
 def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
-                  rate_hz: float | None, cutter: CutterConfig) -> Iterator[FileBurst]:
+                  rate_hz: float | None, cutter: CutterConfig, channel: int | None = None) -> Iterator[FileBurst]:
     """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
     count) gives them): its DC blocker, then its energy detector set by cutter
     (rfclassify.serve.burst_cutter)."""
@@ -69,7 +70,7 @@ def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, so
         x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
         segments = detector.feed(dc.process(x)) + (detector.flush() if last else [])
         for seg in segments:
-            yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz)
+            yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz, channel=channel)
             index += 1
 
 

@@ -5,8 +5,9 @@ pairs (an uncompressed tar, read in place). Every entry of ``annotations`` with
 ``core:sample_start`` (and ``core:sample_count``; absent = to the end) is one burst, and its
 ``core:label`` is taken as ground truth when it is a canonical label; without annotations the
 whole capture is one burst, or (cut "energy") the bursts the daemon's energy detector finds.
-``core:datatype`` may be any single-channel SigMF type: ``cf32_le``, ``cf64_be``,
-``ci16_le``, ``ci8``, ``cu8``, ``rf32_le``, ... The sample rate is the global
+``core:datatype`` may be any SigMF type: ``cf32_le``, ``cf64_be``, ``ci16_le``, ``ci8``,
+``cu8``, ``rf32_le``, ...; a recording of ``core:num_channels`` interleaved channels gives each
+burst once per channel (FileBurst.channel). The sample rate is the global
 ``core:sample_rate``. Sample indices are absolute, as the specification has them: the
 dataset's first sample is ``core:offset`` (a recording split over files). A non-conforming
 dataset is read too: ``core:dataset`` names the data file beside the metadata, each capture's
@@ -37,6 +38,7 @@ from rfclassify._numbers import as_finite_float
 from rfclassify.engine.file_bursts import FileBurst, Reading, energy_bursts
 from rfclassify.labels import LABELS
 
+MAX_CHANNELS = 1024   # interleaved channels a recording may have
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
 
 
@@ -167,8 +169,9 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
     annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless
     reading.full_band."""
     glob = meta["global"]
-    if _sigmf_int(glob, "core:num_channels", 1, meta_path) != 1:
-        raise InputError(f"{meta_path}: only single-channel SigMF recordings are supported")
+    channels = _sigmf_int(glob, "core:num_channels", 1, meta_path)
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise InputError(f"{meta_path}: core:num_channels must be in 1..{MAX_CHANNELS}, got {channels}")
     if "core:datatype" not in glob:
         raise InputError(f"{meta_path}: SigMF metadata has no core:datatype")
     component, is_complex = sigmf_dtype(str(glob["core:datatype"]))
@@ -177,14 +180,18 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
     if first < 0:
         raise InputError(f"{meta_path}: core:offset must not be negative, got {first}")
     samples = SampleMap(dataset, component, is_complex, first, _sigmf_list(meta, "captures", meta_path),
-                        _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path)
+                        _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path, channels)
+    each = range(channels) if channels > 1 else [None]   # a single channel's bursts carry no channel
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
                    and "core:sample_start" in a]
     if not annotations and reading.cut == "energy":
-        found = energy_bursts(samples.read, first, samples.n, str(meta_path), rate_hz, reading.cutter)
+        found = itertools.chain.from_iterable(
+            energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
+                          reading.cutter, c) for c in each)
         return list(itertools.islice(found, limit))
     if not annotations:
-        return [FileBurst(samples.read(first, samples.n), str(meta_path), 0, first, rate_hz)][:limit]
+        return [FileBurst(samples.read(first, samples.n, c), str(meta_path), 0, first, rate_hz, channel=c)
+                for c in each][:limit]
     spans = []
     starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
     for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
@@ -197,14 +204,14 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
         band = None if reading.full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
         spans.append((i, start, count, label if label in LABELS else None, band))
     out = []
-    for i, start, count, truth, band in spans[:limit]:
-        iq, rate = samples.read(start, count), rate_hz
+    for (i, start, count, truth, band), c in itertools.islice(itertools.product(spans, each), limit):
+        iq, rate = samples.read(start, count, c), rate_hz
         if band is not None:
             from rfclassify.dsp.channelize import channelize
 
             lower, upper = band
             iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - samples.frequency_at(start), upper - lower)
-        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band))
+        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c))
     return out
 
 
@@ -237,9 +244,9 @@ class SampleMap:
     one is one run of samples. A burst that spans a header is joined from the runs either side."""
 
     def __init__(self, dataset: Dataset, component: np.dtype, is_complex: bool, first: int,
-                 captures: list, trailing: int, meta_path: Path) -> None:
-        self.is_complex = is_complex
-        item = component.itemsize * (2 if is_complex else 1)
+                 captures: list, trailing: int, meta_path: Path, channels: int = 1) -> None:
+        self.is_complex, self.channels = is_complex, channels
+        item = component.itemsize * (2 if is_complex else 1) * channels   # one sample of every channel
         if trailing < 0:
             raise InputError(f"{meta_path}: core:trailing_bytes must not be negative, got {trailing}")
         segments = []   # (absolute index of the first sample, header bytes before it)
@@ -271,7 +278,7 @@ class SampleMap:
                 raise InputError(f"{dataset.path}: {end - pos} bytes is not a whole number of {item}-byte samples")
             if pos + n * item > end:
                 raise InputError(f"{dataset.path}: the captures need more than the dataset's {dataset.size} bytes")
-            self.runs.append((start, _map(dataset.path, component, is_complex, pos, n)))
+            self.runs.append((start, _map(dataset.path, component, is_complex, pos, n, channels)))
             pos += n * item
         self.n = sum(r.shape[0] for _, r in self.runs)
 
@@ -280,18 +287,24 @@ class SampleMap:
         at = bisect.bisect_right(self._capture_starts, index) - 1
         return self.frequencies[at][1] if at >= 0 else None
 
-    def read(self, start: int, count: int) -> np.ndarray:
-        """Samples start..start+count (absolute indices) as complex64 (float32 for real types)."""
+    def read(self, start: int, count: int, channel: int | None = None) -> np.ndarray:
+        """Samples start..start+count (absolute indices) of one channel (None: a single-channel
+        recording's) as complex64 (float32 for real types)."""
         pieces = [r[max(0, start - s):max(0, start + count - s)] for s, r in self.runs
                   if s < start + count and start < s + r.shape[0]]
         if not pieces:
             pieces = [self.runs[0][1][:0]]
+        if self.channels > 1:
+            pieces = [p[:, channel or 0] for p in pieces]
         return as_float(pieces[0] if len(pieces) == 1 else np.concatenate(pieces), self.is_complex)
 
 
-def _map(path: Path, component: np.dtype, is_complex: bool, offset: int, n: int) -> np.ndarray:
-    """n samples from byte offset of path, memory-mapped as (n, 2) components (complex) or (n,) (real)."""
+def _map(path: Path, component: np.dtype, is_complex: bool, offset: int, n: int, channels: int = 1) -> np.ndarray:
+    """n samples from byte offset of path, memory-mapped as (n, 2) components (complex) or (n,)
+    (real); (n, channels, 2) or (n, channels) for interleaved channels."""
     shape = (n, 2) if is_complex else (n,)
+    if channels > 1:
+        shape = (n, channels, *shape[1:])
     if n == 0:
         return np.zeros(shape, dtype=component)
     return np.memmap(path, dtype=component, mode="r", offset=offset, shape=shape)
