@@ -85,6 +85,10 @@ def test_an_archive_of_several_recordings_gives_each_in_order_and_the_limit_coun
             with tarfile.open(tmp_path / f"{name}.sigmf") as one:
                 for member in one.getmembers():
                     out.addfile(member, one.extractfile(member) if member.isfile() else None)
+    with tarfile.open(both, "a") as out:   # what macOS's tar adds beside each file
+        info = tarfile.TarInfo("a_second/._a_second.sigmf-meta")
+        info.size = 4
+        out.addfile(info, io.BytesIO(b"\x00\x05\x16\x07"))
     chunks = list(iter_file_bursts(both, chunk=2))
     assert [(c[0].source.rsplit("/", 1)[1], len(c)) for c in chunks] == [
         ("b_first.sigmf-meta", 2), ("b_first.sigmf-meta", 1), ("a_second.sigmf-meta", 2), ("a_second.sigmf-meta", 1)]

@@ -112,7 +112,9 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None, reading: Read
     try:
         with tarfile.open(archive, "r:") as tar:
             members = tar.getmembers()
-            metas = [(m, tar.extractfile(m).read()) for m in members if m.isfile() and m.name.endswith(".sigmf-meta")]
+            # macOS's tar adds an AppleDouble "._NAME" beside each file: not a recording
+            metas = [(m, tar.extractfile(m).read()) for m in members if m.isfile() and m.name.endswith(".sigmf-meta")
+                     and not Path(m.name).name.startswith("._")]
     except tarfile.ReadError as exc:
         raise InputError(f"{archive}: not a SigMF archive (an uncompressed tar; {exc})") from None
     except (OSError, tarfile.TarError, EOFError) as exc:
