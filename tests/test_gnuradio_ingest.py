@@ -151,6 +151,25 @@ def test_energy_cutter_finds_each_burst_of_a_real_stream(flowgraph, mod, extra) 
         assert [b.burst_id for b in bursts] == [t["burst_id"] for t in truth]
 
 
+def test_a_stream_of_vectors_is_read_as_its_samples(flowgraph) -> None:
+    """pub_sink(vlen=64) behind stream_to_vector: its tag header counts vectors. Read as samples
+    (vlen 1, all there was) the offset went back every message: a stream_gap reject each and any
+    open burst abandoned there."""
+    fg = flowgraph("--sink", "stream", "--mod", "qpsk", "--noise", "0.05", "--seed", "13", "--pass-tags",
+                   "--vlen", "64")
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    as_samples = _decode("gr-stream", IngestConfig(sample_rate_hz=1e6), msgs)
+    assert sum(isinstance(o, Reject) and o.reason == "stream_gap" for o in as_samples) == len(msgs) - 1
+    bursts = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6, vlen=64), msgs))
+    assert len(bursts) == len(truth)
+    for b, t in zip(bursts, truth, strict=True):
+        start = b.meta["offset_samples"]
+        assert start <= t["offset"] and start + b.n_samples >= t["offset"] + t["length"]
+    # the flowgraph's burst_id tags, placed to the vector, still land in their bursts
+    assert [b.burst_id for b in bursts] == [t["burst_id"] for t in truth]
+
+
 def test_a_receivers_dc_offset_is_removed_from_a_real_stream(flowgraph) -> None:
     # LO leakage of 0.3 - 0.15j (about -9 dB re the unit-power bursts, 16 dB above the noise)
     fg = flowgraph("--sink", "stream", "--mod", "qpsk", "--noise", "0.05", "--dc", "0.3", "--seed", "5")

@@ -90,6 +90,8 @@ class InputConfig:
     idle_flush_s: float = field(default=0.5, metadata=_check(lo=0.01, hi=60.0))
     # gr-stream: time constant (samples) of the DC blocker before cutting; 0 = off
     dc_block_samples: int = field(default=DC_BLOCK_SAMPLES, metadata=_check(lo=0, hi=2**31 - 1))
+    # gr-stream: gr_complex samples per item, the sink's vlen (after a stream_to_vector); 1 = a plain stream
+    vlen: int = field(default=1, metadata=_check(lo=1, hi=1 << 20))
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class IngestConfig:
     idle_flush_s       poll_timeout closes an open burst after this long without input.
     dc_block_samples   gr-stream: time constant of the stream's DC blocker (rfclassify.dsp.dc_block),
                        applied before cutting; 0 = off.
+    vlen               gr-stream: gr_complex samples per item (the sink's vlen; 1 for a plain stream).
     cutter             energy detector and burst length limits (burst_cutter.CutterConfig).
     """
 
@@ -79,6 +80,7 @@ class IngestConfig:
     end_tag: str = "squelch_eob"
     idle_flush_s: float = 0.5
     dc_block_samples: int = DC_BLOCK_SAMPLES
+    vlen: int = 1
     cutter: CutterConfig = field(default_factory=CutterConfig)
 
     def __post_init__(self) -> None:
@@ -96,6 +98,8 @@ class IngestConfig:
             raise ConfigError("start_tag and end_tag must not be empty with cut_mode start_end")
         if not self.idle_flush_s > 0:
             raise ConfigError(f"idle_flush_s must be > 0, got {self.idle_flush_s}")
+        if not 1 <= int(self.vlen) <= 1 << 20:
+            raise ConfigError(f"vlen must be in 1..{1 << 20}, got {self.vlen}")
         if int(self.dc_block_samples) < 0:
             raise ConfigError(f"dc_block_samples must be >= 0 (0 = off), got {self.dc_block_samples}")
 

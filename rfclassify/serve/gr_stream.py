@@ -7,6 +7,10 @@ native endian, packed):
     u16 magic 0x5FF0, u8 version 1, u64 offset (of the frame's first item), u64 ntags,
     ntags x (u64 offset, PMT key, PMT value, PMT srcid)
 
+A sink of vectors (`vlen` > 1 gr_complex a item, after `blocks.stream_to_vector`) is read as
+its samples in order: set `vlen` to match, since the tag header counts items, not samples (a
+tag's place is then known to the item: GNU Radio itself rounds it so when it vectorizes).
+
 Message boundaries follow GNU Radio's scheduler, not bursts, so the stream is reassembled and
 cut by burst_cutter (energy detector, `packet_len`-style length tags, or start/end tags such as
 GNU Radio's power squelch writes), after a slow DC blocker (rfclassify.dsp.dc_block;
@@ -114,11 +118,16 @@ class GrStreamDecoder(Decoder):
             except MessageError as exc:
                 return [self._reject(exc.reason, exc.detail)]
             data = data[used:]
+            vlen = self.config.vlen   # the header counts items of vlen samples; the cutters count samples
+            if vlen > 1:
+                offset = offset * vlen
+                tags = [StreamTag(t.offset * vlen, t.key, t.value) for t in tags]
             out += self._align(offset)
-        if data.nbytes % ITEM_BYTES:
+        item_bytes = ITEM_BYTES * self.config.vlen
+        if data.nbytes % item_bytes:
             # a partial item cannot be placed in the stream: drop the frame and restart there
             lost = self._cutter.reset(self._cutter.offset + data.nbytes // ITEM_BYTES)
-            detail = f"{data.nbytes} bytes is not a whole number of {ITEM_BYTES}-byte complex items"
+            detail = f"{data.nbytes} bytes is not a whole number of {item_bytes}-byte items"
             return out + [self._reject("bad_payload_size", detail + ("; open burst lost" if lost else ""))]
         self._started = True
         for tag in tags:

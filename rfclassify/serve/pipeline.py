@@ -123,6 +123,7 @@ def make_input_decoder(config: DaemonConfig) -> Decoder:
         end_tag=cfg.end_tag,
         idle_flush_s=cfg.idle_flush_s,
         dc_block_samples=cfg.dc_block_samples,
+        vlen=cfg.vlen,
         cutter=config.cutter,
     ))
 

@@ -6,7 +6,7 @@
       burst) -> channels.channel_model (noise) [-> add_const_cc: a receiver DC offset, --dc]
       [-> analog.pwr_squelch_cc (squelch_sob / squelch_eob tags), --marker squelch]
       [-> blocks.burst_tagger fed the gate (burst #t / #f tags), --marker burst_tagger]
-      -> zeromq.pub_sink (optionally pass_tags, key),
+      [-> blocks.stream_to_vector, --vlen N] -> zeromq.pub_sink (optionally pass_tags, key),
       or zeromq.push_sink with --sink push, or blocks.file_sink (a raw cf32 recording, --dump)
       with --sink file
     pdu-squelch: the stream's bursts and noise -> analog.pwr_squelch_cc -> pdu.tags_to_pdu_c
@@ -78,6 +78,8 @@ def main() -> int:
     ap.add_argument("--gap", type=int, default=3000, help="shortest gap between bursts (samples)")
     ap.add_argument("--noise", type=float, default=0.01, help="noise voltage (bursts have unit power)")
     ap.add_argument("--dc", type=float, default=0.0, help="stream: receiver DC offset (LO leakage) added after the channel")
+    ap.add_argument("--vlen", type=int, default=1, help="stream: publish vectors of this many samples "
+                    "(blocks.stream_to_vector before the sink)")
     ap.add_argument("--marker", choices=("", "squelch", "burst_tagger"), default="",
                     help="stream: a GNU Radio block that marks each burst's start and end with tags")
     ap.add_argument("--sample-rate", type=float, default=1e6)
@@ -117,7 +119,8 @@ def main() -> int:
             sink = blocks.file_sink(gr.sizeof_gr_complex, args.dump, False)
             sink.set_unbuffered(False)
         else:
-            sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, args.pass_tags, -1, args.key)
+            sink = zeromq.pub_sink(gr.sizeof_gr_complex, args.vlen, "tcp://127.0.0.1:0", 100, args.pass_tags, -1,
+                                   args.key)
         tb = gr.top_block()
         chain = [src, channel]
         if args.dc:  # the receiver's own DC offset, in every sample of the stream
@@ -133,6 +136,8 @@ def main() -> int:
                                        args.sample_rate, [], False, 0, 0.0)
             tb.connect(*chain, analog.pwr_squelch_cc(-10.0, 0.1, 0, False), to_pdu)
             tb.msg_connect(to_pdu, "pdus", sink, "in")
+        elif args.vlen > 1:
+            tb.connect(*chain, blocks.stream_to_vector(gr.sizeof_gr_complex, args.vlen), sink)
         else:
             tb.connect(*chain, sink)
     else:
