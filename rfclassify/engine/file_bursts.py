@@ -74,6 +74,18 @@ def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, so
             index += 1
 
 
+def unmarked_bursts(read: Callable[[int, int], np.ndarray], n: int, source: str, rate_hz: float | None,
+                    reading: Reading, chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
+    """Chunks of the bursts of a recording of n samples that marks none (raw, WAV): the whole of
+    it when reading.cut is "whole", else what energy_bursts finds; at most limit (0: none)."""
+    if limit == 0:
+        return
+    if reading.cut == "whole":
+        yield [FileBurst(read(0, n), source, 0, 0, rate_hz)]
+        return
+    yield from chunked(energy_bursts(read, 0, n, source, rate_hz, reading.cutter), chunk, limit)
+
+
 def chunked(bursts: Iterator[FileBurst], chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
     """Lists of at most chunk bursts, at most limit in all."""
     while found := list(itertools.islice(bursts, chunk if limit is None else min(chunk, limit))):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.engine.file_bursts import FileBurst, Reading, chunked, energy_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, unmarked_bursts
 from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
                                      read_sigmf_archive, sigmf_dtype, sigmf_paths)
 
@@ -32,18 +32,12 @@ def iter_raw(path: str | Path, chunk: int = 4096, limit: int | None = None, read
     if reading.raw is None:
         raise InputError(f"{p}: a raw recording needs its datatype (--raw)")
     component, is_complex = sigmf_dtype(reading.raw)
-    sample_rate_hz = reading.sample_rate_hz
     try:
         dataset = Dataset(p, 0, p.stat().st_size)
     except OSError as exc:
         raise InputError(f"{p}: cannot read it ({exc})") from None
     samples = SampleMap(dataset, component, is_complex, 0, [], 0, p)
-    if limit == 0:
-        return
-    if reading.cut == "whole":
-        yield [FileBurst(samples.read(0, samples.n), str(p), 0, 0, sample_rate_hz)]
-        return
-    yield from chunked(energy_bursts(samples.read, 0, samples.n, str(p), sample_rate_hz, reading.cutter), chunk, limit)
+    yield from unmarked_bursts(samples.read, samples.n, str(p), reading.sample_rate_hz, reading, chunk, limit)
 
 
 def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
@@ -70,16 +64,11 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, read
         raise InputError(f"{p}: a WAV IQ recording has two channels (I, Q); this one has "
                          f"{1 if data.ndim == 1 else data.shape[1]}")
     rate_hz = float(rate) if rate > 0 else None
-    if limit == 0:
-        return
 
     def read(start: int, count: int) -> np.ndarray:
         return as_float(data[start:start + count], True)
 
-    if reading.cut == "whole":
-        yield [FileBurst(read(0, data.shape[0]), str(p), 0, 0, rate_hz)]
-        return
-    yield from chunked(energy_bursts(read, 0, data.shape[0], str(p), rate_hz, reading.cutter), chunk, limit)
+    yield from unmarked_bursts(read, data.shape[0], str(p), rate_hz, reading, chunk, limit)
 
 
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
