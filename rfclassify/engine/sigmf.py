@@ -203,16 +203,17 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
                              f"{samples.n} samples of {dataset.path.name}"
                              + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
         label = a.get("core:label")
-        band = None if reading.full_band else _annotation_band(a, i, samples.frequency_at(start), rate_hz, meta_path)
-        spans.append((i, start, count, label if label in LABELS else None, band))
+        capture_hz = samples.frequency_at(start)
+        band = None if reading.full_band else _annotation_band(a, i, capture_hz, rate_hz, meta_path)
+        spans.append((i, start, count, label if label in LABELS else None, band, capture_hz))
     out = []
-    for (i, start, count, truth, band), c in itertools.islice(itertools.product(spans, each), limit):
+    for (i, start, count, truth, band, capture_hz), c in itertools.islice(itertools.product(spans, each), limit):
         iq, rate = samples.read(start, count, c), rate_hz
         if band is not None:
             from rfclassify.dsp.channelize import channelize
 
             lower, upper = band
-            iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - samples.frequency_at(start), upper - lower)
+            iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
         out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c))
     return out
 
@@ -252,7 +253,8 @@ class SampleMap:
         if trailing < 0:
             raise InputError(f"{meta_path}: core:trailing_bytes must not be negative, got {trailing}")
         segments = []   # (absolute index of the first sample, header bytes before it)
-        self.frequencies: list[tuple[int, float | None]] = []   # (first sample, the capture's core:frequency)
+        self._capture_starts: list[int] = []              # each capture's first sample ...
+        self._capture_hz: list[float | None] = []        # ... and its core:frequency
         for i, cap in enumerate(captures or [{}]):
             if not isinstance(cap, dict):
                 raise InputError(f"{meta_path}: captures entry {i} is not an object")
@@ -264,9 +266,9 @@ class SampleMap:
                 raise InputError(f"{meta_path}: captures entry {i} (core:sample_start {start}, core:header_bytes "
                                  f"{header}) is out of order or negative")
             segments.append((start, header))
-            self.frequencies.append((start if i else first, as_finite_float(cap.get("core:frequency"))))
+            self._capture_starts.append(start if i else first)
+            self._capture_hz.append(as_finite_float(cap.get("core:frequency")))
         segments[0] = (first, segments[0][1])   # samples before the first capture's start are still samples
-        self._capture_starts = [start for start, _ in self.frequencies]
         self.runs: list[tuple[int, np.ndarray]] = []   # (absolute index of its first sample, samples)
         pos = dataset.start
         end = dataset.start + dataset.size - trailing
@@ -287,7 +289,7 @@ class SampleMap:
     def frequency_at(self, index: int) -> float | None:
         """core:frequency (Hz) of the capture holding sample index, None when it gives none."""
         at = bisect.bisect_right(self._capture_starts, index) - 1
-        return self.frequencies[at][1] if at >= 0 else None
+        return self._capture_hz[at] if at >= 0 else None
 
     def read(self, start: int, count: int, channel: int | None = None) -> np.ndarray:
         """Samples start..start+count (absolute indices) of one channel (None: a single-channel
