@@ -23,14 +23,14 @@ from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
 
-# SigMF name -> (numpy dtype of one real component, scale to float); float = (raw - ZERO) * scale
-DTYPES: dict[str, tuple[str, float]] = {
-    "cf32_le": ("<f4", 1.0),
-    "ci16_le": ("<i2", 1.0 / 32768.0),
-    "ci8": ("i1", 1.0 / 128.0),
-    "cu8": ("u1", 1.0 / 128.0),
+# SigMF name -> (numpy dtype of one real component, scale to float, the raw value of 0.0):
+# float = (raw - zero) * scale
+DTYPES: dict[str, tuple[str, float, float]] = {
+    "cf32_le": ("<f4", 1.0, 0.0),
+    "ci16_le": ("<i2", 1.0 / 32768.0, 0.0),
+    "ci8": ("i1", 1.0 / 128.0, 0.0),
+    "cu8": ("u1", 1.0 / 128.0, 127.5),
 }
-ZERO: dict[str, float] = {"cu8": 127.5}   # unsigned types: the raw value of 0.0
 DEFAULT_DTYPE = "cf32_le"
 MAX_HEADER_BYTES = 65536
 
@@ -92,7 +92,7 @@ def parse_header(raw: memoryview) -> dict[str, Any]:
 
 def payload_to_iq(payload: memoryview, dtype: str) -> np.ndarray:
     """Interleaved I/Q bytes -> 1-D complex64 (a view for cf32_le on little-endian hosts)."""
-    component, scale = DTYPES[dtype]
+    component, scale, zero = DTYPES[dtype]
     size = np.dtype(component).itemsize * 2
     if payload.nbytes == 0:
         raise MessageError("empty_payload", "payload has no samples")
@@ -103,8 +103,8 @@ def payload_to_iq(payload: memoryview, dtype: str) -> np.ndarray:
         iq = np.frombuffer(payload, dtype="<c8")
         return iq if iq.dtype.isnative else iq.astype(np.complex64)
     floats = np.frombuffer(payload, dtype=component).astype(np.float32)
-    if dtype in ZERO:
-        floats -= np.float32(ZERO[dtype])
+    if zero:
+        floats -= np.float32(zero)
     floats *= np.float32(scale)
     return floats.view(np.complex64)
 
@@ -160,12 +160,12 @@ def encode_native(iq: np.ndarray, header_fields: Mapping[str, Any], dtype: str =
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; supported: {', '.join(DTYPES)}")
     x = np.asarray(iq, dtype=np.complex64).reshape(-1)
-    component, scale = DTYPES[dtype]
+    component, scale, zero = DTYPES[dtype]
     if dtype == "cf32_le":
         payload = x.astype("<c8", copy=False).tobytes()
     else:
         info = np.iinfo(np.dtype(component))
-        ints = np.clip(np.rint(x.view(np.float32) / scale + ZERO.get(dtype, 0.0)), info.min, info.max)
+        ints = np.clip(np.rint(x.view(np.float32) / scale + zero), info.min, info.max)
         payload = ints.astype(component).tobytes()
     header = dict(header_fields)
     header["dtype"] = dtype
