@@ -2,7 +2,9 @@
 
 Prints a table (one row a burst) and, when the files carry labels, the accuracy; with
 --json, one JSON object per line instead (the result fields of the daemon's records plus
-file, burst, start_sample and truth), and the summary goes to stderr.
+file, burst, start_sample and truth), and the summary goes to stderr. With --annotate, each
+recording's results are also written as SigMF annotations beside it
+(rfclassify.engine.sigmf_annotations).
 """
 
 from __future__ import annotations
@@ -50,12 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold-db", type=float_range(0.0, 100.0), metavar="DB",
                         help="energy cutting: a block is 'on' this far above the noise floor (default 6; "
                              "lower finds weaker bursts, as the daemon's [cutter] threshold_db)")
+    parser.add_argument("--annotate", action="store_true",
+                        help="write each recording's classifications as SigMF annotations to "
+                             "NAME.rfclassify.sigmf-meta beside its data (SigMF, WAV and raw recordings; "
+                             "the recording itself is not changed)")
     parser.add_argument("--full-band", action="store_true",
                         help="SigMF: classify an annotation's whole capture band, not the band its "
                              "core:freq_lower_edge / core:freq_upper_edge give (mixed to 0 Hz and decimated)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from rfclassify.engine import sigmf_annotations
     from rfclassify.engine.classifier import Classifier
     from rfclassify.engine.file_bursts import Reading
     from rfclassify.engine.files import iter_file_bursts
@@ -66,8 +73,13 @@ def run(args: argparse.Namespace) -> int:
     cutter = CutterConfig() if args.threshold_db is None else CutterConfig(threshold_db=args.threshold_db)
     reading = Reading(cut=args.cut, full_band=args.full_band, raw=args.raw, sample_rate_hz=args.sample_rate,
                       cutter=cutter)
+    targets = {}
     for path in args.files:
         next(iter_file_bursts(path, limit=0, reading=reading), None)
+        if args.annotate:
+            targets[path] = sigmf_annotations.annotation_target(path, reading)
+    if targets:
+        sigmf_annotations.check_distinct(targets)
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
         tally = _Tally(tuple(clf.labels))
@@ -76,15 +88,22 @@ def run(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
                               "bucket", "win", "truth"))
+        who = sigmf_annotations.generator(clf.model_id) if targets else ""
         for path in args.files:
+            target = targets.get(path)
             for chunk in iter_file_bursts(path, limit=args.limit, reading=reading):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
                 for burst, result in zip(chunk, results, strict=True):
                     tally.add(burst, result)
+                    if target is not None:
+                        target.add(burst, result, who)
                     if args.json:
                         print(json.dumps(_record(burst, result, clf)))
                     elif not args.quiet:
                         print(_row(burst, result).rstrip())
+            if target is not None:
+                print(f"annotated {len(target.annotations)} bursts: {target.write()}",
+                      file=sys.stderr if args.json else sys.stdout)
     print(tally.summary(), file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -29,6 +29,13 @@ class FileBurst:
     truth_snr_db: float | None = None
     band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
     channel: int | None = None                   # which of a multi-channel recording's channels
+    span: int | None = None                      # samples of the recording it covers, when iq was
+                                                 # decimated from them (a band cut); None: len(iq)
+
+    @property
+    def recording_samples(self) -> int:
+        """How many of the recording's samples the burst covers, from start_sample."""
+        return len(self.iq) if self.span is None else self.span
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,38 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, read
     """Chunks of the bursts of a two-channel WAV IQ recording (I left, Q right: what SDR#,
     SDRuno, HDSDR and GQRX record), its rate from the header, found by energy unless
     reading.cut is "whole". 8-bit samples are centred on zero; the file is memory-mapped."""
+    p = Path(path)
+    rate_hz, data = _read_wav(p)
+
+    def read(start: int, count: int) -> np.ndarray:
+        return as_float(data[start:start + count], True)
+
+    yield from unmarked_bursts(read, data.shape[0], str(p), rate_hz, reading, chunk, limit)
+
+
+def wav_layout(path: str | Path) -> tuple[str, float | None, int, int]:
+    """A WAV IQ recording as SigMF sees its file: (core:datatype, sample rate in Hz or None,
+    bytes before the samples, bytes after them). InputError for 24-bit samples, which have no
+    SigMF datatype."""
+    p = Path(path)
+    rate_hz, data = _read_wav(p)
+    if not isinstance(data, np.memmap):
+        raise InputError(f"{p}: its {8 * data.dtype.itemsize}-bit samples were widened to be read "
+                         "(24-bit WAV) and have no SigMF datatype")
+    kind = {"f": "cf", "i": "ci", "u": "cu"}[data.dtype.kind]
+    bits = 8 * data.dtype.itemsize
+    order = "" if bits == 8 else ("_be" if data.dtype.str[0] == ">" else "_le")
+    trailing = p.stat().st_size - data.offset - data.nbytes
+    return f"{kind}{bits}{order}", rate_hz, int(data.offset), int(trailing)
+
+
+def _read_wav(p: Path) -> tuple[float | None, np.ndarray]:
+    """(sample rate in Hz or None, (n, 2) samples: memory-mapped but for 24-bit ones) of a WAV IQ
+    recording; InputError for anything that is not one."""
     import warnings
 
     from scipy.io import wavfile
 
-    p = Path(path)
     try:
         with warnings.catch_warnings():   # vendors' own chunks (SDRuno's auxi) are skipped, not warned of
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
@@ -63,12 +90,7 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, read
     if data.ndim != 2 or data.shape[1] != 2:
         raise InputError(f"{p}: a WAV IQ recording has two channels (I, Q); this one has "
                          f"{1 if data.ndim == 1 else data.shape[1]}")
-    rate_hz = float(rate) if rate > 0 else None
-
-    def read(start: int, count: int) -> np.ndarray:
-        return as_float(data[start:start + count], True)
-
-    yield from unmarked_bursts(read, data.shape[0], str(p), rate_hz, reading, chunk, limit)
+    return (float(rate) if rate > 0 else None), data
 
 
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
@@ -92,32 +114,44 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     """Chunks of bursts from a SigMF recording or archive, an HDF5 dataset, a WAV IQ recording,
     or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
     InputError for anything else. limit 0 checks the file and reads no burst."""
+    kind, p = recording_format(path, reading)
+    if kind == "archive":
+        for bursts in read_sigmf_archive(p, limit, reading):
+            for lo in range(0, len(bursts), chunk):
+                yield bursts[lo:lo + chunk]
+    elif kind == "sigmf":
+        bursts = read_sigmf(p, limit, reading)
+        for lo in range(0, len(bursts), chunk):
+            yield bursts[lo:lo + chunk]
+    elif kind == "hdf5":
+        yield from iter_hdf5(p, chunk, limit)
+    elif kind == "wav":
+        yield from iter_wav(p, chunk, limit, reading)
+    else:
+        yield from iter_raw(p, chunk, limit, reading)
+
+
+def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[str, Path]:
+    """(format, the file that holds it) of what iter_file_bursts reads: "archive" (SigMF),
+    "sigmf" (the file is the recording's metadata, data or NAME), "hdf5", "wav", or "raw" (any
+    other file, when reading.raw gives its datatype); InputError for anything else."""
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
     if not p.exists() and p.name and not is_sigmf(p) and is_sigmf_archive(p.with_name(p.name + ".sigmf")):
         p = p.with_name(p.name + ".sigmf")   # NAME for NAME.sigmf, as NAME names a pair
     if is_sigmf_archive(p):
-        for bursts in read_sigmf_archive(p, limit, reading):
-            for lo in range(0, len(bursts), chunk):
-                yield bursts[lo:lo + chunk]
-        return
+        return "archive", p
     if is_sigmf(p):
-        bursts = read_sigmf(p, limit, reading)
-        for lo in range(0, len(bursts), chunk):
-            yield bursts[lo:lo + chunk]
-        return
+        return "sigmf", p
     if not p.is_file():
         raise InputError(f"{p}: no such file (nor {sigmf_paths(p)[0].name})")
     if _is_hdf5(p):
-        yield from iter_hdf5(p, chunk, limit)
-        return
+        return "hdf5", p
     if _is_wav(p):
-        yield from iter_wav(p, chunk, limit, reading)
-        return
+        return "wav", p
     if reading.raw is not None:
-        yield from iter_raw(p, chunk, limit, reading)
-        return
+        return "raw", p
     raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive), an rfclassify HDF5 "
                      "dataset nor a WAV IQ recording; a raw recording needs --raw DATATYPE (cf32_le for GNU "
                      "Radio's file_sink of gr_complex)")

@@ -16,7 +16,9 @@ memory-mapped (inside an archive too), so a long recording costs only the annota
 annotation that gives its band (``core:freq_lower_edge`` and ``core:freq_upper_edge``, Hz, as
 its capture's ``core:frequency``) is cut to it: mixed to 0 Hz and decimated
 (rfclassify.dsp.channelize), its burst's sample rate the decimated one, unless ``full_band``
-keeps the whole band (rfclassify.engine.file_bursts.Reading says which). The datatypes and
+keeps the whole band (rfclassify.engine.file_bursts.Reading says which). Annotations that
+``rfclassify classify --annotate`` wrote (``core:generator`` "rfclassify ...") are results, not
+bursts: they are skipped (rfclassify.engine.sigmf_annotations writes them). The datatypes and
 the sample layout (SampleMap) serve raw recordings too.
 """
 
@@ -39,6 +41,7 @@ from rfclassify.engine.file_bursts import FileBurst, Reading, energy_bursts
 from rfclassify.labels import LABELS
 
 MAX_CHANNELS = 1024   # interleaved channels a recording may have
+GENERATOR = "rfclassify"   # core:generator of the annotations `classify --annotate` writes
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
 
 
@@ -89,17 +92,30 @@ def read_sigmf(path: str | Path, limit: int | None = None, reading: Reading = Re
     read as `reading` says (its full_band, cut and cutter).
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
-    meta_path, data_path = sigmf_paths(path)
-    try:
-        meta = _sigmf_meta(meta_path.read_bytes(), meta_path)
-    except OSError as exc:
-        raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
-    data_path = _named_dataset(meta["global"], meta_path) or data_path
+    meta, meta_path, data_path = recording_metadata(path)
     try:
         dataset = Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
         raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
     return _recording_bursts(meta, meta_path, dataset, limit, reading)
+
+
+def recording_metadata(path: str | Path) -> tuple[dict, Path, Path]:
+    """(metadata, its path, the data file's path) of the SigMF recording NAME, NAME.sigmf-meta
+    or NAME.sigmf-data: the data file is the one core:dataset names, else NAME.sigmf-data."""
+    meta_path, data_path = sigmf_paths(path)
+    try:
+        meta = _sigmf_meta(meta_path.read_bytes(), meta_path)
+    except OSError as exc:
+        raise InputError(f"{meta_path}: cannot read SigMF metadata ({exc})") from None
+    return meta, meta_path, _named_dataset(meta["global"], meta_path) or data_path
+
+
+def written_by_rfclassify(annotation: dict) -> bool:
+    """Whether an annotation is one `rfclassify classify --annotate` wrote (core:generator
+    GENERATOR, or GENERATOR and a space and more): a classification, not a burst to classify."""
+    who = annotation.get("core:generator")
+    return isinstance(who, str) and (who == GENERATOR or who.startswith(GENERATOR + " "))
 
 
 def read_sigmf_archive(path: str | Path, limit: int | None = None, reading: Reading = Reading()
@@ -185,7 +201,7 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
                         _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path, channels)
     each = range(channels) if channels > 1 else [None]   # a single channel's bursts carry no channel
     annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
-                   and "core:sample_start" in a]
+                   and "core:sample_start" in a and not written_by_rfclassify(a)]
     if not annotations and reading.cut == "energy":
         found = itertools.chain.from_iterable(
             energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
@@ -214,7 +230,8 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
 
             lower, upper = band
             iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
-        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c))
+        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c,
+                             span=None if band is None else count))
     return out
 
 

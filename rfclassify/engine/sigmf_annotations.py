@@ -1,0 +1,177 @@
+"""The SigMF metadata `rfclassify classify --annotate` writes beside a recording: the recording
+as it lies on disk, with one annotation for each burst classified.
+
+The file is ``NAME.rfclassify.sigmf-meta`` in the data file's folder, and it names the data
+file in ``core:dataset`` (the specification's non-conforming dataset, which must sit beside
+its data): so a SigMF reader (the ``sigmf`` library, IQEngine, inspectrum) opens the user's
+own samples with our annotations, and neither the data nor the user's metadata is changed.
+For a SigMF recording it is the recording's metadata, its annotations kept; for a WAV file its
+datatype, rate and the header and trailing bytes around the samples; for a raw file the
+``--raw`` datatype and ``--sample-rate``. An annotation ours carries ``core:sample_start`` and
+``core:sample_count`` in the recording's samples, the band it was cut to when it had one,
+``core:label`` (``unknown`` below the open-set threshold; none for a rejected burst),
+``core:comment`` for a person, ``core:generator`` ``"rfclassify VERSION MODEL"``, and each field
+of the result record (DESIGN.md) as ``rfclassify:FIELD``, with ``rfclassify:channel`` for a
+multi-channel recording. The reader skips annotations with that generator, so a recording
+annotated again has its earlier classifications replaced, not classified. A file of that name
+that rfclassify did not write is never replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rfclassify._exceptions import InputError
+from rfclassify.engine.file_bursts import FileBurst, Reading
+from rfclassify.engine.files import recording_format, wav_layout
+from rfclassify.engine.sigmf import GENERATOR, recording_metadata, written_by_rfclassify
+
+SUFFIX = ".rfclassify.sigmf-meta"
+EXTENSION = "rfclassify"     # our namespace, declared in core:extensions
+SIGMF_VERSION = "1.2.0"      # core:version of the metadata written for raw and WAV files
+
+
+@dataclass
+class Target:
+    """Where one recording's annotations go (path) and the metadata they join (meta: the
+    recording's, without annotations of ours)."""
+
+    path: Path
+    meta: dict[str, Any]
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, burst: FileBurst, result: Any, generator: str) -> None:
+        """One annotation for a classified (or rejected) burst."""
+        self.annotations.append(annotation(burst, result, generator))
+
+    def write(self) -> Path:
+        """Writes the metadata with the annotations added (sorted by core:sample_start, as the
+        specification asks), in one rename; the path written."""
+        from rfclassify.serve.results import strict_json
+
+        meta = dict(self.meta)
+        meta["annotations"] = sorted([*self.meta.get("annotations", []), *self.annotations], key=_start)
+        text = json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n"
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return self.path
+
+
+def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
+    """The Target for the recording at path read as `reading` says; InputError for what cannot
+    be annotated (an archive: no metadata can sit beside its data; an HDF5 dataset; a 24-bit
+    WAV) and for a file of the target's name that rfclassify did not write."""
+    kind, p = recording_format(path, reading)
+    if kind == "archive":
+        raise InputError(f"{p}: --annotate writes metadata beside a recording's data, which an archive holds "
+                         "inside it; extract it (tar -xf) and annotate the recording")
+    if kind == "hdf5":
+        raise InputError(f"{p}: an rfclassify HDF5 dataset, not a recording; --annotate takes SigMF, WAV and "
+                         "raw recordings")
+    if kind == "sigmf":
+        meta, meta_path, data_path = recording_metadata(p)
+        meta = copy.deepcopy(meta)
+        glob = meta["global"]
+        glob.setdefault("core:dataset", data_path.name)
+        meta.setdefault("captures", [])
+        annotations = meta.get("annotations") or []
+        meta["annotations"] = [a for a in annotations if not (isinstance(a, dict) and written_by_rfclassify(a))]
+        stem = meta_path.name[: -len(".sigmf-meta")]
+    else:
+        glob = {"core:datatype": reading.raw, "core:version": SIGMF_VERSION, "core:dataset": p.name}
+        capture: dict[str, Any] = {"core:sample_start": 0}
+        rate_hz = reading.sample_rate_hz
+        if kind == "wav":
+            glob["core:datatype"], rate_hz, capture["core:header_bytes"], trailing = wav_layout(p)
+            if trailing:
+                glob["core:trailing_bytes"] = trailing
+        if rate_hz is not None:
+            glob["core:sample_rate"] = rate_hz
+        meta = {"global": glob, "captures": [capture], "annotations": []}
+        stem, meta_path = p.stem, p
+    extensions = glob.get("core:extensions", [])
+    if not isinstance(extensions, list):
+        raise InputError(f"{meta_path}: core:extensions must be a list, got {type(extensions).__name__}")
+    glob["core:extensions"] = [e for e in extensions if not (isinstance(e, dict) and e.get("name") == EXTENSION)]
+    glob["core:extensions"].append({"name": EXTENSION, "version": _version(), "optional": True})
+    stem = stem.removesuffix(".rfclassify")   # our own file annotated again: the same file
+    target = Target(meta_path.with_name(stem + SUFFIX), meta)
+    _check_replaceable(target.path, p)
+    return target
+
+
+def generator(model_id: str) -> str:
+    """core:generator of our annotations: "rfclassify VERSION MODEL" (written_by_rfclassify
+    knows it by its first word)."""
+    return f"{GENERATOR} {_version()} {model_id}"
+
+
+def annotation(burst: FileBurst, result: Any, who: str) -> dict[str, Any]:
+    """The SigMF annotation of one burst's result (the module docstring lists its keys)."""
+    a: dict[str, Any] = {"core:sample_start": burst.start_sample, "core:sample_count": burst.recording_samples,
+                         "core:generator": who}
+    if burst.band_hz is not None:
+        a["core:freq_lower_edge"], a["core:freq_upper_edge"] = burst.band_hz
+    if result.ok:
+        a["core:label"] = result.label
+        guess = "" if result.label == result.best_guess else f", best guess {result.best_guess}"
+        a["core:comment"] = (f"{result.label} (confidence {result.confidence:.2f}{guess}), "
+                             f"SNR {result.snr_db:.1f} dB")
+    else:
+        a["core:comment"] = f"not classified: {result.reject_reason}"
+    a.update({f"{EXTENSION}:{k}": v for k, v in result.to_dict().items()})
+    if burst.channel is not None:
+        a[f"{EXTENSION}:channel"] = burst.channel
+    return a
+
+
+def check_distinct(targets: dict[str, Target]) -> None:
+    """InputError when two different recordings would be annotated in one file (rec.cf32 and
+    rec.wav both give rec.rfclassify.sigmf-meta)."""
+    seen: dict[Path, str] = {}
+    for path, target in targets.items():
+        where = target.path.resolve()
+        data = (target.path.parent / target.meta["global"]["core:dataset"]).resolve()
+        if where in seen and seen[where] != str(data):
+            raise InputError(f"{path}: its annotations would go to {target.path}, as those of another recording "
+                             f"given ({seen[where]}); rename one, or annotate them in separate folders")
+        seen[where] = str(data)
+
+
+def _check_replaceable(out: Path, recording: Path) -> None:
+    """InputError unless out is absent or a file --annotate wrote (our extension declared)."""
+    try:
+        raw = out.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{out}: cannot read the file --annotate would replace ({exc})") from None
+    try:
+        extensions = json.loads(raw.decode("utf-8"))["global"]["core:extensions"]
+        ours = any(isinstance(e, dict) and e.get("name") == EXTENSION for e in extensions)
+    except (UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError):
+        ours = False
+    if not ours:
+        raise InputError(f"{out}: exists and rfclassify did not write it; move it away to annotate {recording}")
+
+
+def _start(annotation: Any) -> float:
+    """An annotation's core:sample_start to sort by (-1 for an entry without a number there:
+    the user's, kept in place ahead of the rest)."""
+    start = annotation.get("core:sample_start") if isinstance(annotation, dict) else None
+    return start if isinstance(start, (int, float)) and not isinstance(start, bool) else -1
+
+
+def _version() -> str:
+    from rfclassify import __version__
+
+    return __version__

@@ -1,0 +1,198 @@
+"""`rfclassify classify --annotate`: each recording's classifications as SigMF annotations in
+NAME.rfclassify.sigmf-meta beside its data, read back with the official `sigmf` library."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import InputError
+from rfclassify.cli import main
+from rfclassify.engine.file_bursts import Reading
+from rfclassify.engine.files import recording_format
+from rfclassify.engine.sigmf import read_sigmf
+from rfclassify.engine.sigmf_annotations import annotation_target
+from test_engine_files_raw import BURSTS, _recording, _wav
+from test_engine_files_sigmf import ANNOTATIONS, _library_recording, _wideband
+
+sigmf = pytest.importorskip("sigmf", reason="the sigmf library is in the test extra: pip install -e '.[test]'")
+from sigmf import SigMFFile, sigmffile  # noqa: E402
+
+
+def _classify(model_dir, *args: str) -> int:
+    return main(["classify", *args, "--json", "--model-dir", str(model_dir), "--device", "cpu"])
+
+
+def _records(capsys) -> list[dict]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def _digest(*paths) -> list[str]:
+    return [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+
+
+def _ours(meta_path) -> list[dict]:
+    annotations = json.loads(meta_path.read_text())["annotations"]
+    return [a for a in annotations if a.get("core:generator", "").startswith("rfclassify ")]
+
+
+def _agrees(annotation: dict, record: dict) -> bool:
+    """An annotation says what classify's JSON record of the same burst says."""
+    return (annotation["core:sample_start"] == record["start_sample"]
+            and annotation.get("core:label") == record.get("label")
+            and all(annotation[f"rfclassify:{k}"] == record[k]
+                    for k in ("label", "confidence", "top", "snr_db", "n_samples", "bucket", "windows")))
+
+
+def test_a_raw_recording_is_annotated_beside_it_and_the_sigmf_library_opens_it(tiny_model_dir, tmp_path, capsys):
+    x = _recording(seed=5)
+    x.tofile(tmp_path / "cap.cf32")
+    before = _digest(tmp_path / "cap.cf32")
+    assert _classify(tiny_model_dir, str(tmp_path / "cap.cf32"), "--raw", "cf32_le", "--sample-rate", "2e6",
+                     "--annotate") == 0
+    records = _records(capsys)
+    out = tmp_path / "cap.rfclassify.sigmf-meta"
+    rec = sigmffile.fromfile(str(out), skip_checksum=True)
+    rec.validate()
+    np.testing.assert_array_equal(np.asarray(rec.read_samples()), x)   # the user's own samples, named
+    assert rec.get_global_field(sigmf.SAMPLE_RATE_KEY) == 2e6 and rec.get_global_field("core:dataset") == "cap.cf32"
+    annotations = rec.get_annotations()
+    assert len(annotations) == len(records) == len(BURSTS)
+    for a, r, (start, length) in zip(annotations, records, BURSTS, strict=True):
+        assert _agrees(a, r)
+        assert a["core:sample_start"] <= start and a["core:sample_start"] + a["core:sample_count"] >= start + length
+        assert a["core:generator"] == f"rfclassify 0.1.0 {r['model']}"
+        assert a["core:comment"].startswith(f"{r['label']} (confidence {r['confidence']:.2f}")
+    assert _digest(tmp_path / "cap.cf32") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap.cf32", "cap.rfclassify.sigmf-meta"]   # no temp file
+
+
+@pytest.mark.parametrize("kind", ["int16", "uint8", "float32"])
+def test_a_wav_recording_is_described_with_its_header_and_trailing_bytes(tiny_model_dir, tmp_path, capsys, kind):
+    path = tmp_path / "sdr.wav"
+    _wav(path, _recording(seed=6), 2_048_000, kind, extra_chunk=b"\0" * 16)
+    trailer = b"LIST" + (12).to_bytes(4, "little") + b"INFOISFT\0\0\0\0"   # a chunk after the samples
+    raw = path.read_bytes() + trailer
+    path.write_bytes(raw[:4] + (len(raw) - 8).to_bytes(4, "little") + raw[8:])
+    assert _classify(tiny_model_dir, str(path), "--annotate") == 0
+    records = _records(capsys)
+    meta = json.loads((tmp_path / "sdr.rfclassify.sigmf-meta").read_text())
+    assert meta["global"]["core:datatype"] == {"int16": "ci16_le", "uint8": "cu8", "float32": "cf32_le"}[kind]
+    assert meta["global"]["core:trailing_bytes"] == len(trailer)
+    assert meta["global"]["core:sample_rate"] == 2_048_000
+    import warnings
+
+    from scipy.io import wavfile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", wavfile.WavFileWarning)   # the vendor chunk
+        _, samples = wavfile.read(path)
+    rec = sigmffile.fromfile(str(tmp_path / "sdr.rfclassify.sigmf-meta"), skip_checksum=True, autoscale=False)
+    np.testing.assert_array_equal(np.asarray(rec.read_samples()), samples[:, 0] + 1j * samples[:, 1].astype(float))
+    assert [_agrees(a, r) for a, r in zip(rec.get_annotations(), records, strict=True)] == [True] * len(BURSTS)
+
+
+def test_a_sigmf_recording_keeps_its_annotations_and_annotating_again_replaces_ours(
+        tiny_model_dir, tmp_path, capsys):
+    _library_recording(tmp_path, "rec", "ci16_le")
+    before = _digest(tmp_path / "rec.sigmf-meta", tmp_path / "rec.sigmf-data")
+    assert _classify(tiny_model_dir, str(tmp_path / "rec"), "--annotate") == 0
+    records = _records(capsys)
+    out = tmp_path / "rec.rfclassify.sigmf-meta"
+    original = json.loads((tmp_path / "rec.sigmf-meta").read_text())
+    written = json.loads(out.read_text())
+    assert written["captures"] == original["captures"]
+    assert written["global"]["core:dataset"] == "rec.sigmf-data"
+    theirs = [a for a in written["annotations"] if "core:generator" not in a or "rfclassify" not in a["core:generator"]]
+    assert theirs == original["annotations"]
+    ours = _ours(out)
+    assert [(a["core:sample_start"], a["core:sample_count"]) for a in ours] == [(s, n) for s, n, _ in ANNOTATIONS]
+    assert all(_agrees(a, r) for a, r in zip(ours, records, strict=True))
+    starts = [a["core:sample_start"] for a in written["annotations"]]
+    assert starts == sorted(starts)   # the specification's order
+    sigmffile.fromfile(str(out)).validate()
+    assert _digest(tmp_path / "rec.sigmf-meta", tmp_path / "rec.sigmf-data") == before
+
+    # read back, our annotations are results, not bursts: the truth is still the recording's
+    assert [(b.start_sample, b.truth_label) for b in read_sigmf(out)] == [(s, t) for s, _, t in ANNOTATIONS]
+    assert _classify(tiny_model_dir, str(out), "--annotate") == 0   # our file annotated again: replaced
+    assert len(_records(capsys)) == len(ANNOTATIONS)
+    again = json.loads(out.read_text())
+    assert len(again["annotations"]) == 2 * len(ANNOTATIONS)
+    assert [e["name"] for e in again["global"]["core:extensions"]] == ["rfclassify"]
+
+
+def test_an_annotated_band_keeps_its_span_and_edges(tiny_model_dir, tmp_path, capsys):
+    band = {"core:freq_lower_edge": 2.40145e9, "core:freq_upper_edge": 2.40155e9}
+    _wideband(tmp_path, [{"core:sample_start": 0, "core:sample_count": 40_000, **band}])
+    assert _classify(tiny_model_dir, str(tmp_path / "wide"), "--annotate") == 0
+    (record,) = _records(capsys)
+    (ours,) = _ours(tmp_path / "wide.rfclassify.sigmf-meta")
+    assert record["n_samples"] == 2000   # decimated 20x to the band ...
+    assert ours["core:sample_count"] == 40_000 and ours["rfclassify:n_samples"] == 2000   # ... spanning 40,000
+    assert (ours["core:freq_lower_edge"], ours["core:freq_upper_edge"]) == (2.40145e9, 2.40155e9)
+
+
+def test_each_channel_of_a_multichannel_recording_is_its_own_annotation(tiny_model_dir, tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    rng.standard_normal((3000, 2, 2)).astype(np.float32).tofile(tmp_path / "two.sigmf-data")
+    rec = SigMFFile(data_file=str(tmp_path / "two.sigmf-data"),
+                    global_info={sigmf.DATATYPE_KEY: "cf32_le", sigmf.NUM_CHANNELS_KEY: 2, sigmf.VERSION_KEY: "1.2.0"})
+    rec.add_capture(0)
+    rec.add_annotation(100, 1000)
+    rec.tofile(str(tmp_path / "two"))
+    assert _classify(tiny_model_dir, str(tmp_path / "two"), "--annotate") == 0
+    records = _records(capsys)
+    ours = _ours(tmp_path / "two.rfclassify.sigmf-meta")
+    assert [a["rfclassify:channel"] for a in ours] == [r["channel"] for r in records] == [0, 1]
+
+
+def test_a_rejected_burst_is_annotated_without_a_label(tiny_model_dir, tmp_path, capsys):
+    np.ones(10, np.complex64).tofile(tmp_path / "short.cf32")
+    assert _classify(tiny_model_dir, str(tmp_path / "short.cf32"), "--raw", "cf32_le", "--cut", "whole",
+                     "--annotate") == 0
+    (record,) = _records(capsys)
+    (ours,) = _ours(tmp_path / "short.rfclassify.sigmf-meta")
+    assert "core:label" not in ours and ours["rfclassify:reason"] == record["reason"] == "too_short"
+    assert ours["core:comment"] == "not classified: too_short" and ours["core:sample_count"] == 10
+
+
+def test_what_cannot_be_annotated_is_refused_before_anything_is_classified(tiny_model_dir, tmp_path, capsys):
+    import h5py
+
+    _library_recording(tmp_path, "rec", "cf32_le")   # also writes rec.sigmf, an archive
+    with pytest.raises(InputError, match="extract it"):
+        annotation_target(tmp_path / "rec.sigmf")
+    h5py.File(tmp_path / "d.h5", "w").close()
+    with pytest.raises(InputError, match="an rfclassify HDF5 dataset, not a recording"):
+        annotation_target(tmp_path / "d.h5")
+    import struct
+
+    fmt = struct.pack("<HHIIHH", 1, 2, 48_000, 48_000 * 6, 6, 24)   # PCM, I and Q of 24 bits
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", 600) + bytes(600)
+    (tmp_path / "deep.wav").write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    assert recording_format(tmp_path / "deep.wav")[0] == "wav"   # read as a WAV, but ...
+    with pytest.raises(InputError, match="24-bit WAV.*no SigMF datatype"):
+        annotation_target(tmp_path / "deep.wav")
+
+    _recording(seed=7).tofile(tmp_path / "cap")
+    (tmp_path / "cap.rfclassify.sigmf-meta").write_text('{"global": {}}')   # a file someone else wrote
+    assert _classify(tiny_model_dir, str(tmp_path / "cap"), "--raw", "cf32_le", "--annotate") == 2
+    assert "cap.rfclassify.sigmf-meta: exists and rfclassify did not write it" in capsys.readouterr().err
+    assert (tmp_path / "cap.rfclassify.sigmf-meta").read_text() == '{"global": {}}'
+
+    _wav(tmp_path / "rec.wav", _recording(seed=8), 48_000, "int16")   # rec.wav and rec would share one file
+    assert _classify(tiny_model_dir, str(tmp_path / "rec"), str(tmp_path / "rec.wav"), "--annotate") == 2
+    captured = capsys.readouterr()
+    assert "would go to" in captured.err and "rec.rfclassify.sigmf-meta" in captured.err and captured.out == ""
+    assert not (tmp_path / "rec.rfclassify.sigmf-meta").exists()
+    annotation_target(tmp_path / "rec.wav", Reading())   # alone, it can be annotated
+
+    meta = json.loads((tmp_path / "rec.sigmf-meta").read_text())
+    meta["global"]["core:extensions"] = {"name": "x"}
+    (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="core:extensions must be a list"):
+        annotation_target(tmp_path / "rec")
