@@ -214,7 +214,7 @@ def test_status_reply_has_every_documented_field(daemon):
     st = _status(daemon)
     for key in ("health", "health_reasons", "version", "pid", "uptime_s", "engine", "input", "output",
                 "control", "counters", "queues", "latency_ms", "throughput_bursts_per_s", "per_class",
-                "accuracy", "heartbeat_age_s", "jetson", "overload_policy"):
+                "accuracy", "heartbeat_age_s", "jetson", "overload_policy", "capture"):
         assert key in st, key
     assert st["engine"]["backend"] == "onnxruntime" and st["engine"]["device"] == "cpu"
     assert st["engine"]["refiner"] is None  # the tiny model has none

@@ -102,11 +102,22 @@ def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
     if not isinstance(extensions, list):
         raise InputError(f"{meta_path}: core:extensions must be a list, got {type(extensions).__name__}")
     glob["core:extensions"] = [e for e in extensions if not (isinstance(e, dict) and e.get("name") == EXTENSION)]
-    glob["core:extensions"].append({"name": EXTENSION, "version": _version(), "optional": True})
+    glob["core:extensions"].append(extension())
     stem = stem.removesuffix(".rfclassify")   # our own file annotated again: the same file
     target = Target(meta_path.with_name(stem + SUFFIX), meta)
     _check_replaceable(target.path, p)
     return target
+
+
+def extension() -> dict[str, Any]:
+    """Our entry in core:extensions: the rfclassify: keys, optional to a reader."""
+    return {"name": EXTENSION, "version": _version(), "optional": True}
+
+
+def comment(label: str, confidence: float, best_guess: str | None, snr_db: float | None) -> str:
+    """core:comment of an annotation of ours: "unknown (confidence 0.41, best guess 8PSK), SNR 9.0 dB"."""
+    guess = "" if best_guess in (None, label) else f", best guess {best_guess}"
+    return f"{label} (confidence {confidence:.2f}{guess})" + ("" if snr_db is None else f", SNR {snr_db:.1f} dB")
 
 
 def generator(model_id: str) -> str:
@@ -123,9 +134,7 @@ def annotation(burst: FileBurst, result: Any, who: str) -> dict[str, Any]:
         a["core:freq_lower_edge"], a["core:freq_upper_edge"] = burst.band_hz
     if result.ok:
         a["core:label"] = result.label
-        guess = "" if result.label == result.best_guess else f", best guess {result.best_guess}"
-        a["core:comment"] = (f"{result.label} (confidence {result.confidence:.2f}{guess}), "
-                             f"SNR {result.snr_db:.1f} dB")
+        a["core:comment"] = comment(result.label, result.confidence, result.best_guess, result.snr_db)
     else:
         a["core:comment"] = f"not classified: {result.reject_reason}"
     a.update({f"{EXTENSION}:{k}": v for k, v in result.to_dict().items()})

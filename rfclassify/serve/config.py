@@ -202,6 +202,15 @@ class SecurityConfig:
 
 
 @dataclass(frozen=True)
+class CaptureConfig:
+    """Bursts kept on disk as SigMF recordings by their result's label (rfclassify.serve.capture)."""
+
+    dir: str = ""               # "": keep none
+    labels: str = "unknown"     # comma-separated result labels to keep ("unknown", "NOISE", ...); "*": every result
+    max_bytes: int = field(default=1024 * MiB, metadata=_check(lo=MiB, hi=2**50))   # the oldest go beyond it
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     input: InputConfig = field(default_factory=InputConfig)
     cutter: CutterConfig = field(default_factory=CutterConfig)
@@ -215,6 +224,7 @@ class DaemonConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
 
 
 def _type_name(t: Any) -> str:
@@ -345,10 +355,22 @@ def _combination_errors(cfg: DaemonConfig) -> list[str]:
     for key in ("start_tag", "end_tag"):
         if cfg.input.cut_mode == "start_end" and not getattr(cfg.input, key):
             errors.append(f"input.{key}: must name a tag when input.cut_mode is start_end")
+    if cfg.capture.dir:
+        from rfclassify.labels import LABELS
+
+        unknown = [name for name in capture_labels(cfg.capture.labels) if name not in (*LABELS, "unknown", "*")]
+        if unknown or not capture_labels(cfg.capture.labels):
+            errors.append(f"capture.labels: comma-separated result labels (unknown, {', '.join(LABELS[:3])}, ...) "
+                          f"or *; got {cfg.capture.labels!r}")
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
     return errors
+
+
+def capture_labels(text: str) -> tuple[str, ...]:
+    """[capture] labels as names: "unknown, NOISE" -> ("unknown", "NOISE")."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> DaemonConfig:

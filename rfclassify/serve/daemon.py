@@ -84,6 +84,7 @@ class Daemon:
         self.engine = engine
         self._owns_engine = False           # loaded by start(), so closed by stop()
         self.pipeline: Pipeline | None = None
+        self.capture: Any = None             # serve.capture.BurstCapture when [capture] dir is set
         self.control: ControlServer | None = None
         self.metrics: Any = None
         self.tegra = TegraStats()
@@ -110,7 +111,13 @@ class Daemon:
                 self._owns_engine = True
             e = self.engine
             log.info("engine: %s %s on %s, model %s", e.backend, e.precision, e.device, e.model_id)
-            self.pipeline = Pipeline(cfg, e, self.stats, self.context, self._security)
+            if cfg.capture.dir:
+                from rfclassify.serve.capture import BurstCapture
+
+                self.capture = BurstCapture(cfg.capture, e.model_id)
+                log.info("capture: bursts labelled %s kept in %s (at most %d bytes)", cfg.capture.labels,
+                         cfg.capture.dir, cfg.capture.max_bytes)
+            self.pipeline = Pipeline(cfg, e, self.stats, self.context, self._security, self.capture)
             self.pipeline.start()
             if cfg.metrics.listen:
                 from rfclassify.serve.metrics import MetricsServer
@@ -139,6 +146,8 @@ class Daemon:
         clean = True
         if self.pipeline is not None:
             clean = self.pipeline.stop(drain=drain, timeout_s=self.config.shutdown.drain_timeout_s)
+        if self.capture is not None:
+            self.capture.close()   # after the pipeline: the drained bursts are offered too
         if self._owns_engine and self.engine is not None and clean:
             self.engine.classifier.close()  # its refiner's worker processes too
         if self.metrics is not None:
@@ -287,6 +296,7 @@ class Daemon:
             "queues": p.queue_depths() if p else {},
             "decoder": p.decoder_stats() if p else {},
             "jetson": self.tegra.snapshot(),
+            "capture": self.capture.snapshot() if self.capture is not None else None,
         }
 
     def status_line(self) -> str:

@@ -114,6 +114,15 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
     w.family("rfclassify_info", "gauge", "Version and engine of the running daemon.")
     w.sample("rfclassify_info", 1, version=status.get("version", ""), backend=eng.get("backend", ""),
              precision=eng.get("precision", ""), device=eng.get("device", ""), model=eng.get("model", ""))
+    cap = status.get("capture")
+    if cap:
+        w.family("rfclassify_capture_bursts_total", "counter",
+                 "Bursts [capture] was asked to keep: kept (written), skipped (writer behind, or too large), "
+                 "failed (the write failed), deleted (the oldest, beyond max_bytes).")
+        for outcome in ("kept", "skipped", "failed", "deleted"):
+            w.sample("rfclassify_capture_bursts_total", cap.get(outcome, 0), outcome=outcome)
+        w.family("rfclassify_capture_bytes", "gauge", "Bytes of the kept recordings in the capture folder.")
+        w.sample("rfclassify_capture_bytes", cap.get("bytes", 0))
     jet = status.get("jetson") or {}
     if jet.get("age_s") is not None:
         w.family("rfclassify_jetson_telemetry_age_seconds", "gauge",

@@ -21,6 +21,8 @@
   stale heartbeat (and stops the systemd watchdog pings). The refiner is not a stage of its
   own: a thread of its own measured slower on a GPU host (docs/engine.md).
 * publisher owns the output PUB socket; everyone else hands it records through its queue.
+* with [capture], inference offers each result's burst to the capture's writer thread
+  (rfclassify.serve.capture), which keeps the ones whose label it was asked for.
 
 Only the ingest queue drops under overload (policy drop_oldest, drop_newest or block); the
 infer queue blocks the batcher, which backs up into the ingest queue. The publish queue
@@ -132,12 +134,13 @@ class Pipeline:
     """Owns the four stage threads; start(), then stop(drain=True) for a clean shutdown."""
 
     def __init__(self, config: DaemonConfig, engine: EngineAdapter, stats: DaemonStats,
-                 context: zmq.Context, security: Any = None) -> None:
+                 context: zmq.Context, security: Any = None, capture: Any = None) -> None:
         self.config = config
         self.engine = engine
         self.stats = stats
         self.context = context
         self.security = security          # callable(socket, role) that applies CURVE, or None
+        self.capture = capture            # a serve.capture.BurstCapture offered every result, or None
         # the output's wire format, fixed for the socket's life (a reload cannot change it)
         self._encode = encode_pmt if config.output.format == "gr-pmt" else encode
         q = config.queues
@@ -434,6 +437,8 @@ class Pipeline:
                                   truth.label if truth else None, truth.snr_db if truth else None,
                                   res.best_guess)
             self._publish(RESULT_TOPIC, rec)
+            if self.capture is not None:
+                self.capture.offer(b, rec)
 
     def _results(self, batch: Batch, logits: np.ndarray, snr_db: np.ndarray) -> list[Any] | None:
         """The batch's results from the network's outputs. If the refiner fails, the network's

@@ -93,6 +93,12 @@ def render_status(st: dict[str, Any]) -> str:
     if q:
         add(f"queues      ingest {q.get('ingest')} ({q.get('ingest_bytes', 0) / 1e6:.1f} MB), "
             f"batching {q.get('batching')}, infer {q.get('infer_batches')} batches, publish {q.get('publish')}")
+    cap = st.get("capture")
+    if cap:
+        failed = (f", {cap['failed']} failed (last: {cap.get('last_error') or '?'})" if cap.get("failed") else "")
+        add(f"capture     {', '.join(cap.get('labels') or [])} -> {cap.get('dir')}: {cap.get('kept', 0)} kept, "
+            f"{cap.get('skipped', 0)} skipped{failed}; {cap.get('recordings', 0)} recordings, "
+            f"{cap.get('bytes', 0) / 1e6:.1f} of {cap.get('max_bytes', 0) / 1e6:.0f} MB")
     add(f"throughput  {st.get('throughput_bursts_per_s', 0):.1f} bursts/s")
     lat = st.get("latency_ms") or {}
     if lat:
