@@ -105,6 +105,8 @@ def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
     glob["core:extensions"].append(extension())
     stem = stem.removesuffix(".rfclassify")   # our own file annotated again: the same file
     target = Target(meta_path.with_name(stem + SUFFIX), meta)
+    if not os.access(target.path.parent, os.W_OK):   # found before the classifying, not after it
+        raise InputError(f"{target.path.parent}: cannot write {target.path.name} there (no permission)")
     _check_replaceable(target.path, p)
     return target
 

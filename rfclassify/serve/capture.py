@@ -13,10 +13,10 @@ them again, each whole: the reader skips our annotation, so a newer model gives 
 
 The inference thread only offers a burst (a put that never waits): when the writer is
 QUEUE_BURSTS behind, or the burst alone is larger than max_bytes, it is skipped and counted.
-After each write the oldest recordings
-of ours (by name: the names sort by time) are deleted until the folder's recordings fit
-max_bytes; files that are not ours are never touched. A write that fails (disk full, folder
-gone) is counted, logged and shown in `status`; classification goes on.
+After each write the oldest recordings of ours (in the order written; at start, by name, which
+sorts by time) are deleted until the folder's recordings fit max_bytes; files that are not
+ours are never touched. A write that fails (disk full, folder gone) is counted, logged and
+shown in `status`; classification goes on.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class BurstCapture:
         except queue.Full:
             self.skipped += 1
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self, timeout_s: float = 2.0) -> None:
         """Write what is queued (for at most timeout_s), then stop the writer."""
         try:
             self._queue.put(_END, timeout=timeout_s)

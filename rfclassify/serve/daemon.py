@@ -147,7 +147,7 @@ class Daemon:
         if self.pipeline is not None:
             clean = self.pipeline.stop(drain=drain, timeout_s=self.config.shutdown.drain_timeout_s)
         if self.capture is not None:
-            self.capture.close()   # after the pipeline: the drained bursts are offered too
+            self.capture.close()   # after the pipeline (its drained bursts are offered too); <= 2 s
         if self._owns_engine and self.engine is not None and clean:
             self.engine.classifier.close()  # its refiner's worker processes too
         if self.metrics is not None:
