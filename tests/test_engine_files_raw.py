@@ -105,6 +105,18 @@ def test_an_unknown_cut_is_refused():
         Reading(cut="tags")
 
 
+def test_the_cut_option_offers_the_readers_cuts():
+    """The option spells CUTS out (importing it would pull numpy into every command's start)."""
+    import argparse
+
+    from rfclassify.commands._reading import add_reading_arguments
+
+    parser = argparse.ArgumentParser()
+    add_reading_arguments(parser)
+    (cut,) = [a for a in parser._actions if a.dest == "cut"]
+    assert tuple(cut.choices) == file_bursts.CUTS and cut.default == file_bursts.Reading().cut
+
+
 def _wav(path, x: np.ndarray, rate: int, kind: str, extra_chunk: bytes = b"") -> None:
     """A stereo WAV IQ file (I left, Q right), optionally with a vendor chunk before its data."""
     import io

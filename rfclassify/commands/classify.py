@@ -15,20 +15,9 @@ import sys
 from collections import Counter
 from typing import Any
 
-from rfclassify._argtypes import count, float_range
+from rfclassify._argtypes import count
+from rfclassify.commands._reading import add_reading_arguments, reading_from_args
 from rfclassify.engine.options import add_model_arguments
-
-
-def sigmf_datatype(text: str) -> str:
-    """--raw's value: a SigMF datatype name (cf32_le, ci16_le, cu8, ...)."""
-    from rfclassify._exceptions import InputError
-    from rfclassify.engine.sigmf import sigmf_dtype
-
-    try:
-        sigmf_dtype(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,39 +29,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")
     parser.add_argument("--limit", type=count(), default=None, metavar="N", help="at most N bursts per file")
     parser.add_argument("--quiet", action="store_true", help="no per-burst rows, only the summary")
-    parser.add_argument("--raw", type=sigmf_datatype, metavar="DATATYPE",
-                        help="read a FILE that is neither SigMF, HDF5 nor WAV as raw samples of this SigMF datatype "
-                             "(cf32_le: GNU Radio's file_sink of gr_complex; ci16_le, cu8, ...)")
-    parser.add_argument("--sample-rate", type=float_range(0.0, 1e12, lo_open=True), metavar="HZ",
-                        help="a raw FILE's sample rate (recorded in the results)")
-    parser.add_argument("--cut", choices=("auto", "energy", "whole"), default="auto",
-                        help="a recording without annotations: 'energy' finds its bursts with the daemon's "
-                             "energy detector, 'whole' classifies it as one burst; 'auto' (default): raw "
-                             "files by energy, SigMF recordings whole")
-    parser.add_argument("--threshold-db", type=float_range(0.0, 100.0), metavar="DB",
-                        help="energy cutting: a block is 'on' this far above the noise floor (default 6; "
-                             "lower finds weaker bursts, as the daemon's [cutter] threshold_db)")
+    add_reading_arguments(parser)
     parser.add_argument("--annotate", action="store_true",
                         help="write each recording's classifications as SigMF annotations to "
                              "NAME.rfclassify.sigmf-meta beside its data (SigMF, WAV and raw recordings; "
                              "the recording itself is not changed)")
-    parser.add_argument("--full-band", action="store_true",
-                        help="SigMF: classify an annotation's whole capture band, not the band its "
-                             "core:freq_lower_edge / core:freq_upper_edge give (mixed to 0 Hz and decimated)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.engine import sigmf_annotations
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.engine.file_bursts import Reading
     from rfclassify.engine.files import iter_file_bursts
-    from rfclassify.serve.config import CutterConfig
 
     # Open and check every file first (limit 0: no burst read), so a bad one fails before
     # minutes of work on the others.
-    cutter = CutterConfig() if args.threshold_db is None else CutterConfig(threshold_db=args.threshold_db)
-    reading = Reading(cut=args.cut, full_band=args.full_band, raw=args.raw, sample_rate_hz=args.sample_rate,
-                      cutter=cutter)
+    reading = reading_from_args(args)
     targets = {}
     for path in args.files:
         next(iter_file_bursts(path, limit=0, reading=reading), None)
