@@ -1,4 +1,4 @@
-"""`rfclassify dataset generate|inspect|gnuradio`: make and look at HDF5 datasets."""
+"""`rfclassify dataset generate|inspect|gnuradio|import`: make and look at HDF5 datasets."""
 
 from __future__ import annotations
 
@@ -55,6 +55,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an existing file")
     r.set_defaults(_action=_gnuradio)
 
+    _add_import_args(sub)
+
+
+def _add_import_args(sub: argparse._SubParsersAction) -> None:
+    from rfclassify.commands._reading import add_reading_arguments
+
+    m = sub.add_parser("import", help="make a dataset of the labelled bursts of recordings (field data)",
+                       description="Write the bursts that SigMF recordings (or rfclassify datasets) label with a "
+                                   "label the model classifies to an rfclassify HDF5 dataset, for train --data "
+                                   "and evaluate. Bursts are read as classify reads them.")
+    m.add_argument("files", nargs="+", metavar="FILE",
+                   help="SigMF recording or archive, rfclassify HDF5 dataset, WAV IQ or (with --raw) raw recording")
+    m.add_argument("--out", type=path_text, required=True, help="output HDF5 file")
+    m.add_argument("--force", action="store_true", help="overwrite an existing file")
+    add_reading_arguments(m)
+    m.set_defaults(_action=_import)
+
 
 def _add_snr_args(p: argparse.ArgumentParser, default_min: float, default_max: float, default_step: float) -> None:
     p.add_argument("--snr-min", type=finite_float, default=default_min, help=f"lowest SNR, dB (default {default_min:g})")
@@ -103,9 +120,9 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 
 def _command_line(args: argparse.Namespace) -> str:
     """The command with every effective option spelled out (defaults included), for the file."""
-    words = ["rfclassify", "dataset", args.action]
+    words = ["rfclassify", "dataset", args.action, *getattr(args, "files", ())]
     for key, value in sorted(vars(args).items()):
-        if key.startswith("_") or key in ("action", "command", "verbose", "file") or value is None:
+        if key.startswith("_") or key in ("action", "command", "verbose", "file", "files") or value is None:
             continue
         if key in ("snr_min", "snr_max", "snr_step") and args.snr is not None:
             continue
@@ -165,6 +182,21 @@ def _gnuradio(args: argparse.Namespace) -> int:
     print(f"wrote {report.path}: {report.n_examples} bursts of {spec.length_samples} samples from GNU Radio "
           f"{report.gr_version} in {report.elapsed_s:.1f} s ({report.n_examples / report.elapsed_s:,.1f} bursts/s); "
           f"labels: {', '.join(report.classes)}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from rfclassify.commands._reading import reading_from_args
+    from rfclassify.data.import_recordings import import_recordings, skipped_text
+
+    report = import_recordings(args.files, args.out, reading_from_args(args), force=args.force,
+                               command_line=_command_line(args))
+    labels = ", ".join(f"{name} {n}" for name, n in report.per_label.most_common())
+    print(f"wrote {report.path}: {report.n_examples} bursts from {len(args.files)} file(s) in "
+          f"{report.elapsed_s:.1f} s; {labels}"
+          + (f"; {report.split} long burst(s) split into pieces" if report.split else ""))
+    if report.skipped:
+        print(f"skipped {skipped_text(report.skipped)}")
     return 0
 
 

@@ -106,8 +106,9 @@ def gnuradio_available(python: str = SYSTEM_PYTHON) -> tuple[bool, str]:
     return True, proc.stdout.strip()
 
 
-def params_from_flowgraph(data: dict[str, np.ndarray], n: int) -> np.ndarray:
-    """The flowgraph's per-burst parameters as a PARAM_DTYPE array (unknown fields NaN / -1)."""
+def params_by_name(data: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Per-burst parameters given as data["param_NAME"] arrays (the flowgraph's, or none) as a
+    PARAM_DTYPE array of n; the fields not given are unknown (NaN / -1)."""
     from rfclassify.dsp.synth import PARAM_DTYPE
 
     out = np.zeros(n, PARAM_DTYPE)
@@ -173,6 +174,6 @@ def generate_gnuradio_dataset(spec: GnuRadioSpec, out: str | os.PathLike[str], p
 
     with schema.DatasetWriter(path, attrs, PARAM_DTYPE) as writer:
         writer.append(iq, np.array([label_index(s) for s in names], dtype=np.int16),
-                      data["snr_db"], params_from_flowgraph(data, n), 0)
+                      data["snr_db"], params_by_name(data, n), 0)
         writer.commit()
     return GnuRadioReport(path, n, spec.classes, gr_version, time.perf_counter() - start)

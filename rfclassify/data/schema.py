@@ -220,8 +220,13 @@ class DatasetWriter:
         self.n_examples = new_n
         self.n_samples += total
 
-    def commit(self) -> Path:
-        """Close the file and move it to its final name (replacing an older one)."""
+    def commit(self, attrs: DatasetAttrs | None = None) -> Path:
+        """Close the file and move it to its final name (replacing an older one). attrs, when
+        given, replace the root attributes first: what a writer learns only as it writes (which
+        classes came, from a recording's labels)."""
+        if attrs is not None:
+            for key, value in attrs.to_hdf5().items():
+                self._f.attrs[key] = value
         self._f.close()
         os.replace(self.tmp_path, self.path)
         self._done = True

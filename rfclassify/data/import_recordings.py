@@ -1,0 +1,110 @@
+"""Labelled bursts of recordings into an rfclassify HDF5 dataset (`rfclassify dataset import`),
+so that field data is trained on (`train --data`, with `--init-from` a shipped model) and
+evaluated (`evaluate`) as the synthetic sets are.
+
+A burst is imported when its file gives it a truth label the model classifies: a SigMF
+annotation's ``core:label`` (written by a person or a labelling tool: the annotations
+rfclassify writes are results, which the reader skips), or an rfclassify dataset's label. The
+bursts are read as `rfclassify classify` reads them (rfclassify.engine.files, a Reading: an
+annotated band is cut out, WAV and raw files are cut by energy, ...). Its SNR is the file's
+truth where it has one (an rfclassify dataset), else unknown (NaN: no SNR loss in training,
+outside every SNR bin in evaluation). A burst shorter than the schema's MIN_BURST_SAMPLES is
+skipped; one longer than MAX_BURST_SAMPLES is split into near-equal consecutive pieces, each
+an example (a burst keeps its modulation throughout). The synthesizer's parameters are unknown
+(NaN / -1) for every example; extra["sources"] lists the files read.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from rfclassify._exceptions import InputError
+from rfclassify.data import schema
+from rfclassify.engine.file_bursts import Reading
+from rfclassify.labels import LABELS, label_index
+
+CHANNEL = {"recorded": {"description": "as recorded: the channel of the air and the receiver"}}
+
+
+@dataclass
+class ImportReport:
+    """What `import_recordings` wrote, and what it left out and why."""
+
+    path: Path
+    n_examples: int = 0
+    per_label: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)   # why -> bursts
+    split: int = 0                                          # bursts split into pieces
+    elapsed_s: float = 0.0
+
+
+def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Reading = Reading(),
+                      force: bool = False, command_line: str = "") -> ImportReport:
+    """Writes the labelled bursts of `files` to the dataset `out` (the module docstring says
+    which and how); every file is checked before the first burst is read."""
+    from rfclassify.data.generate import check_output
+    from rfclassify.data.gnuradio_source import params_by_name
+    from rfclassify.engine.files import iter_file_bursts
+
+    path = check_output(out, force)
+    for name in files:
+        next(iter_file_bursts(name, limit=0, reading=reading), None)
+    start = time.perf_counter()
+    report = ImportReport(path)
+
+    def attrs(classes: tuple[str, ...]) -> schema.DatasetAttrs:
+        return schema.DatasetAttrs(
+            source="import", seed=None, generator="rfclassify dataset import", classes=classes, snr_grid_db=(),
+            channel=CHANNEL, lengths={"rule": "as recorded", "split_above_samples": schema.MAX_BURST_SAMPLES},
+            command_line=command_line or shlex.join(["rfclassify", "dataset", "import", *files]),
+            created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            extra={"sources": [str(Path(f)) for f in files]})
+
+    from rfclassify.dsp.synth import PARAM_DTYPE
+
+    with schema.DatasetWriter(path, attrs(()), PARAM_DTYPE) as writer:
+        for name in files:
+            for chunk in iter_file_bursts(name, reading=reading):
+                iq, labels, snr = [], [], []
+                for burst in chunk:
+                    why = _skip_reason(burst.truth_label, burst.iq.size)
+                    if why:
+                        report.skipped[why] += 1
+                        continue
+                    pieces = -(-burst.iq.size // schema.MAX_BURST_SAMPLES)
+                    report.split += pieces > 1
+                    for piece in np.array_split(burst.iq, pieces):
+                        iq.append(piece)
+                        labels.append(label_index(burst.truth_label))
+                        snr.append(np.nan if burst.truth_snr_db is None else burst.truth_snr_db)
+                        report.per_label[burst.truth_label] += 1
+                writer.append(iq, np.array(labels, np.int16), np.array(snr, np.float32),
+                              params_by_name({}, len(iq)))
+        report.n_examples = writer.n_examples
+        if not report.n_examples:   # leaving the block removes the partial file
+            raise InputError(f"no burst to import: {skipped_text(report.skipped) or 'the files hold none'}")
+        writer.commit(attrs(tuple(name for name in LABELS if name in report.per_label)))
+    report.elapsed_s = time.perf_counter() - start
+    return report
+
+
+def _skip_reason(truth: str | None, n_samples: int) -> str:
+    """Why a burst is not imported ('' when it is)."""
+    if truth not in LABELS:
+        return "no label the model classifies"
+    if n_samples < schema.MIN_BURST_SAMPLES:
+        return f"shorter than {schema.MIN_BURST_SAMPLES} samples"
+    return ""
+
+
+def skipped_text(skipped: Counter[str]) -> str:
+    """'12 with no label the model classifies, 1 shorter than 64 samples'."""
+    return ", ".join(f"{n} {why if why.startswith('shorter') else 'with ' + why}" for why, n in skipped.most_common())
