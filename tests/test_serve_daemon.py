@@ -415,6 +415,18 @@ def test_bench_daemon_json_dash_prints_the_report_alone_on_stdout(tiny_model_dir
     assert "daemon, fixed" in captured.err and not (tmp_path / "-").exists()
 
 
+def test_bench_daemon_measures_the_daemon_keeping_bursts(tiny_model_dir, tmp_path, capsys):
+    from rfclassify.cli import main
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "daemon", "--model-dir", str(tiny_model_dir), "--backend", "onnxruntime",
+                 "--seconds", "0.5", "--rate", "50", "--capture", "*", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    fixed = report["phases"]["fixed"]
+    assert report["capture"] == "*" and fixed["capture"]["kept"] > 0 and fixed["capture"]["failed"] == 0
+    assert f"capture kept {fixed['capture']['kept']}, skipped 0" in capsys.readouterr().out
+
+
 def test_bench_daemon_holds_only_the_network_alone_to_the_latency_goal():
     from rfclassify.serve.bench_daemon import latency_goal_words
 

@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-workers", type=refiner_worker_count, default=-1, metavar="N",
                         help="processes for the refiner's statistics (0: in the inference thread; default -1: "
                              "the daemon's default, all cores but two, at least two)")
+    parser.add_argument("--capture", default=None, metavar="LABELS",
+                        help="the daemons keep the bursts of these result labels on disk ([capture] labels; "
+                             "'*': every burst), in a temporary folder: what keeping costs")
     parser.add_argument("--refiner-skip-above", type=finite_float, default=None, metavar="P",
                         help="a burst whose network top probability is above P skips the DC pass and the "
                              "refiners (default: the model's, model.json refiner_skip_above; 1: none skips them)")
@@ -121,14 +124,21 @@ def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: An
 
 
 def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, seconds: float,
-              max_batch: int, max_wait_ms: float, warmup_s: float = 1.0) -> dict[str, Any]:
-    """One daemon under load; counts only what happens after warmup_s."""
+              max_batch: int, max_wait_ms: float, warmup_s: float = 1.0,
+              capture: str | None = None) -> dict[str, Any]:
+    """One daemon under load; counts only what happens after warmup_s. capture: the result
+    labels it keeps on disk ([capture] labels), in a folder of its own; None keeps none."""
+    import dataclasses
+
+    from rfclassify.serve.config import CaptureConfig
     from rfclassify.serve.daemon import Daemon
     from rfclassify.serve.demo import local_config
 
     with tempfile.TemporaryDirectory(prefix="rfclassify-bench-") as tmp:
         cfg = local_config(tmp, overload="block" if rate is None else "drop_oldest",
                            max_batch=max_batch, max_wait_ms=max_wait_ms)
+        if capture is not None:
+            cfg = dataclasses.replace(cfg, capture=CaptureConfig(dir=f"{tmp}/capture", labels=capture))
         daemon = Daemon(cfg, engine=engine)
         daemon.start()
         # the load generator is another process, like a real front end: it shares the CPU
@@ -147,6 +157,7 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
             daemon.stats.reset_latency()          # percentiles of the measuring window only
             time.sleep(seconds)
             snap, t1, cpu1 = daemon.stats.snapshot(), time.monotonic(), time.process_time()
+            kept = daemon.capture.snapshot() if daemon.capture is not None else None
         finally:
             stop.set()
             gen.join(5)
@@ -167,6 +178,8 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
         "classified": classified,
         "dropped": c["dropped_total"] - s0["dropped_total"],
         "latency_ms": snap["latency_ms"],
+        # the whole phase's, warmup included: kept and skipped bursts
+        "capture": None if kept is None else {k: kept[k] for k in ("kept", "skipped", "failed", "deleted")},
     }
 
 
@@ -215,6 +228,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         "refiner_sequence_net": clf.refiner is not None and clf.refiner.sequence is not None,
         "low_order_refiner": clf.low_order_refiner is not None,
         "refiner_skip_above": clf.refiner_skip_above if clf.refiners else None,
+        "capture": args.capture,
     }
     refiner = ("no refiner" if clf.refiner is None else
                f"{'light ' if args.light_refiner else ''}refiner "
@@ -226,11 +240,14 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     bare_before = bare_throughput(clf, bursts, args.max_batch, args.seconds / 2)
     phases: dict[str, dict[str, Any]] = {}
     if args.rate == "max":
-        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms,
+                                  capture=args.capture)
         half = phases["max"]["throughput_bursts_per_s"] / 2
-        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms,
+                                   capture=args.capture)
     else:
-        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms)
+        phases["fixed"] = run_phase(engine, frames, fixed_rate, args.seconds, args.max_batch, args.max_wait_ms,
+                                    capture=args.capture)
     bare_after = bare_throughput(clf, bursts, args.max_batch, args.seconds / 2)
     bare = (bare_before + bare_after) / 2
     report.update(bare_bursts_per_s=bare, bare_before_after=[bare_before, bare_after], phases=phases)
@@ -267,7 +284,8 @@ def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
     print(f"daemon, {name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
           f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms, "
           f"daemon process CPU {p['process_cpu_cores']:.2f} cores"
-          + (f" ({p['process_cpu_ms_per_burst']:.2f} ms a burst)" if p["process_cpu_ms_per_burst"] else ""),
+          + (f" ({p['process_cpu_ms_per_burst']:.2f} ms a burst)" if p["process_cpu_ms_per_burst"] else "")
+          + (f"; capture kept {p['capture']['kept']}, skipped {p['capture']['skipped']}" if p.get("capture") else ""),
           flush=True)
 
 
