@@ -58,7 +58,9 @@ def test_a_raw_recording_is_annotated_beside_it_and_the_sigmf_library_opens_it(t
     rec = sigmffile.fromfile(str(out), skip_checksum=True)
     rec.validate()
     np.testing.assert_array_equal(np.asarray(rec.read_samples()), x)   # the user's own samples, named
-    assert rec.get_global_field(sigmf.SAMPLE_RATE_KEY) == 2e6 and rec.get_global_field("core:dataset") == "cap.cf32"
+    assert rec.get_global_field(sigmf.SAMPLE_RATE_KEY) == 2e6 and rec.get_global_field("core:dataset") is None
+    link = tmp_path / "cap.rfclassify.sigmf-data"   # a conforming pair, for readers that pair by name
+    assert link.is_symlink() and str(link.readlink()) == "cap.cf32"
     annotations = rec.get_annotations()
     assert len(annotations) == len(records) == len(BURSTS)
     for a, r, (start, length) in zip(annotations, records, BURSTS, strict=True):
@@ -67,7 +69,26 @@ def test_a_raw_recording_is_annotated_beside_it_and_the_sigmf_library_opens_it(t
         assert a["core:generator"] == f"rfclassify 0.1.0 {r['model']}"
         assert a["core:comment"].startswith(f"{r['label']} (confidence {r['confidence']:.2f}")
     assert _digest(tmp_path / "cap.cf32") == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap.cf32", "cap.rfclassify.sigmf-meta"]   # no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [   # no temp file
+        "cap.cf32", "cap.rfclassify.sigmf-data", "cap.rfclassify.sigmf-meta"]
+
+
+def test_without_links_the_metadata_names_the_data_itself(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """A file system with neither symbolic nor hard links (FAT): a non-conforming dataset."""
+    import os
+
+    def refuse(*args):
+        raise OSError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "symlink", refuse)
+    monkeypatch.setattr(os, "link", refuse)
+    x = _recording(seed=5)
+    x.tofile(tmp_path / "cap.cf32")
+    assert _classify(tiny_model_dir, str(tmp_path / "cap.cf32"), "--raw", "cf32_le", "--annotate") == 0
+    assert "a link to the data" not in capsys.readouterr().err
+    rec = sigmffile.fromfile(str(tmp_path / "cap.rfclassify.sigmf-meta"), skip_checksum=True)
+    assert rec.get_global_field("core:dataset") == "cap.cf32"
+    np.testing.assert_array_equal(np.asarray(rec.read_samples()), x)
+    assert not (tmp_path / "cap.rfclassify.sigmf-data").exists()
 
 
 @pytest.mark.parametrize("kind", ["int16", "uint8", "float32"])
@@ -83,6 +104,8 @@ def test_a_wav_recording_is_described_with_its_header_and_trailing_bytes(tiny_mo
     assert meta["global"]["core:datatype"] == {"int16": "ci16_le", "uint8": "cu8", "float32": "cf32_le"}[kind]
     assert meta["global"]["core:trailing_bytes"] == len(trailer)
     assert meta["global"]["core:sample_rate"] == 2_048_000
+    assert meta["global"]["core:dataset"] == "sdr.wav"   # no link: a name-paired reader would read the header
+    assert not (tmp_path / "sdr.rfclassify.sigmf-data").exists()
     import warnings
 
     from scipy.io import wavfile
@@ -105,7 +128,8 @@ def test_a_sigmf_recording_keeps_its_annotations_and_annotating_again_replaces_o
     original = json.loads((tmp_path / "rec.sigmf-meta").read_text())
     written = json.loads(out.read_text())
     assert written["captures"] == original["captures"]
-    assert written["global"]["core:dataset"] == "rec.sigmf-data"
+    assert "core:dataset" not in written["global"]
+    assert str((tmp_path / "rec.rfclassify.sigmf-data").readlink()) == "rec.sigmf-data"
     theirs = [a for a in written["annotations"] if "core:generator" not in a or "rfclassify" not in a["core:generator"]]
     assert theirs == original["annotations"]
     ours = _ours(out)
@@ -191,6 +215,14 @@ def test_what_cannot_be_annotated_is_refused_before_anything_is_classified(tiny_
     assert not (tmp_path / "rec.rfclassify.sigmf-meta").exists()
     annotation_target(tmp_path / "rec.wav", Reading())   # alone, it can be annotated
 
+    (tmp_path / "rec.rfclassify.sigmf-data").write_bytes(b"someone's")   # where the link would go
+    with pytest.raises(InputError, match="rec.rfclassify.sigmf-data: exists and is not rec.sigmf-data"):
+        annotation_target(tmp_path / "rec")
+    (tmp_path / "rec.rfclassify.sigmf-data").unlink()
+    (tmp_path / "rec.rfclassify.sigmf-data").symlink_to("gone.sigmf-data")   # a link to nothing
+    with pytest.raises(InputError, match="exists and is not rec.sigmf-data"):
+        annotation_target(tmp_path / "rec")
+    (tmp_path / "rec.rfclassify.sigmf-data").unlink()
     meta = json.loads((tmp_path / "rec.sigmf-meta").read_text())
     meta["global"]["core:extensions"] = {"name": "x"}
     (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
                     elif not args.quiet:
                         print(_row(burst, result).rstrip())
             if target is not None:
-                print(f"annotated {len(target.annotations)} bursts: {target.write()}",
+                written = target.write()
+                print(f"annotated {len(target.annotations)} bursts: {written}"
+                      + (f" (and {target.link.name}, a link to the data)" if target.link else ""),
                       file=sys.stderr if args.json else sys.stdout)
     print(tally.summary(), file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -3,8 +3,13 @@ as it lies on disk, with one annotation for each burst classified.
 
 The file is ``NAME.rfclassify.sigmf-meta`` in the data file's folder, and it names the data
 file in ``core:dataset`` (the specification's non-conforming dataset, which must sit beside
-its data): so a SigMF reader (the ``sigmf`` library, IQEngine, inspectrum) opens the user's
-own samples with our annotations, and neither the data nor the user's metadata is changed.
+its data): so a SigMF reader (the ``sigmf`` library) opens the user's own samples with our
+annotations, and neither the data nor the user's metadata is changed. Where the data file
+holds samples alone, ``NAME.rfclassify.sigmf-data`` is made a symbolic link to it (a hard
+link where there are none) and ``core:dataset`` left out: a conforming pair, which readers that
+pair NAME.sigmf-meta with NAME.sigmf-data and ignore ``core:dataset`` (inspectrum, IQEngine)
+open too. Not for a WAV file or a framed non-conforming dataset (header or trailing bytes),
+which such a reader would misread.
 For a SigMF recording it is the recording's metadata, its annotations kept; for a WAV file its
 datatype, rate and the header and trailing bytes around the samples; for a raw file the
 ``--raw`` datatype and ``--sample-rate``. An annotation ours carries ``core:sample_start`` and
@@ -43,6 +48,7 @@ class Target:
 
     path: Path
     meta: dict[str, Any]
+    link: Path | None = None     # NAME.rfclassify.sigmf-data to make, for readers that pair by name
     annotations: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, burst: FileBurst, result: Any, generator: str) -> None:
@@ -54,7 +60,12 @@ class Target:
         specification asks), in one rename; the path written."""
         from rfclassify.serve.results import strict_json
 
-        meta = dict(self.meta)
+        glob = dict(self.meta["global"])
+        if self.link is not None and not self.link.exists():
+            self.link = _link(self.link, glob["core:dataset"])
+        if self.link is not None:   # a conforming pair now: the link is the dataset
+            del glob["core:dataset"]
+        meta = {**self.meta, "global": glob}
         meta["annotations"] = sorted([*self.meta.get("annotations", []), *self.annotations], key=_start)
         text = json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n"
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -108,6 +119,12 @@ def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
     if not os.access(target.path.parent, os.W_OK):   # found before the classifying, not after it
         raise InputError(f"{target.path.parent}: cannot write {target.path.name} there (no permission)")
     _check_replaceable(target.path, p)
+    if not _framed(meta):   # samples from the first byte to the last: a name-paired reader reads them right
+        target.link = target.path.with_name(target.path.name.removesuffix(".sigmf-meta") + ".sigmf-data")
+        data = target.path.with_name(glob["core:dataset"])
+        if (target.link.is_symlink() or target.link.exists()) and not (
+                target.link.exists() and target.link.samefile(data)):
+            raise InputError(f"{target.link}: exists and is not {data.name}; move it away to annotate {p}")
     return target
 
 
@@ -173,6 +190,27 @@ def _check_replaceable(out: Path, recording: Path) -> None:
         ours = False
     if not ours:
         raise InputError(f"{out}: exists and rfclassify did not write it; move it away to annotate {recording}")
+
+
+def _framed(meta: dict[str, Any]) -> bool:
+    """Whether the dataset holds bytes that are not samples (header or trailing bytes: a WAV
+    file's chunks, a non-conforming dataset's framing), which a reader that ignores them would
+    read as samples."""
+    captures = meta.get("captures") or []
+    return bool(meta["global"].get("core:trailing_bytes")) or any(
+        isinstance(c, dict) and c.get("core:header_bytes") for c in captures)
+
+
+def _link(link: Path, data_name: str) -> Path | None:
+    """link made a symbolic link to the data file beside it (a hard link where the file system
+    has no symbolic links); None where neither can be made (the metadata still names the data)."""
+    for make in (os.symlink, lambda name, at: os.link(at.with_name(name), at)):
+        try:
+            make(data_name, link)
+            return link
+        except OSError:
+            continue
+    return None
 
 
 def _start(annotation: Any) -> float:
