@@ -68,6 +68,8 @@ def test_a_raw_recording_is_annotated_beside_it_and_the_sigmf_library_opens_it(t
         assert a["core:sample_start"] <= start and a["core:sample_start"] + a["core:sample_count"] >= start + length
         assert a["core:generator"] == f"rfclassify 0.1.0 {r['model']}"
         assert a["core:comment"].startswith(f"{r['label']} (confidence {r['confidence']:.2f}")
+        # no capture frequency: the band at baseband, so that viewers draw the box
+        assert (a["core:freq_lower_edge"], a["core:freq_upper_edge"]) == (-1e6, 1e6)
     assert _digest(tmp_path / "cap.cf32") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [   # no temp file
         "cap.cf32", "cap.rfclassify.sigmf-data", "cap.rfclassify.sigmf-meta"]
@@ -135,6 +137,7 @@ def test_a_sigmf_recording_keeps_its_annotations_and_annotating_again_replaces_o
     ours = _ours(out)
     assert [(a["core:sample_start"], a["core:sample_count"]) for a in ours] == [(s, n) for s, n, _ in ANNOTATIONS]
     assert all(_agrees(a, r) for a, r in zip(ours, records, strict=True))
+    assert {(a["core:freq_lower_edge"], a["core:freq_upper_edge"]) for a in ours} == {(914e6, 916e6)}
     starts = [a["core:sample_start"] for a in written["annotations"]]
     assert starts == sorted(starts)   # the specification's order
     sigmffile.fromfile(str(out)).validate()
@@ -181,6 +184,7 @@ def test_a_rejected_burst_is_annotated_without_a_label(tiny_model_dir, tmp_path,
     (record,) = _records(capsys)
     (ours,) = _ours(tmp_path / "short.rfclassify.sigmf-meta")
     assert "core:label" not in ours and ours["rfclassify:reason"] == record["reason"] == "too_short"
+    assert "core:freq_lower_edge" not in ours   # no rate given: no band to draw
     assert ours["core:comment"] == "not classified: too_short" and ours["core:sample_count"] == 10
 
 
@@ -228,3 +232,19 @@ def test_what_cannot_be_annotated_is_refused_before_anything_is_classified(tiny_
     (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
     with pytest.raises(InputError, match="core:extensions must be a list"):
         annotation_target(tmp_path / "rec")
+
+
+def test_each_annotation_takes_the_band_of_its_own_capture(tiny_model_dir, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    rng.standard_normal((4000, 2)).astype(np.float32).tofile(tmp_path / "hop.sigmf-data")
+    meta = {"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "core:version": "1.2.0"},
+            "captures": [{"core:sample_start": 0, "core:frequency": 100e6},
+                         {"core:sample_start": 2000, "core:frequency": 200e6}],
+            "annotations": [{"core:sample_start": 100, "core:sample_count": 1000},
+                            {"core:sample_start": 2500, "core:sample_count": 1000}]}
+    (tmp_path / "hop.sigmf-meta").write_text(json.dumps(meta))
+    assert _classify(tiny_model_dir, str(tmp_path / "hop"), "--annotate") == 0
+    capsys.readouterr()
+    ours = _ours(tmp_path / "hop.rfclassify.sigmf-meta")
+    assert [(a["core:freq_lower_edge"], a["core:freq_upper_edge"]) for a in ours] == [
+        (99.5e6, 100.5e6), (199.5e6, 200.5e6)]

@@ -61,6 +61,7 @@ def test_a_kept_burst_is_a_sigmf_recording_the_library_reads(tmp_path):
     assert rec.get_captures()[0]["core:frequency"] == 433.92e6
     (a,) = rec.get_annotations()
     assert (a["core:sample_start"], a["core:sample_count"], a["core:label"]) == (0, 3000, "unknown")
+    assert (a["core:freq_lower_edge"], a["core:freq_upper_edge"]) == (432.92e6, 434.92e6)
     assert a["core:comment"] == "unknown (confidence 0.40, best guess 8PSK), SNR 7.5 dB"
     assert a["core:generator"] == "rfclassify 0.1.0 m-1"
     assert a["rfclassify:burst_id"] == "b-7" and a["rfclassify:stream"] == "rx0"

@@ -1,25 +1,26 @@
 """The SigMF metadata `rfclassify classify --annotate` writes beside a recording: the recording
 as it lies on disk, with one annotation for each burst classified.
 
-The file is ``NAME.rfclassify.sigmf-meta`` in the data file's folder, and it names the data
-file in ``core:dataset`` (the specification's non-conforming dataset, which must sit beside
-its data): so a SigMF reader (the ``sigmf`` library) opens the user's own samples with our
-annotations, and neither the data nor the user's metadata is changed. Where the data file
-holds samples alone, ``NAME.rfclassify.sigmf-data`` is made a symbolic link to it (a hard
-link where there are none) and ``core:dataset`` left out: a conforming pair, which readers that
-pair NAME.sigmf-meta with NAME.sigmf-data and ignore ``core:dataset`` (inspectrum, IQEngine)
-open too. Not for a WAV file or a framed non-conforming dataset (header or trailing bytes),
-which such a reader would misread.
-For a SigMF recording it is the recording's metadata, its annotations kept; for a WAV file its
-datatype, rate and the header and trailing bytes around the samples; for a raw file the
-``--raw`` datatype and ``--sample-rate``. An annotation ours carries ``core:sample_start`` and
-``core:sample_count`` in the recording's samples, the band it was cut to when it had one,
-``core:label`` (``unknown`` below the open-set threshold; none for a rejected burst),
-``core:comment`` for a person, ``core:generator`` ``"rfclassify VERSION MODEL"``, and each field
-of the result record (DESIGN.md) as ``rfclassify:FIELD``, with ``rfclassify:channel`` for a
-multi-channel recording. The reader skips annotations with that generator, so a recording
-annotated again has its earlier classifications replaced, not classified. A file of that name
-that rfclassify did not write is never replaced.
+The file is ``NAME.rfclassify.sigmf-meta`` in the data file's folder, and neither the data nor
+the user's metadata is changed. Where the data file holds samples alone, a symbolic link to it
+(a hard link where there are none) named ``NAME.rfclassify.sigmf-data`` makes a conforming
+pair, which readers that pair NAME.sigmf-meta with NAME.sigmf-data and ignore
+``core:dataset`` (inspectrum, IQEngine) open too. Otherwise (a WAV file's header, a framed
+non-conforming dataset, no links) the file names the data in ``core:dataset`` (the
+specification's non-conforming dataset, which must sit beside its data), which the ``sigmf``
+library reads.
+
+For a SigMF recording the metadata is the recording's own, its annotations kept; for a WAV file
+its datatype, rate and the header and trailing bytes around the samples; for a raw file the
+``--raw`` datatype and ``--sample-rate``. An annotation of ours carries ``core:sample_start``
+and ``core:sample_count`` in the recording's samples; the band it was cut to, or else its
+capture's whole band when the rate is known (band_edges); ``core:label`` (``unknown`` below
+the open-set threshold; none for a rejected burst); ``core:comment`` for a person;
+``core:generator`` ``"rfclassify VERSION MODEL"``; and each field of the result record
+(DESIGN.md) as ``rfclassify:FIELD``, with ``rfclassify:channel`` for a multi-channel
+recording. The reader skips annotations with that generator, so a recording annotated again
+has its earlier classifications replaced, not classified. A file of that name that rfclassify
+did not write is never replaced.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._exceptions import InputError
+from rfclassify._numbers import as_finite_float
 from rfclassify.engine.file_bursts import FileBurst, Reading
 from rfclassify.engine.files import recording_format, wav_layout
 from rfclassify.engine.sigmf import GENERATOR, recording_metadata, written_by_rfclassify
@@ -53,7 +55,17 @@ class Target:
 
     def add(self, burst: FileBurst, result: Any, generator: str) -> None:
         """One annotation for a classified (or rejected) burst."""
-        self.annotations.append(annotation(burst, result, generator))
+        self.annotations.append(annotation(burst, result, generator, self._frequency_at(burst.start_sample)))
+
+    def _frequency_at(self, index: int) -> float | None:
+        """core:frequency of the capture holding sample index (None where it gives none)."""
+        hz = None
+        for capture in self.meta.get("captures") or []:   # in order of core:sample_start
+            start = capture.get("core:sample_start", 0) if isinstance(capture, dict) else None
+            if not isinstance(start, (int, float)) or start > index:
+                break
+            hz = as_finite_float(capture.get("core:frequency"))
+        return hz
 
     def write(self) -> Path:
         """Writes the metadata with the annotations added (sorted by core:sample_start, as the
@@ -139,18 +151,32 @@ def comment(label: str, confidence: float, best_guess: str | None, snr_db: float
     return f"{label} (confidence {confidence:.2f}{guess})" + ("" if snr_db is None else f", SNR {snr_db:.1f} dB")
 
 
+def band_edges(center_hz: float | None, rate_hz: float | None) -> dict[str, float]:
+    """core:freq_lower_edge / core:freq_upper_edge of a burst that fills its capture's band:
+    the center frequency (0, baseband, where the capture gives none, as the specification has
+    it) +- half the sample rate; none without a rate. Viewers (inspectrum, IQEngine) draw an
+    annotation without edges as a box of no height at 0 Hz."""
+    if not rate_hz:
+        return {}
+    center = center_hz or 0.0
+    return {"core:freq_lower_edge": center - rate_hz / 2, "core:freq_upper_edge": center + rate_hz / 2}
+
+
 def generator(model_id: str) -> str:
     """core:generator of our annotations: "rfclassify VERSION MODEL" (written_by_rfclassify
     knows it by its first word)."""
     return f"{GENERATOR} {_version()} {model_id}"
 
 
-def annotation(burst: FileBurst, result: Any, who: str) -> dict[str, Any]:
-    """The SigMF annotation of one burst's result (the module docstring lists its keys)."""
+def annotation(burst: FileBurst, result: Any, who: str, capture_hz: float | None = None) -> dict[str, Any]:
+    """The SigMF annotation of one burst's result (the module docstring lists its keys);
+    capture_hz: the core:frequency of its capture, where it has one."""
     a: dict[str, Any] = {"core:sample_start": burst.start_sample, "core:sample_count": burst.recording_samples,
                          "core:generator": who}
     if burst.band_hz is not None:
         a["core:freq_lower_edge"], a["core:freq_upper_edge"] = burst.band_hz
+    else:
+        a.update(band_edges(capture_hz, burst.sample_rate_hz))
     if result.ok:
         a["core:label"] = result.label
         a["core:comment"] = comment(result.label, result.confidence, result.best_guess, result.snr_db)

@@ -152,7 +152,7 @@ class BurstCapture:
 
 def _metadata(burst: Burst, record: dict[str, Any], when: datetime.datetime, who: str) -> dict[str, Any]:
     """The SigMF metadata of one kept burst (the module docstring says what it holds)."""
-    from rfclassify.engine.sigmf_annotations import EXTENSION, SIGMF_VERSION, comment, extension
+    from rfclassify.engine.sigmf_annotations import EXTENSION, SIGMF_VERSION, band_edges, comment, extension
     from rfclassify.serve.results import RESULT_TOPIC, encode
 
     fields = json.loads(encode(RESULT_TOPIC, record)[1])   # strict JSON, as the record was published
@@ -167,7 +167,8 @@ def _metadata(burst: Burst, record: dict[str, Any], when: datetime.datetime, who
     best = (fields.get("top") or [{}])[0].get("label")
     annotation: dict[str, Any] = {"core:sample_start": 0, "core:sample_count": burst.n_samples,
                                   "core:generator": who, "core:label": label,
-                                  "core:comment": comment(label, fields["confidence"], best, fields.get("snr_db"))}
+                                  "core:comment": comment(label, fields["confidence"], best, fields.get("snr_db")),
+                                  **band_edges(burst.center_freq_hz, burst.sample_rate_hz)}
     annotation.update({f"{EXTENSION}:{k}": v for k, v in fields.items() if k not in _SKIPPED_FIELDS})
     return {"global": glob, "captures": [capture], "annotations": [annotation]}
 
