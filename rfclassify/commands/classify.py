@@ -1,4 +1,4 @@
-"""`rfclassify classify FILE…`: classify the bursts of SigMF, HDF5, WAV IQ or raw recordings.
+"""`rfclassify classify FILE…`: classify the bursts of SigMF, HDF5, WAV IQ, NumPy or raw recordings.
 
 Prints a table (one row a burst) and, when the files carry labels, the accuracy; with
 --json, one JSON object per line instead (the result fields of the daemon's records plus
@@ -23,7 +23,7 @@ from rfclassify.engine.options import add_model_arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="SigMF recording (NAME, NAME.sigmf-meta or NAME.sigmf-data), SigMF archive (NAME.sigmf), "
-                             "HDF5 dataset, WAV IQ recording, or (with --raw) raw samples")
+                             "HDF5 dataset, WAV IQ recording, NumPy .npy array, or (with --raw) raw samples")
     add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout instead of a table")
     parser.add_argument("--top", type=count(), default=3, metavar="K", help="top-K labels per burst (default 3)")

@@ -7,6 +7,9 @@ example is a burst with its label and SNR as truth.
 WAV (two channels, I and Q) and raw recordings (samples of a SigMF datatype, nothing else):
 their bursts are found by the daemon's gr-stream cutting (its DC blocker and energy detector;
 rfclassify.engine.file_bursts), or the whole file is one burst.
+
+NumPy arrays (np.save's .npy): one recording or an array of bursts, complex or real I/Q
+(iter_npy says which layouts).
 """
 
 from __future__ import annotations
@@ -93,6 +96,52 @@ def _read_wav(p: Path) -> tuple[float | None, np.ndarray]:
     return (float(rate) if rate > 0 else None), data
 
 
+def iter_npy(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
+             ) -> Iterator[list[FileBurst]]:
+    """Chunks of the bursts of a NumPy array saved with np.save (memory-mapped): complex (L,)
+    is one recording, (N, L) N bursts; real I and Q on the last axis, (L, 2) or (N, L, 2), or on
+    the axis before it, (2, L) or (N, 2, L) (RadioML 2016's layout). A recording is one burst
+    unless reading.cut is "energy" (an array is most often a burst, not a capture with a noise
+    floor to cut against); each row of an array of bursts is one burst. Sample rate:
+    reading.sample_rate_hz. Unsigned integers are centred on zero."""
+    import dataclasses
+
+    p = Path(path)
+    try:
+        data = np.load(p, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:   # object arrays, damaged headers, truncated data
+        raise InputError(f"{p}: cannot read it as a NumPy array ({exc})") from None
+    rows, one = _npy_rows(data, p)
+    is_complex = rows.dtype.kind == "c"
+
+    def as_iq(samples: np.ndarray) -> np.ndarray:
+        return np.asarray(samples, dtype=np.complex64) if is_complex else as_float(samples, True)
+
+    if one:
+        whole = dataclasses.replace(reading, cut="whole") if reading.cut == "auto" else reading
+        yield from unmarked_bursts(lambda start, count: as_iq(rows[0, start:start + count]), rows.shape[1], str(p),
+                                   reading.sample_rate_hz, whole, chunk, limit)
+        return
+    n = rows.shape[0] if limit is None else min(rows.shape[0], limit)
+    for lo in range(0, n, chunk):
+        yield [FileBurst(as_iq(rows[i]), str(p), i, 0, reading.sample_rate_hz) for i in range(lo, min(n, lo + chunk))]
+
+
+def _npy_rows(data: np.ndarray, p: Path) -> tuple[np.ndarray, bool]:
+    """(the array as (bursts, samples) complex or (bursts, samples, 2) real I/Q, whether it is
+    one recording); InputError for a layout that is not IQ."""
+    if data.dtype.kind == "c" and data.ndim in (1, 2):
+        return (data[None] if data.ndim == 1 else data), data.ndim == 1
+    if data.dtype.kind in "fiu" and data.ndim in (2, 3):
+        if data.shape[-1] == 2:
+            return (data[None] if data.ndim == 2 else data), data.ndim == 2
+        if data.shape[-2] == 2:
+            turned = np.swapaxes(data, -1, -2)
+            return (turned[None] if data.ndim == 2 else turned), data.ndim == 2
+    raise InputError(f"{p}: a NumPy array of shape {data.shape} and dtype {data.dtype} is not IQ: expected "
+                     "complex (L,) or (N, L), or real I/Q (L, 2), (N, L, 2), (2, L) or (N, 2, L)")
+
+
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of an rfclassify HDF5 dataset, with label and SNR as truth."""
     from rfclassify.data.reader import DatasetReader
@@ -112,7 +161,7 @@ def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> 
 def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None,
                      reading: Reading = Reading()) -> Iterator[list[FileBurst]]:
     """Chunks of bursts from a SigMF recording or archive, an HDF5 dataset, a WAV IQ recording,
-    or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
+    a NumPy array, or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
     InputError for anything else. limit 0 checks the file and reads no burst."""
     kind, p = recording_format(path, reading)
     if kind == "archive":
@@ -127,14 +176,16 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
         yield from iter_hdf5(p, chunk, limit)
     elif kind == "wav":
         yield from iter_wav(p, chunk, limit, reading)
+    elif kind == "npy":
+        yield from iter_npy(p, chunk, limit, reading)
     else:
         yield from iter_raw(p, chunk, limit, reading)
 
 
 def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[str, Path]:
     """(format, the file that holds it) of what iter_file_bursts reads: "archive" (SigMF),
-    "sigmf" (the file is the recording's metadata, data or NAME), "hdf5", "wav", or "raw" (any
-    other file, when reading.raw gives its datatype); InputError for anything else."""
+    "sigmf" (the file is the recording's metadata, data or NAME), "hdf5", "wav", "npy", or
+    "raw" (any other file, when reading.raw gives its datatype); InputError for anything else."""
     p = Path(path)
     if p.is_dir() and not (p.name and is_sigmf(p)):   # a recording NAME beside a folder NAME is read
         raise InputError(f"{str(path) or repr('')}: a directory; name a SigMF recording or an HDF5 dataset")
@@ -150,20 +201,31 @@ def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[st
         return "hdf5", p
     if _is_wav(p):
         return "wav", p
+    if _has_magic(p, b"\x93NUMPY"):
+        return "npy", p
     if reading.raw is not None:
         return "raw", p
     raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive), an rfclassify HDF5 "
-                     "dataset nor a WAV IQ recording; a raw recording needs --raw DATATYPE (cf32_le for GNU "
-                     "Radio's file_sink of gr_complex)")
+                     "dataset, a WAV IQ recording nor a NumPy .npy array; a raw recording needs --raw DATATYPE "
+                     "(cf32_le for GNU Radio's file_sink of gr_complex)")
 
 
 def _is_wav(path: Path) -> bool:
+    head = _head(path, 12)
+    return head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE"
+
+
+def _has_magic(path: Path, magic: bytes) -> bool:
+    return _head(path, len(magic)) == magic
+
+
+def _head(path: Path, n: int) -> bytes:
+    """The first n bytes of the file (fewer, or none where it cannot be read)."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(12)
+            return fh.read(n)
     except OSError:
-        return False
-    return head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE"
+        return b""
 
 
 def _is_hdf5(path: Path) -> bool:

@@ -97,9 +97,9 @@ def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
     if kind == "archive":
         raise InputError(f"{p}: --annotate writes metadata beside a recording's data, which an archive holds "
                          "inside it; extract it (tar -xf) and annotate the recording")
-    if kind == "hdf5":
-        raise InputError(f"{p}: an rfclassify HDF5 dataset, not a recording; --annotate takes SigMF, WAV and "
-                         "raw recordings")
+    if kind in ("hdf5", "npy"):
+        what = "an rfclassify HDF5 dataset" if kind == "hdf5" else "a NumPy array"
+        raise InputError(f"{p}: {what}, not a recording; --annotate takes SigMF, WAV and raw recordings")
     if kind == "sigmf":
         meta, meta_path, data_path = recording_metadata(p)
         meta = copy.deepcopy(meta)
