@@ -150,10 +150,17 @@ def test_a_write_that_fails_is_counted_and_the_writer_goes_on(tmp_path):
     assert cap.kept == 1 and len(_kept(folder)) == 1
 
 
-def test_a_folder_that_cannot_be_written_and_unknown_labels_are_config_errors(tmp_path):
+def test_a_folder_that_cannot_be_written_and_unknown_labels_are_config_errors(tmp_path, tiny_model_dir, capsys):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="capture.dir: cannot write bursts to .*file/kept"):
         BurstCapture(CaptureConfig(dir=str(tmp_path / "file" / "kept")), "m-1")
+    config = tmp_path / "rfclassify.toml"   # --check-config finds it too, and makes no folder
+    config.write_text(f'[capture]\ndir = "{tmp_path / "file" / "kept" / "deeper"}"\n')
+    assert main(["serve", "--config", str(config), "--check-config", "--model-dir", str(tiny_model_dir)]) == 2
+    assert f"{tmp_path / 'file'} is not a folder" in capsys.readouterr().err
+    config.write_text(f'[capture]\ndir = "{tmp_path / "new" / "kept"}"\n')
+    assert main(["serve", "--config", str(config), "--check-config", "--model-dir", str(tiny_model_dir)]) == 0
+    assert not (tmp_path / "new").exists()
     with pytest.raises(ConfigError, match=r"capture.labels: .*got 'unknown, QSPK'"):
         config_from_dict({"capture": {"dir": "/x", "labels": "unknown, QSPK"}})
     with pytest.raises(ConfigError, match=r"capture.labels: .*got ' , '"):

@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
         security = socket_security(config)   # the key files CURVE reads, and the admitted clients' folder
         if security is not None:
             security.close()
+        if config.capture.dir:   # found here, not when the daemon starts after loading the model
+            from rfclassify.serve.capture import check_folder
+
+            check_folder(config.capture.dir)
         print(json.dumps(asdict(config), indent=2))
         print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
         for warning in config.batching.unused_overrides(meta.buckets_samples):

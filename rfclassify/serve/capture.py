@@ -150,6 +150,18 @@ class BurstCapture:
             self.deleted += 1
 
 
+def check_folder(folder: str) -> None:
+    """ConfigError unless the capture folder could be made and written, without making it
+    (`serve --check-config`): it is a writable folder, or the nearest part of its path that
+    exists is one."""
+    path = Path(folder).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"capture.dir: cannot write bursts to {folder} ({path} is "
+                          f"{'not a folder' if not path.is_dir() else 'not writable'})")
+
+
 def _metadata(burst: Burst, record: dict[str, Any], when: datetime.datetime, who: str) -> dict[str, Any]:
     """The SigMF metadata of one kept burst (the module docstring says what it holds)."""
     from rfclassify.engine.sigmf_annotations import EXTENSION, SIGMF_VERSION, band_edges, comment, extension
