@@ -72,6 +72,26 @@ def test_arrays_that_are_not_iq_are_one_clear_error(tmp_path, capsys):
         annotation_target(tmp_path / "flat.npy")
 
 
+def test_damaged_npy_headers_are_an_input_error_never_a_traceback(tmp_path):
+    """numpy's header parser let tokenize.TokenError out of mutated headers (a fuzz of 400)."""
+    import io
+
+    rng = np.random.default_rng(0)
+    buf = io.BytesIO()
+    np.save(buf, _iq(64, 3))
+    good = buf.getvalue()
+    for i in range(300):
+        raw = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            raw[int(rng.integers(6, 128))] = int(rng.integers(0, 256))   # past the magic, in the header
+        path = tmp_path / f"fuzz{i}.npy"
+        path.write_bytes(raw[:int(rng.integers(8, len(raw)))] if rng.random() < 0.2 else raw)
+        try:
+            _bursts(path)
+        except InputError:
+            pass
+
+
 def test_classify_reads_an_npy_file(tiny_model_dir, tmp_path, capsys):
     np.save(tmp_path / "bursts.npy", _iq(1024, 3))
     assert main(["classify", str(tmp_path / "bursts.npy"), "--sample-rate", "1e6", "--json",
