@@ -29,8 +29,8 @@ class FileBurst:
     truth_snr_db: float | None = None
     band_hz: tuple[float, float] | None = None   # the annotated band the samples were cut to (SigMF)
     channel: int | None = None                   # which of a multi-channel recording's channels
-    span: int | None = None                      # samples of the recording it covers, when iq was
-                                                 # decimated from them (a band cut); None: len(iq)
+    span: int | None = None                      # recording samples it covers, iq decimated (band cut)
+    capture_hz: float | None = None              # its SigMF capture's core:frequency, where given
 
     @property
     def recording_samples(self) -> int:

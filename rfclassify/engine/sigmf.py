@@ -25,6 +25,7 @@ the sample layout (SampleMap) serve raw recordings too.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import re
@@ -206,10 +207,11 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
         found = itertools.chain.from_iterable(
             energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
                           reading.cutter, c) for c in each)
-        return list(itertools.islice(found, limit))
+        return [dataclasses.replace(b, capture_hz=samples.frequency_at(b.start_sample))
+                for b in itertools.islice(found, limit)]
     if not annotations:
-        return [FileBurst(samples.read(first, samples.n, c), str(meta_path), 0, first, rate_hz, channel=c)
-                for c in each][:limit]
+        return [FileBurst(samples.read(first, samples.n, c), str(meta_path), 0, first, rate_hz, channel=c,
+                          capture_hz=samples.frequency_at(first)) for c in each][:limit]
     spans = []
     starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
     for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
@@ -231,7 +233,7 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
             lower, upper = band
             iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
         out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c,
-                             span=None if band is None else count))
+                             span=None if band is None else count, capture_hz=capture_hz))
     return out
 
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._exceptions import InputError
-from rfclassify._numbers import as_finite_float
 from rfclassify.engine.file_bursts import FileBurst, Reading
 from rfclassify.engine.files import recording_format, wav_layout
 from rfclassify.engine.sigmf import GENERATOR, recording_metadata, written_by_rfclassify
@@ -55,17 +54,7 @@ class Target:
 
     def add(self, burst: FileBurst, result: Any, generator: str) -> None:
         """One annotation for a classified (or rejected) burst."""
-        self.annotations.append(annotation(burst, result, generator, self._frequency_at(burst.start_sample)))
-
-    def _frequency_at(self, index: int) -> float | None:
-        """core:frequency of the capture holding sample index (None where it gives none)."""
-        hz = None
-        for capture in self.meta.get("captures") or []:   # in order of core:sample_start
-            start = capture.get("core:sample_start", 0) if isinstance(capture, dict) else None
-            if not isinstance(start, (int, float)) or start > index:
-                break
-            hz = as_finite_float(capture.get("core:frequency"))
-        return hz
+        self.annotations.append(annotation(burst, result, generator))
 
     def write(self) -> Path:
         """Writes the metadata with the annotations added (sorted by core:sample_start, as the
@@ -168,15 +157,14 @@ def generator(model_id: str) -> str:
     return f"{GENERATOR} {_version()} {model_id}"
 
 
-def annotation(burst: FileBurst, result: Any, who: str, capture_hz: float | None = None) -> dict[str, Any]:
-    """The SigMF annotation of one burst's result (the module docstring lists its keys);
-    capture_hz: the core:frequency of its capture, where it has one."""
+def annotation(burst: FileBurst, result: Any, who: str) -> dict[str, Any]:
+    """The SigMF annotation of one burst's result (the module docstring lists its keys)."""
     a: dict[str, Any] = {"core:sample_start": burst.start_sample, "core:sample_count": burst.recording_samples,
                          "core:generator": who}
     if burst.band_hz is not None:
         a["core:freq_lower_edge"], a["core:freq_upper_edge"] = burst.band_hz
     else:
-        a.update(band_edges(capture_hz, burst.sample_rate_hz))
+        a.update(band_edges(burst.capture_hz, burst.sample_rate_hz))
     if result.ok:
         a["core:label"] = result.label
         a["core:comment"] = comment(result.label, result.confidence, result.best_guess, result.snr_db)
