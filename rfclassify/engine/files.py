@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.engine.file_bursts import FileBurst, Reading, unmarked_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, chunked, unmarked_bursts
 from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
                                      read_sigmf_archive, sigmf_dtype, sigmf_paths)
 
@@ -165,14 +165,10 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     a NumPy array, or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
     InputError for anything else. limit 0 checks the file and reads no burst."""
     kind, p = recording_format(path, reading)
-    if kind == "archive":
-        for bursts in read_sigmf_archive(p, limit, reading):
-            for lo in range(0, len(bursts), chunk):
-                yield bursts[lo:lo + chunk]
-    elif kind == "sigmf":
-        bursts = read_sigmf(p, limit, reading)
-        for lo in range(0, len(bursts), chunk):
-            yield bursts[lo:lo + chunk]
+    if kind in ("archive", "sigmf"):   # a list of bursts a recording
+        recordings = read_sigmf_archive(p, limit, reading) if kind == "archive" else [read_sigmf(p, limit, reading)]
+        for bursts in recordings:
+            yield from chunked(iter(bursts), chunk, None)
     elif kind == "hdf5":
         yield from iter_hdf5(p, chunk, limit)
     elif kind == "wav":
