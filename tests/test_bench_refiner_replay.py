@@ -29,7 +29,8 @@ def mixed_set(tmp_path_factory):
 
 def test_the_recorded_run_replays_to_the_served_answers_and_variants_are_scored(mixed_set, tmp_path, capsys):
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.engine.refiner import REFINER_FILE, file_sha256
+    from rfclassify._digest import file_sha256
+    from rfclassify.engine.refiner import REFINER_FILE
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     shipped = str(default_model_dir())

@@ -13,7 +13,8 @@ import pytest
 
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
-from rfclassify.engine.refiner import LIGHT_REFINER_FILE, REFINER_FILE, Refiner, file_sha256, refiner_info
+from rfclassify._digest import file_sha256
+from rfclassify.engine.refiner import LIGHT_REFINER_FILE, REFINER_FILE, Refiner, refiner_info
 from rfclassify.engine.tree_ensemble import TreeEnsemble
 from rfclassify.labels import LABELS
 from rfclassify.model.meta import ModelMeta, default_model_dir

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -51,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._cpus import keep_one_blas_thread
+from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
 from rfclassify.dsp import em_channel
 from rfclassify.dsp.em_channel import ALL_BURSTS, FAST_CLASSES
@@ -324,10 +324,6 @@ def refiner_info(info: dict[str, Any], sequence: bool = True) -> dict[str, Any]:
         raise ConfigError("this model's refiner has a sequence network but no light variant; "
                           "refit it with `rfclassify fit-refiner --sequence-net ...` or serve it whole")
     return info
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)

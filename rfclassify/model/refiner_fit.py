@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp import em_channel as em_scores
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
                                       em_statistics,
-                                      file_sha256, start_pool, statistics_many, worker_statistics_settings)
+                                      start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
 from rfclassify.engine.sequence_net import SequenceNet
