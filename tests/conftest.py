@@ -122,3 +122,15 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     export.export_onnx(net, model_dir / "model.onnx")
     ModelMeta(model_id="tiny-random", arch=dict(network.DEFAULT_ARCH)).save(model_dir)
     return model_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An HDF5 dataset of 8 bursts (BPSK, QPSK, FM, NOISE at -10 and 20 dB; 100, 256 and 1,500
+    samples, so three buckets), for evaluations that must run in seconds."""
+    from rfclassify.cli import main
+
+    path = tmp_path_factory.mktemp("ds") / "tiny.h5"
+    assert main(["dataset", "generate", "--out", str(path), "--snr=-10,20", "--per-cell", "1",
+                 "--classes", "BPSK,QPSK,FM,NOISE", "--lengths", "100,256,1500", "--seed", "1"]) == 0
+    return path

@@ -77,14 +77,6 @@ def test_condition_table_by_hand():
     assert not burst_conditions(p, labels)["8-bit quantization"].any()
 
 
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ds") / "tiny.h5"
-    assert main(["dataset", "generate", "--out", str(path), "--snr=-10,20", "--per-cell", "1",
-                 "--classes", "BPSK,QPSK,FM,NOISE", "--lengths", "100,256,1500", "--seed", "1"]) == 0
-    return path
-
-
 def test_evaluate_writes_tables_figures_and_card(tiny_model_dir, tiny_dataset, tmp_path, capsys):
     model_dir = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model_dir)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
 from rfclassify.engine.options import model_dir_path
+from rfclassify.engine.select import PRECISION_CHOICES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model directory (default: shipped models/)")
     parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
                         help="inference backend, through the serving Classifier (default auto)")
+    parser.add_argument("--precision", default="auto", choices=PRECISION_CHOICES,
+                        help="numeric precision (default auto: the best the backend has artifacts for; on the "
+                             "CPU int8 where `rfclassify calibrate` made the INT8 graph, else fp32)")
     parser.add_argument("--out", type=path_text, default=None,
                         help="where evaluation.json and the PNGs go (default: <model-dir>/eval/<file stem>); "
                              "with --card, those written outside the card's directory are copied into its "
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     for i, path in enumerate([args.dataset, *args.extra_eval]):
         out = Path(args.out) if (args.out and i == 0) else None
         out = out or model_dir / "eval" / Path(path).stem
-        res = evaluate_file(path, model_dir, backend=args.backend, out_dir=out,
+        res = evaluate_file(path, model_dir, backend=args.backend, precision=args.precision, out_dir=out,
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,

@@ -1,8 +1,9 @@
 """ONNX Runtime on the CPU: the backend of every machine without a GPU (and of CI).
 
 fp32 runs ``models/model.onnx`` (dynamic batch and length). int8 runs the Q/DQ ONNX named by
-``ModelMeta.int8_onnx_file`` once the INT8 calibration has produced it; until then asking for
-int8 here is an error that says so (``Classifier.load`` with backend 'auto' falls back).
+``ModelMeta.int8_onnx_file``, which `rfclassify calibrate` makes (``rfclassify.quant.cpu_int8``);
+without it, or with one calibrated from another model.onnx, asking for int8 here is an error
+that says so (precision 'auto' then runs fp32).
 """
 
 from __future__ import annotations
@@ -41,11 +42,10 @@ class OnnxRuntimeBackend(Backend):
     @classmethod
     def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
         if precision == "int8":
-            if not meta.int8_onnx_file:
-                return ("INT8 artifacts are not calibrated yet for model "
-                        f"{meta.model_id!r} (model.json has no int8_onnx_file); use fp32")
-            problem = cls.missing_file(model_dir, meta.int8_onnx_file)
-            return f"{problem}; use fp32" if problem else None
+            from rfclassify.quant.cpu_int8 import int8_problem
+
+            problem = int8_problem(meta, model_dir)
+            return f"{problem}, or use fp32" if problem else None
         return cls.missing_file(model_dir, meta.onnx_file)
 
     @property

@@ -156,19 +156,19 @@ def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:
 
 
 def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend: str = "auto",
-                  out_dir: str | Path | None = None, chunk: int = 512, name: str | None = None,
-                  plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
+                  precision: str = "auto", out_dir: str | Path | None = None, chunk: int = 512,
+                  name: str | None = None, plots: bool = True, refiner: bool = True, refiner_sequence: bool = True,
                   predictions: bool = False, refiner_rate_rule: str | None = None,
                   refiner_workers: int = 0, dc_pass: bool = True, low_order_refiner: bool = True,
                   refiner_em_classes: int | None = None, refiner_skip_above: float | None = None
                   ) -> dict[str, Any]:
-    """Classify every burst of an HDF5 dataset through the serving Classifier and measure it
-    (with the model's refiners unless refiner=False, its low-order one unless
-    low_order_refiner=False; the constellation refiner's bursts clocked by refiner_rate_rule
-    and its EM scores fitted for refiner_em_classes classes where given, their statistics in
-    refiner_workers processes (-1: as many as the cores allow), the DC pass unless
-    dc_pass=False, the bursts the network is sure of skipping both above refiner_skip_above
-    where given: Classifier.load).
+    """Classify every burst of an HDF5 dataset through the serving Classifier (backend and
+    precision as Classifier.load picks them) and measure it (with the model's refiners unless
+    refiner=False, its low-order one unless low_order_refiner=False; the constellation
+    refiner's bursts clocked by refiner_rate_rule and its EM scores fitted for
+    refiner_em_classes classes where given, their statistics in refiner_workers processes
+    (-1: as many as the cores allow), the DC pass unless dc_pass=False, the bursts the
+    network is sure of skipping both above refiner_skip_above where given: Classifier.load).
 
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
@@ -178,7 +178,8 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     from rfclassify.model.calibration import expected_calibration_error, threshold_table
 
     path = Path(path)
-    with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, refiner=refiner,
+    with DatasetReader(path) as reader, Classifier.load(model_dir, backend=backend, precision=precision,
+                                                                refiner=refiner,
                                                                 refiner_sequence=refiner_sequence,
                                                                 refiner_rate_rule=refiner_rate_rule,
                                                                 refiner_workers=refiner_workers,

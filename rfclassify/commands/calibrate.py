@@ -1,0 +1,38 @@
+"""`rfclassify calibrate`: the model's INT8 graph for ONNX Runtime on the CPU (rfclassify.quant.cpu_int8)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rfclassify._argtypes import path_text, width
+from rfclassify.engine.options import model_dir_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-dir", type=model_dir_path, default=None,
+                        help="exported model directory; its model_int8.onnx and model.json are written "
+                             "(default: shipped models/)")
+    parser.add_argument("--data", type=path_text, default=None, metavar="FILE.h5",
+                        help="calibration set (default: the shipped calibration_data/calibration.h5)")
+    parser.add_argument("--bursts", type=width, default=None, metavar="N",
+                        help="calibrate on N of its bursts, spread evenly over the file (default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rfclassify.model.meta import default_model_dir
+    from rfclassify.quant.cpu_int8 import calibrate_model_dir
+
+    model_dir = args.model_dir or default_model_dir()
+    rec = calibrate_model_dir(model_dir, args.data, max_bursts=args.bursts)
+    cal = rec["calibration"]
+    windows = ", ".join(f"{b}: {n}" for b, n in cal["windows_per_bucket"].items())
+    print(f"calibrated on {cal['bursts']} bursts of {cal['file']} ({rec['method']}; windows per bucket {windows}"
+          + (f"; {cal['rejected']} rejected by the length rule" if cal["rejected"] else "") + ")")
+    print(f"wrote {model_dir}/{rec['file']}: {rec['format']}, activations {rec['activations']}, "
+          f"weights {rec['weights']}; {rec['int8_nodes']} nodes INT8, {len(rec['fp32_nodes'])} fp32 (the heads)")
+    print(" bucket  bursts  top-1 agreement  max |softmax diff|  mean / max |SNR diff| dB")
+    for b, a in rec["agreement"].items():
+        print(f"{b:>7} {a['bursts']:>7} {a['top1_agreement']:>16.3f} {a['max_abs_softmax_diff']:>19.3f}"
+              f"  {a['mean_abs_snr_db_diff']:.2f} / {a['max_abs_snr_db_diff']:.2f}")
+    print("model.json names it (int8_onnx_file); precision auto now serves it on ONNX Runtime")
+    return 0

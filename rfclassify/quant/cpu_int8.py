@@ -1,0 +1,302 @@
+"""INT8 for ONNX Runtime on the CPU: the model's fp32 ONNX graph, calibrated on the shipped
+calibration set, rewritten as a Q/DQ graph, with what model.json records about it.
+
+The precision plan (``cpu_int8_plan``): every node of the trunk runs in INT8 (ONNX Runtime
+fuses each DequantizeLinear -> Conv -> QuantizeLinear into an integer convolution), with uint8
+activations, asymmetric and per tensor, and int8 weights, symmetric and per output channel
+(U8S8: ONNX Runtime's fast form on x86; the symmetric int8 activations TensorRT wants ran
+slower than fp32 here, ../shared/DESIGN.md). The two heads stay fp32 (``FP32_PREFIXES``):
+1x1 convolutions on the pooled features, a few thousand multiply-adds a burst, whose outputs
+are the logits and the SNR estimate themselves.
+
+Calibration (``calibration_windows``) runs the bursts exactly as serving sees them: each burst
+normalized whole with the model's own normalization and cut into its bucket's windows
+(``burst_to_windows`` with the model's ``BucketPolicy``), every bucket in batches of its own
+length. The range of every activation (``activation_ranges``) is the central ``PERCENTILE`` %
+of its values over all of them, from a histogram between its minimum and maximum
+(``clipped_range``): the minimum and maximum themselves (MinMax) spend the 256 steps on a few
+outliers, the strong receiver DC offsets of the calibration set, and tripled the SNR estimate's
+error (docs/model.md, "INT8 on the CPU"). ONNX Runtime's own histogram calibrators cannot merge
+batches of different lengths, so the ranges are computed here and handed to its quantizer.
+
+The INT8 graph is tied to the fp32 graph it was made from: model.json ``extra.int8`` records
+the sha256 of both, and the ONNX Runtime backend refuses an INT8 graph whose source is no
+longer the model's ``model.onnx`` (``int8_problem``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfclassify._digest import file_sha256
+from rfclassify._exceptions import ConfigError, InputError, MessageError
+from rfclassify._optional import require
+from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+
+INT8_ONNX_FILE = "model_int8.onnx"
+#: nodes whose names start with one of these stay fp32 (the classification and SNR heads)
+FP32_PREFIXES: tuple[str, ...] = ("/head/", "/snr_head/")
+#: bursts of each label per bucket that the INT8 graph is compared with the fp32 one on
+AGREEMENT_PER_LABEL = 8
+QUANT_FORMAT = "QDQ"
+ACTIVATIONS = "uint8, asymmetric, per tensor"
+WEIGHTS = "int8, symmetric, per output channel"
+#: the share of each activation's values its INT8 range covers, two-sided (a tensor that is
+#: never negative keeps 0 as its floor)
+PERCENTILE = 99.99
+HISTOGRAM_BINS = 4096
+#: samples per calibration batch (windows x bucket length): bounds the memory of every
+#: activation of one batch held at once
+BATCH_SAMPLES = 1 << 16
+METHOD = f"percentile {PERCENTILE:g} (histogram of {HISTOGRAM_BINS} bins)"
+#: nodes whose outputs need no range of their own: shape arithmetic, and reshapes that only
+#: relabel a tensor
+_NO_RANGE_OPS = frozenset({"Shape", "Slice", "Concat", "Constant", "Reshape", "Flatten"})
+
+
+def default_calibration_path() -> Path:
+    """calibration_data/calibration.h5, shipped beside the package (calibration_data/README.md)."""
+    return Path(__file__).resolve().parents[2] / "calibration_data" / "calibration.h5"
+
+
+def cpu_int8_plan(node_names: Sequence[str]) -> dict[str, list[str]]:
+    """Which nodes of the fp32 graph run in INT8 and which stay fp32 (FP32_PREFIXES)."""
+    fp32 = [n for n in node_names if n.startswith(FP32_PREFIXES)]
+    kept = set(fp32)
+    return {"int8": [n for n in node_names if n not in kept], "fp32": fp32}
+
+
+def calibration_windows(path: str | os.PathLike[str], meta: ModelMeta,
+                        max_bursts: int | None = None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
+    """The calibration set as the model sees it: {bucket: (n, 2, 1, bucket) float32 model input}
+    and counts ({"bursts", "rejected"}). max_bursts takes that many, spread evenly over the file."""
+    from rfclassify.data.reader import DatasetReader
+    from rfclassify.dsp.windows import burst_to_windows, to_model_input
+
+    policy = meta.bucket_policy
+    by_bucket: dict[int, list[np.ndarray]] = {}
+    rejected = 0
+    with DatasetReader(path) as ds:
+        n = len(ds)
+        if n == 0:
+            raise InputError(f"{path}: the calibration set holds no bursts")
+        take = n if max_bursts is None else max(1, min(int(max_bursts), n))
+        indices = np.unique(np.linspace(0, n - 1, take).round().astype(np.int64))
+        for burst in ds.read(indices):
+            try:
+                w = burst_to_windows(burst, policy)
+            except MessageError:   # a burst serving would reject is not what it calibrates for
+                rejected += 1
+                continue
+            by_bucket.setdefault(w.bucket_samples, []).append(w.windows)
+    if not by_bucket:
+        raise InputError(f"{path}: every calibration burst was rejected by the model's length rule")
+    windows = {b: to_model_input(np.concatenate(ws)) for b, ws in sorted(by_bucket.items())}
+    return windows, {"bursts": int(indices.size), "rejected": rejected}
+
+
+def calibration_batches(windows: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
+    """Each bucket's windows in batches of about BATCH_SAMPLES samples (one length per batch)."""
+    for x in windows.values():
+        step = max(1, BATCH_SAMPLES // x.shape[-1])
+        for start in range(0, x.shape[0], step):
+            yield x[start:start + step]
+
+
+def clipped_range(counts: np.ndarray, lo: float, hi: float, percentile: float = PERCENTILE) -> tuple[float, float]:
+    """The range holding the central `percentile` % of values whose histogram over [lo, hi] is
+    `counts` (equal bins), its edges rounded outwards to bin edges; a floor of 0 stays 0
+    (after a ReLU), and the range always holds 0 (as INT8's zero point must)."""
+    if not 0 < percentile <= 100:
+        raise ConfigError(f"percentile must be in (0, 100], got {percentile}")
+    total = int(counts.sum())
+    if total == 0 or hi <= lo:
+        return min(lo, 0.0), max(hi, 0.0)
+    edges = np.linspace(lo, hi, counts.size + 1)
+    cum = np.cumsum(counts)
+    tail = (100.0 - percentile) / 200.0 * total
+    first = int(np.searchsorted(cum, tail, side="right"))        # the bin holding the low cut
+    last = int(np.searchsorted(cum, total - tail, side="left"))  # the bin holding the high cut
+    rmin = lo if lo >= 0 else float(edges[first])
+    rmax = float(edges[min(last + 1, counts.size)])
+    return min(rmin, 0.0), max(rmax, 0.0)
+
+
+def activation_tensors(model: Any, plan: dict[str, list[str]]) -> list[str]:
+    """The tensors the INT8 graph quantizes: the input and the outputs of the INT8 nodes (not
+    the graph's outputs, nor shape arithmetic)."""
+    int8 = set(plan["int8"])
+    outputs = {o.name for o in model.graph.output}
+    names = [i.name for i in model.graph.input]
+    names += [o for node in model.graph.node if node.name in int8 and node.op_type not in _NO_RANGE_OPS
+              for o in node.output if o not in outputs]
+    return names
+
+
+def activation_ranges(model: Any, names: Sequence[str], windows: dict[int, np.ndarray],
+                      percentile: float = PERCENTILE) -> dict[str, tuple[float, float]]:
+    """Each named tensor's range over the calibration windows (clipped_range): one pass for its
+    minimum and maximum, one for its histogram between them."""
+    onnx = require("onnx", "INT8 calibration")
+    ort = require("onnxruntime", "INT8 calibration")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    # no fusions: every tensor asked for must stay in the graph as the quantizer sees it
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(probe.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+    lo = dict.fromkeys(names, np.inf)
+    hi = dict.fromkeys(names, -np.inf)
+    for x in calibration_batches(windows):
+        for n, v in zip(names, sess.run(list(names), {INPUT_NAME: x}), strict=True):
+            lo[n] = min(lo[n], float(v.min()))
+            hi[n] = max(hi[n], float(v.max()))
+    counts = {n: np.zeros(HISTOGRAM_BINS, np.int64) for n in names}
+    for x in calibration_batches(windows):
+        for n, v in zip(names, sess.run(list(names), {INPUT_NAME: x}), strict=True):
+            if hi[n] > lo[n]:
+                counts[n] += np.histogram(v, bins=HISTOGRAM_BINS, range=(lo[n], hi[n]))[0]
+    return {n: clipped_range(counts[n], lo[n], hi[n], percentile) for n in names}
+
+
+def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
+                  windows: dict[int, np.ndarray], percentile: float = PERCENTILE) -> dict[str, list[str]]:
+    """Write the Q/DQ INT8 graph of fp32_path to out_path, calibrated on `windows`
+    (calibration_windows); returns the plan."""
+    onnx = require("onnx", "INT8 calibration")
+    quantization = require("onnxruntime.quantization", "INT8 calibration")
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    batches = calibration_batches(windows)
+
+    class Reader(quantization.CalibrationDataReader):
+        # ONNX Runtime's MinMax pass runs too; every activation's range is then overridden
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            x = next(batches, None)
+            return None if x is None else {INPUT_NAME: x}
+
+    out = Path(out_path)
+    with tempfile.TemporaryDirectory(prefix="rfclassify-calibrate-") as tmp:
+        # shape inference and ONNX Runtime's basic fusions first, as its quantizer expects
+        prepared = Path(tmp) / "prepared.onnx"
+        quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
+        model = onnx.load(str(prepared))
+        plan = cpu_int8_plan([node.name for node in model.graph.node])
+        ranges = activation_ranges(model, activation_tensors(model, plan), windows, percentile)
+        overrides = {n: [{"rmin": np.array(a, np.float32), "rmax": np.array(b, np.float32)}]
+                     for n, (a, b) in ranges.items()}
+        part = Path(tmp) / "int8.onnx"
+        quantization.quantize_static(
+            str(prepared), str(part), Reader(), quant_format=quantization.QuantFormat.QDQ,
+            activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
+            per_channel=True, calibrate_method=quantization.CalibrationMethod.MinMax,
+            nodes_to_exclude=plan["fp32"],
+            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True,
+                           "TensorQuantOverrides": overrides},
+            calibration_providers=["CPUExecutionProvider"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp_out = out.with_name(out.name + ".tmp")
+        tmp_out.write_bytes(part.read_bytes())
+        tmp_out.replace(out)
+    return plan
+
+
+def _session(path: Path) -> Any:
+    ort = require("onnxruntime", "INT8 calibration")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) -> dict[str, dict[str, float]]:
+    """The INT8 graph against the fp32 one on freshly synthesized bursts (AGREEMENT_PER_LABEL of
+    each label per bucket, SNR 0..30 dB, normalized as the model expects): top-1 agreement, the
+    largest softmax difference, the mean and largest SNR estimate difference."""
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.dsp.windows import normalize_batch, to_model_input
+
+    ref, got = _session(fp32_path), _session(int8_path)
+    rng = np.random.default_rng(seed)
+    labels = [label for label in meta.labels for _ in range(AGREEMENT_PER_LABEL)]
+    report: dict[str, dict[str, float]] = {}
+    for bucket in meta.buckets_samples:
+        bursts = synthesize(labels, bucket, rng, snr_db=rng.uniform(0, 30, len(labels)))
+        x = to_model_input(normalize_batch(bursts.iq, meta.normalization))
+        (l32, s32), (l8, s8) = (s.run(list(OUTPUT_NAMES), {INPUT_NAME: x}) for s in (ref, got))
+        p32, p8 = _softmax(l32), _softmax(l8)
+        snr_diff = np.abs(np.ravel(s8) - np.ravel(s32))
+        report[str(bucket)] = {
+            "bursts": len(labels),
+            "top1_agreement": round(float(np.mean(p32.argmax(1) == p8.argmax(1))), 4),
+            "max_abs_softmax_diff": round(float(np.max(np.abs(p32 - p8))), 4),
+            "mean_abs_snr_db_diff": round(float(snr_diff.mean()), 3),
+            "max_abs_snr_db_diff": round(float(snr_diff.max()), 3)}
+    return report
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os.PathLike[str] | None = None,
+                        max_bursts: int | None = None) -> dict[str, Any]:
+    """Calibrate the model in model_dir and write its INT8 graph (INT8_ONNX_FILE) beside model.onnx;
+    model.json then names it (int8_onnx_file) and records how it was made (extra.int8, returned)."""
+    ort = require("onnxruntime", "INT8 calibration")
+    from rfclassify.data.reader import DatasetReader
+
+    meta = ModelMeta.load(model_dir)
+    fp32 = Path(model_dir) / meta.onnx_file
+    if not fp32.is_file():
+        raise ConfigError(f"{fp32} does not exist: export the model first (`rfclassify export`)")
+    cal = Path(calibration) if calibration is not None else default_calibration_path()
+    windows, counts = calibration_windows(cal, meta, max_bursts)
+    with DatasetReader(cal) as ds:
+        samples_sha256 = ds.samples_sha256()
+    out = Path(model_dir) / INT8_ONNX_FILE
+    plan = quantize_onnx(fp32, out, windows)
+    record = {
+        "file": INT8_ONNX_FILE, "sha256": file_sha256(out), "source_onnx_sha256": file_sha256(fp32),
+        "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
+        "fp32_nodes": plan["fp32"], "int8_nodes": len(plan["int8"]),
+        "calibration": {"file": cal.name, "samples_sha256": samples_sha256, **counts,
+                        "windows_per_bucket": {str(b): int(x.shape[0]) for b, x in windows.items()}},
+        "onnxruntime": ort.__version__,
+        "agreement": agreement(fp32, out, meta),
+    }
+    extra = dict(meta.extra)
+    extra["int8"] = record
+    meta.with_updates(int8_onnx_file=INT8_ONNX_FILE, extra=extra).save(model_dir)
+    return record
+
+
+def int8_problem(meta: ModelMeta, model_dir: str | os.PathLike[str]) -> str | None:
+    """Why the model's INT8 graph cannot be served (None when it can): model.json names none, the
+    file is missing, or it is not the file calibrated from this model.onnx (model.json extra.int8
+    records both digests; a model.json without that record is trusted as it stands)."""
+    if not meta.int8_onnx_file:
+        return (f"INT8 artifacts are not calibrated yet for model {meta.model_id!r} "
+                "(model.json has no int8_onnx_file); run `rfclassify calibrate`")
+    path = Path(model_dir) / meta.int8_onnx_file
+    if not path.is_file():
+        return f"the INT8 graph {path} does not exist; run `rfclassify calibrate`"
+    record = meta.extra.get("int8")
+    if not isinstance(record, dict):
+        return None
+    if record.get("sha256") and file_sha256(path) != record["sha256"]:
+        return f"{path} is not the INT8 graph model.json records (sha256 differs); run `rfclassify calibrate`"
+    source = Path(model_dir) / meta.onnx_file
+    if record.get("source_onnx_sha256") and source.is_file() and file_sha256(source) != record["source_onnx_sha256"]:
+        return (f"{path} was calibrated from another {meta.onnx_file} (re-exported since); "
+                "run `rfclassify calibrate` again")
+    return None

@@ -1,0 +1,169 @@
+"""`rfclassify calibrate`: the INT8 graph for ONNX Runtime on the CPU, its ranges and its provenance."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from rfclassify._digest import file_sha256
+from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify.model.meta import ModelMeta
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from rfclassify.cli import main  # noqa: E402
+from rfclassify.engine import select  # noqa: E402
+from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend  # noqa: E402
+from rfclassify.quant import cpu_int8  # noqa: E402
+from rfclassify.quant.cpu_int8 import INT8_ONNX_FILE, clipped_range, cpu_int8_plan  # noqa: E402
+
+# --- the ranges ---------------------------------------------------------------------------
+
+def test_clipped_range_cuts_the_tails_it_is_asked_to():
+    counts = np.zeros(100, np.int64)
+    counts[0] = 1           # one outlier at the bottom bin, [-10, -9.8)
+    counts[50:60] = 1000    # the bulk in [0, 2)
+    counts[99] = 1          # one at the top, [9.8, 10]
+    assert clipped_range(counts, -10.0, 10.0, 100.0) == (-10.0, 10.0)
+    lo, hi = clipped_range(counts, -10.0, 10.0, 99.9)   # 0.05 % of 10,002 is 5 values each side
+    assert (lo, hi) == pytest.approx((0.0, 2.0))
+
+
+def test_clipped_range_keeps_a_relu_floor_and_always_holds_zero():
+    counts = np.full(10, 100, np.int64)
+    assert clipped_range(counts, 0.0, 5.0, 90.0)[0] == 0.0          # never negative: floor stays 0
+    assert clipped_range(counts, 2.0, 5.0, 90.0)[0] == 0.0          # INT8 needs 0 in its range
+    assert clipped_range(np.zeros(10, np.int64), 3.0, 3.0) == (0.0, 3.0)
+    with pytest.raises(ConfigError, match="percentile"):
+        clipped_range(counts, 0.0, 1.0, 0.0)
+
+
+def test_the_plan_keeps_the_heads_fp32_and_quantizes_the_trunk(tiny_model_dir):
+    names = [n.name for n in onnx.load(str(tiny_model_dir / "model.onnx")).graph.node]
+    plan = cpu_int8_plan(names)
+    assert plan["fp32"] and all(n.startswith(("/head/", "/snr_head/")) for n in plan["fp32"])
+    assert "/stem/conv/Conv" in plan["int8"]
+    assert sorted(plan["int8"] + plan["fp32"]) == sorted(names)
+
+
+# --- calibrating a model directory -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory, tiny_model_dir):
+    model_dir = tmp_path_factory.mktemp("int8") / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    record = cpu_int8.calibrate_model_dir(model_dir, max_bursts=84)
+    return model_dir, record
+
+
+def test_calibrate_writes_the_int8_graph_and_records_where_it_came_from(calibrated):
+    model_dir, record = calibrated
+    meta = ModelMeta.load(model_dir)
+    assert meta.int8_onnx_file == INT8_ONNX_FILE
+    assert meta.extra["int8"] == json.loads(json.dumps(record))
+    assert record["sha256"] == file_sha256(model_dir / INT8_ONNX_FILE)
+    assert record["source_onnx_sha256"] == file_sha256(model_dir / "model.onnx")
+    assert record["calibration"]["bursts"] == 84
+    assert set(record["agreement"]) == {str(b) for b in meta.buckets_samples}
+    graph = onnx.load(str(model_dir / INT8_ONNX_FILE)).graph
+    ops = [n.op_type for n in graph.node]
+    assert ops.count("QuantizeLinear") >= 10 and ops.count("DequantizeLinear") >= 10
+    # the heads read float weights: no DequantizeLinear feeds them
+    dq_outputs = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    heads = [n for n in graph.node if n.name.startswith(("/head/", "/snr_head/")) and n.op_type == "Conv"]
+    assert heads and not any(i in dq_outputs for n in heads for i in n.input[1:])
+    # the activations' zero points are uint8, the weights' int8
+    zero_points = {i.name: i.data_type for i in graph.initializer if i.name.endswith("_zero_point")}
+    assert onnx.TensorProto.UINT8 in zero_points.values() and onnx.TensorProto.INT8 in zero_points.values()
+
+
+def test_precision_auto_serves_the_int8_graph_once_it_exists(calibrated, tiny_model_dir):
+    model_dir, _ = calibrated
+    sel = select.select_backend(ModelMeta.load(model_dir), model_dir, backend="onnxruntime")
+    assert sel.precision == "int8"
+    assert select.select_backend(ModelMeta.load(tiny_model_dir), tiny_model_dir,
+                                 backend="onnxruntime").precision == "fp32"
+    meta = ModelMeta.load(model_dir)
+    x = np.random.default_rng(1).standard_normal((3, 2, 1, 256)).astype(np.float32)
+    with OnnxRuntimeBackend(meta, model_dir, precision="int8") as b8, OnnxRuntimeBackend(meta, model_dir) as b32:
+        assert b8.onnx_file == INT8_ONNX_FILE
+        (l8, s8), (l32, s32) = b8.infer(x), b32.infer(x)
+    assert l8.shape == l32.shape and s8.shape == s32.shape
+    assert not np.array_equal(l8, l32)                    # it is another graph ...
+    assert np.abs(l8 - l32).max() < 0.5 * np.abs(l32).max()   # ... of the same network
+
+
+def test_an_int8_graph_of_another_model_onnx_is_refused(calibrated, tmp_path):
+    model_dir = tmp_path / "m"
+    shutil.copytree(calibrated[0], model_dir)
+    with open(model_dir / "model.onnx", "ab") as f:   # re-exported since: the bytes differ
+        f.write(b"\0")
+    meta = ModelMeta.load(model_dir)
+    with pytest.raises(ModelNotFoundError, match="calibrated from another model.onnx"):
+        select.select_backend(meta, model_dir, backend="onnxruntime", precision="int8")
+    assert "calibrated from another" in (select.select_backend(meta, model_dir, backend="onnxruntime")
+                                         .precision_reason)
+
+
+def test_a_changed_int8_graph_is_refused(calibrated, tmp_path):
+    model_dir = tmp_path / "m"
+    shutil.copytree(calibrated[0], model_dir)
+    with open(model_dir / INT8_ONNX_FILE, "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ModelNotFoundError, match="sha256 differs"):
+        select.select_backend(ModelMeta.load(model_dir), model_dir, backend="onnxruntime", precision="int8")
+    (model_dir / INT8_ONNX_FILE).unlink()
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        select.select_backend(ModelMeta.load(model_dir), model_dir, backend="onnxruntime", precision="int8")
+
+
+def test_calibrate_cli_mistakes_are_one_line(tmp_path, tiny_model_dir, capsys):
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    assert main(["calibrate", "--model-dir", str(model_dir), "--data", str(tmp_path / "none.h5")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none.h5" in err
+    (model_dir / "model.onnx").unlink()
+    assert main(["calibrate", "--model-dir", str(model_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rfclassify export" in err
+    assert not (model_dir / INT8_ONNX_FILE).exists()
+
+
+def test_calibrate_cli_reports_what_it_wrote(tmp_path, tiny_model_dir, capsys):
+    model_dir = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model_dir)
+    assert main(["calibrate", "--model-dir", str(model_dir), "--bursts", "56"]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated on 56 bursts of calibration.h5" in out
+    assert f"wrote {model_dir}/{INT8_ONNX_FILE}" in out and "top-1 agreement" in out
+    assert ModelMeta.load(model_dir).int8_onnx_file == INT8_ONNX_FILE
+
+
+def test_evaluate_serves_int8_by_default_fp32_when_asked_and_the_card_describes_it(
+        calibrated, tiny_dataset, tmp_path, capsys):
+    model_dir = tmp_path / "m"
+    shutil.copytree(calibrated[0], model_dir)
+    runs = {}
+    for precision in ("auto", "fp32"):
+        out = tmp_path / precision
+        assert main(["evaluate", str(tiny_dataset), "--model-dir", str(model_dir), "--backend", "onnxruntime",
+                     "--precision", precision, "--out", str(out), "--card", "--name", precision]) == 0
+        runs[precision] = json.loads((out / "evaluation.json").read_text())["run"]["precision"]
+    assert runs == {"auto": "int8", "fp32": "fp32"}
+    assert "bursts via onnxruntime fp32" in capsys.readouterr().out
+    md = (model_dir / "MODEL_CARD.md").read_text()
+    assert "### INT8 on the CPU (ONNX Runtime)" in md and "made by `rfclassify calibrate`" in md
+    assert md.count("| 4096 | 224 |") == 1                                  # the agreement table
+    assert "backend onnxruntime int8 on cpu" in md and "backend onnxruntime fp32 on cpu" in md
+    plain = tmp_path / "plain"
+    shutil.copytree(calibrated[0], plain)
+    meta = ModelMeta.load(plain)
+    meta.with_updates(int8_onnx_file="").save(plain)         # a model without an INT8 graph
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(plain), "--backend", "onnxruntime",
+                 "--out", str(tmp_path / "p"), "--card"]) == 0
+    assert "INT8 on the CPU" not in (plain / "MODEL_CARD.md").read_text()
