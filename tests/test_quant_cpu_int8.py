@@ -42,6 +42,46 @@ def test_clipped_range_keeps_a_relu_floor_and_always_holds_zero():
         clipped_range(counts, 0.0, 1.0, 0.0)
 
 
+def test_bias_correction_recentres_a_convolution_whose_weights_were_rounded():
+    rng = np.random.default_rng(3)
+    w = rng.normal(0, 0.3, (4, 3, 1, 5)).astype(np.float32)
+    x = rng.normal(0, 1, (3, 4000)) + np.array([[2.0], [0.5], [3.0]])   # inputs after a ReLU: means not 0
+
+    def conv_mean(weights, bias):   # "valid" 1-D correlation, mean over positions
+        out = [sum(np.correlate(x[c], weights[o, c, 0], "valid") for c in range(3)) + bias[o] for o in range(4)]
+        return np.array([o.mean() for o in out])
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c")], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 1, None])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 1, None])],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+    model = onnx.helper.make_model(graph)
+    assert cpu_int8.correct_rounding_bias(model, ["c"], {"x": x.mean(axis=1)}) == 1
+    corrected = onnx.numpy_helper.to_array(model.graph.initializer[1])
+    target = conv_mean(w, np.zeros(4))
+    rounded = cpu_int8.int8_weights(w)
+    before = np.abs(conv_mean(rounded, np.zeros(4)) - target).max()
+    after = np.abs(conv_mean(rounded, corrected) - target).max()
+    assert before > 1e-3 and after < before / 20
+
+
+def test_the_int8_graph_rounds_the_weights_as_the_bias_correction_assumes(calibrated, tiny_model_dir):
+    """correct_rounding_bias models ONNX Runtime's weight quantizer; if the two disagreed, the
+    correction would move the biases by the wrong amount."""
+    source = onnx.load(str(tiny_model_dir / "model.onnx"))
+    fp32 = {i.name: onnx.numpy_helper.to_array(i) for i in source.graph.initializer}
+    graph = onnx.load(str(calibrated[0] / INT8_ONNX_FILE)).graph
+    q = {i.name: onnx.numpy_helper.to_array(i) for i in graph.initializer}
+    checked = 0
+    for name, w in fp32.items():
+        if w.ndim == 4 and f"{name}_quantized" in q:
+            stored = q[f"{name}_quantized"].astype(np.float64) * q[f"{name}_scale"].reshape(-1, 1, 1, 1)
+            np.testing.assert_allclose(stored, cpu_int8.int8_weights(w), rtol=1e-6, atol=1e-9)
+            checked += 1
+    assert checked >= 15
+
+
 def test_the_plan_keeps_the_heads_fp32_and_quantizes_the_trunk(tiny_model_dir):
     names = [n.name for n in onnx.load(str(tiny_model_dir / "model.onnx")).graph.node]
     plan = cpu_int8_plan(names)

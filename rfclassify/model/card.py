@@ -117,6 +117,11 @@ def _average_lines(t: dict[str, Any]) -> list[str]:
             f"kept since step {avg['since_step']:,}), not the last step's"]
 
 
+def _by_bucket(per_bucket: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A {bucket: value} record in bucket order (JSON written with sorted keys puts "1024" first)."""
+    return sorted(per_bucket.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)
+
+
 def _int8_lines(rec: dict[str, Any]) -> list[str]:
     """The INT8 graph ONNX Runtime serves on the CPU (rfclassify.quant.cpu_int8), where one exists."""
     if not rec:
@@ -128,13 +133,14 @@ def _int8_lines(rec: dict[str, Any]) -> list[str]:
              f"{rec.get('int8_nodes')} nodes INT8, the {len(rec.get('fp32_nodes', []))} of the two heads fp32. "
              f"Activation ranges: {rec.get('method')} over {cal.get('bursts')} bursts of `{cal.get('file')}` "
              f"(samples sha256 {str(cal.get('samples_sha256'))[:16]}), windows per bucket "
-             + ", ".join(f"{b}: {n}" for b, n in cal.get("windows_per_bucket", {}).items())
+             + ", ".join(f"{b}: {n}" for b, n in _by_bucket(cal.get("windows_per_bucket", {})))
+             + (f"; bias correction: {rec['bias_correction']}" if rec.get("bias_correction") else "")
              + ". Precision `auto` serves it on ONNX Runtime; `--precision fp32` serves model.onnx.", "",
              "Against the fp32 graph on freshly synthesized bursts (each label alike, SNR 0..30 dB), "
              "the network alone:", "",
              "| bucket | bursts | top-1 agreement | max abs softmax diff | mean / max abs SNR diff |",
              "|---:|---:|---:|---:|---:|"]
-    for b, a in rec.get("agreement", {}).items():
+    for b, a in _by_bucket(rec.get("agreement", {})):
         lines.append(f"| {b} | {a.get('bursts')} | {_pct(a.get('top1_agreement'))} | "
                      f"{_num(a.get('max_abs_softmax_diff'), '.3f')} | {_num(a.get('mean_abs_snr_db_diff'))} / "
                      f"{_num(a.get('max_abs_snr_db_diff'))} dB |")

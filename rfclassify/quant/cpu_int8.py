@@ -12,12 +12,20 @@ are the logits and the SNR estimate themselves.
 Calibration (``calibration_windows``) runs the bursts exactly as serving sees them: each burst
 normalized whole with the model's own normalization and cut into its bucket's windows
 (``burst_to_windows`` with the model's ``BucketPolicy``), every bucket in batches of its own
-length. The range of every activation (``activation_ranges``) is the central ``PERCENTILE`` %
-of its values over all of them, from a histogram between its minimum and maximum
-(``clipped_range``): the minimum and maximum themselves (MinMax) spend the 256 steps on a few
-outliers, the strong receiver DC offsets of the calibration set, and tripled the SNR estimate's
-error (docs/model.md, "INT8 on the CPU"). ONNX Runtime's own histogram calibrators cannot merge
-batches of different lengths, so the ranges are computed here and handed to its quantizer.
+length. The range of every activation (``activation_statistics``) is the central
+``PERCENTILE`` % of its values over all of them, from a histogram between its minimum and
+maximum (``clipped_range``): the minimum and maximum themselves (MinMax) spend the 256 steps
+on a few outliers, the strong receiver DC offsets of the calibration set, and tripled the SNR
+estimate's error (docs/model.md, "INT8 on the CPU"). ONNX Runtime's own histogram calibrators
+cannot merge batches of different lengths, so the ranges are computed here and handed to its
+quantizer.
+
+Rounding the weights to int8 moves the mean of a convolution's outputs, for inputs (after a
+ReLU) whose means are not zero; through 23 convolutions that shifted the SNR estimate by
+a third of a dB and the probabilities of low-SNR bursts. Each INT8 convolution's bias is
+corrected by that shift before quantizing (``correct_rounding_bias``: its input's per-channel
+means over the calibration windows times the weights' rounding error, the bias correction of
+Nagel et al., "Data-Free Quantization", 2019).
 
 The INT8 graph is tied to the fp32 graph it was made from: model.json ``extra.int8`` records
 the sha256 of both, and the ONNX Runtime backend refuses an INT8 graph whose source is no
@@ -55,6 +63,7 @@ HISTOGRAM_BINS = 4096
 #: activation of one batch held at once
 BATCH_SAMPLES = 1 << 16
 METHOD = f"percentile {PERCENTILE:g} (histogram of {HISTOGRAM_BINS} bins)"
+BIAS_CORRECTION = "each INT8 convolution's bias moved back by its weights' rounding error times its input's mean"
 #: nodes whose outputs need no range of their own: shape arithmetic, and reshapes that only
 #: relabel a tensor
 _NO_RANGE_OPS = frozenset({"Shape", "Slice", "Concat", "Constant", "Reshape", "Flatten"})
@@ -139,16 +148,65 @@ def activation_tensors(model: Any, plan: dict[str, list[str]]) -> list[str]:
     return names
 
 
-def activation_ranges(model: Any, names: Sequence[str], windows: dict[int, np.ndarray],
-                      percentile: float = PERCENTILE) -> dict[str, tuple[float, float]]:
-    """Each named tensor's range over the calibration windows (clipped_range): one pass for its
-    minimum and maximum, one for its histogram between them."""
+def int8_weights(w: np.ndarray) -> np.ndarray:
+    """A convolution's weights (out, in, kh, kw) as the quantizer stores them, back in float:
+    symmetric int8 per output channel, a float32 scale of max|w| / 127, the float32 quotient
+    rounded half to even (as ONNX Runtime's quantizer computes them, ties included)."""
+    w = np.asarray(w, np.float32)
+    absmax = np.abs(w).reshape(w.shape[0], -1).max(axis=1).astype(np.float64)
+    scale = (2.0 * absmax / 254.0).astype(np.float32)
+    scale = np.where(scale > 0, scale, np.float32(1.0)).reshape(-1, *([1] * (w.ndim - 1)))
+    return np.clip(np.rint(w / scale), -127, 127).astype(np.float64) * scale.astype(np.float64)
+
+
+def rounding_bias(w: np.ndarray, input_mean: np.ndarray) -> np.ndarray:
+    """How much rounding a convolution's weights to int8 moves the mean of each of its outputs,
+    for inputs whose channels have these means (edges of the window aside): subtract it from
+    the bias and the INT8 convolution's outputs are centred where the fp32 one's are."""
+    dw = int8_weights(w) - np.asarray(w, np.float64)
+    return dw.sum(axis=(2, 3)) @ np.asarray(input_mean, np.float64)
+
+
+def correct_rounding_bias(model: Any, nodes: Sequence[str], means: dict[str, np.ndarray]) -> int:
+    """Subtract rounding_bias from the bias of each named convolution (in place, on the fp32
+    graph the quantizer then reads); means: each convolution's input's per-channel mean over
+    the calibration windows. Returns how many were corrected (a convolution without a bias
+    is left alone)."""
+    from onnx import numpy_helper
+
+    init = {i.name: i for i in model.graph.initializer}
+    wanted = set(nodes)
+    done = 0
+    for node in model.graph.node:
+        if node.name not in wanted or node.op_type != "Conv" or len(node.input) < 3:
+            continue
+        w = numpy_helper.to_array(init[node.input[1]])
+        bias = numpy_helper.to_array(init[node.input[2]]).astype(np.float64)
+        bias -= rounding_bias(w, means[node.input[0]])
+        init[node.input[2]].CopyFrom(numpy_helper.from_array(bias.astype(np.float32), node.input[2]))
+        done += 1
+    return done
+
+
+def conv_inputs(model: Any, nodes: Sequence[str]) -> list[str]:
+    """The input tensors of the named convolutions."""
+    wanted = set(nodes)
+    return list(dict.fromkeys(n.input[0] for n in model.graph.node if n.name in wanted and n.op_type == "Conv"))
+
+
+def activation_statistics(model: Any, names: Sequence[str], mean_names: Sequence[str],
+                          windows: dict[int, np.ndarray], percentile: float = PERCENTILE
+                          ) -> tuple[dict[str, tuple[float, float]], dict[str, np.ndarray]]:
+    """Over the calibration windows: each of `names`' range (clipped_range; one pass for its
+    minimum and maximum, one for its histogram between them), and each of `mean_names`'
+    per-channel mean (axis 1)."""
     onnx = require("onnx", "INT8 calibration")
     ort = require("onnxruntime", "INT8 calibration")
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.output[:]
-    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names)
+    every = list(dict.fromkeys([*names, *mean_names]))
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in every)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     # no fusions: every tensor asked for must stay in the graph as the quantizer sees it
@@ -156,16 +214,24 @@ def activation_ranges(model: Any, names: Sequence[str], windows: dict[int, np.nd
     sess = ort.InferenceSession(probe.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
     lo = dict.fromkeys(names, np.inf)
     hi = dict.fromkeys(names, -np.inf)
+    sums: dict[str, Any] = dict.fromkeys(mean_names, 0.0)
+    seen = dict.fromkeys(mean_names, 0)
     for x in calibration_batches(windows):
-        for n, v in zip(names, sess.run(list(names), {INPUT_NAME: x}), strict=True):
-            lo[n] = min(lo[n], float(v.min()))
-            hi[n] = max(hi[n], float(v.max()))
+        out = dict(zip(every, sess.run(every, {INPUT_NAME: x}), strict=True))
+        for n in names:
+            lo[n] = min(lo[n], float(out[n].min()))
+            hi[n] = max(hi[n], float(out[n].max()))
+        for n in mean_names:
+            v = np.moveaxis(out[n], 1, 0).reshape(out[n].shape[1], -1)
+            sums[n] = sums[n] + v.sum(axis=1, dtype=np.float64)
+            seen[n] += v.shape[1]
     counts = {n: np.zeros(HISTOGRAM_BINS, np.int64) for n in names}
     for x in calibration_batches(windows):
         for n, v in zip(names, sess.run(list(names), {INPUT_NAME: x}), strict=True):
             if hi[n] > lo[n]:
                 counts[n] += np.histogram(v, bins=HISTOGRAM_BINS, range=(lo[n], hi[n]))[0]
-    return {n: clipped_range(counts[n], lo[n], hi[n], percentile) for n in names}
+    ranges = {n: clipped_range(counts[n], lo[n], hi[n], percentile) for n in names}
+    return ranges, {n: np.asarray(sums[n]) / max(seen[n], 1) for n in mean_names}
 
 
 def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
@@ -191,12 +257,17 @@ def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike
         quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
         model = onnx.load(str(prepared))
         plan = cpu_int8_plan([node.name for node in model.graph.node])
-        ranges = activation_ranges(model, activation_tensors(model, plan), windows, percentile)
+        # ranges and means of the fp32 graph's activations: what the INT8 graph approximates
+        ranges, means = activation_statistics(model, activation_tensors(model, plan),
+                                              conv_inputs(model, plan["int8"]), windows, percentile)
+        correct_rounding_bias(model, plan["int8"], means)
+        corrected = Path(tmp) / "corrected.onnx"
+        onnx.save(model, str(corrected))
         overrides = {n: [{"rmin": np.array(a, np.float32), "rmax": np.array(b, np.float32)}]
                      for n, (a, b) in ranges.items()}
         part = Path(tmp) / "int8.onnx"
         quantization.quantize_static(
-            str(prepared), str(part), Reader(), quant_format=quantization.QuantFormat.QDQ,
+            str(corrected), str(part), Reader(), quant_format=quantization.QuantFormat.QDQ,
             activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
             per_channel=True, calibrate_method=quantization.CalibrationMethod.MinMax,
             nodes_to_exclude=plan["fp32"],
@@ -268,6 +339,7 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     record = {
         "file": INT8_ONNX_FILE, "sha256": file_sha256(out), "source_onnx_sha256": file_sha256(fp32),
         "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
+        "bias_correction": BIAS_CORRECTION,
         "fp32_nodes": plan["fp32"], "int8_nodes": len(plan["int8"]),
         "calibration": {"file": cal.name, "samples_sha256": samples_sha256, **counts,
                         "windows_per_bucket": {str(b): int(x.shape[0]) for b, x in windows.items()}},
