@@ -164,6 +164,9 @@ def test_a_changed_int8_graph_is_refused(calibrated, tmp_path):
     (model_dir / INT8_ONNX_FILE).unlink()
     with pytest.raises(ModelNotFoundError, match="does not exist"):
         select.select_backend(ModelMeta.load(model_dir), model_dir, backend="onnxruntime", precision="int8")
+    named = ModelMeta.load(model_dir).with_updates(int8_onnx_file="x" * 5000)   # model.json edited by hand
+    with pytest.raises(ModelNotFoundError, match="cannot be read"):
+        select.select_backend(named, model_dir, backend="onnxruntime", precision="int8")
 
 
 def test_calibrate_cli_mistakes_are_one_line(tmp_path, tiny_model_dir, capsys):

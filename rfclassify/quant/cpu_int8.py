@@ -360,7 +360,11 @@ def int8_problem(meta: ModelMeta, model_dir: str | os.PathLike[str]) -> str | No
         return (f"INT8 artifacts are not calibrated yet for model {meta.model_id!r} "
                 "(model.json has no int8_onnx_file); run `rfclassify calibrate`")
     path = Path(model_dir) / meta.int8_onnx_file
-    if not path.is_file():
+    try:
+        present = path.is_file()
+    except OSError as exc:   # a name past the file system's limits, say
+        return f"the INT8 graph {path} cannot be read ({exc.strerror})"
+    if not present:
         return f"the INT8 graph {path} does not exist; run `rfclassify calibrate`"
     record = meta.extra.get("int8")
     if not isinstance(record, dict):
