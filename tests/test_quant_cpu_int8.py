@@ -169,6 +169,25 @@ def test_a_changed_int8_graph_is_refused(calibrated, tmp_path):
         select.select_backend(named, model_dir, backend="onnxruntime", precision="int8")
 
 
+def test_export_keeps_the_int8_graph_of_the_same_weights_and_drops_a_stale_one(calibrated, tmp_path):
+    torch = pytest.importorskip("torch")
+    from rfclassify.model.export import export_model_dir
+
+    out = tmp_path / "copy"        # same weights, another directory: the INT8 graph goes along
+    rep = export_model_dir(calibrated[0], out, parity_lengths=(256,))
+    assert rep["int8"].startswith("kept") and (out / INT8_ONNX_FILE).is_file()
+    assert select.select_backend(ModelMeta.load(out), out, backend="onnxruntime").precision == "int8"
+    state = torch.load(out / "model.pt")  # new weights: the INT8 graph no longer belongs to them
+    key = next(k for k in state if k.endswith("weight") and state[k].ndim == 4)
+    state[key] = state[key] * 1.5
+    torch.save(state, out / "model.pt")
+    rep = export_model_dir(out, parity_lengths=(256,))
+    assert rep["int8"].startswith("dropped") and "calibrated from another model.onnx" in rep["int8"]
+    meta = ModelMeta.load(out)
+    assert meta.int8_onnx_file == "" and "int8" not in meta.extra
+    assert select.select_backend(meta, out, backend="onnxruntime").precision == "fp32"
+
+
 def test_calibrate_cli_mistakes_are_one_line(tmp_path, tiny_model_dir, capsys):
     model_dir = tmp_path / "m"
     shutil.copytree(tiny_model_dir, model_dir)

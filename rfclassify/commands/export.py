@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out}/{s['file']}: max |logit diff| {worst:.2e}; {dla}")
         for v in s["dla_violations"][:5]:
             print(f"    {v}")
+    if rep["int8"] != "none":
+        print(f"INT8 graph {rep['int8']}")
     w = rep["worst"]
     print(f"worst over all graphs: |logit| {w['max_abs_logit_diff']:.2e}, "
           f"|softmax| {w['max_abs_softmax_diff']:.2e}, |snr_db| {w['max_abs_snr_db_diff']:.2e}")

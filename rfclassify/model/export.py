@@ -25,7 +25,7 @@ import numpy as np
 
 from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
-from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES
+from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
 
 def fold_batchnorm(model: Any) -> Any:
@@ -132,7 +132,8 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     and DLA report (export_report.json); model.json in out_dir records the files and results.
 
     out_dir defaults to model_dir; a different out_dir gets a copy of the weights so it is a
-    complete model directory."""
+    complete model directory. The model's INT8 graph stays named in model.json (and is copied)
+    only while it is the one calibrated from the model.onnx written (report["int8"] says)."""
     import json
     import shutil
 
@@ -172,5 +173,29 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     extra["export"] = {"opset": opset, "static_files": {b: s["file"] for b, s in report["static"].items()},
                        "static_batch": static_batch, "parity_worst": report["worst"],
                        "dla_ok_all_buckets": report["dla_ok_all_buckets"]}
-    meta.with_updates(extra=extra).save(out)
+    meta = meta.with_updates(extra=extra)
+    report["int8"] = _carry_int8(meta, Path(model_dir), out)
+    if report["int8"].startswith("dropped"):
+        extra.pop("int8", None)
+        meta = meta.with_updates(int8_onnx_file="", extra=extra)
+    meta.save(out)
     return report
+
+
+def _carry_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
+    """What becomes of the model's INT8 graph (rfclassify.quant.cpu_int8) after an export: kept
+    (copied to another out directory) while it is the one calibrated from the model.onnx just
+    written (export is deterministic for the same weights and torch), else dropped from
+    model.json with the reason: an INT8 graph of another fp32 graph must be calibrated again."""
+    import shutil
+
+    from rfclassify.quant.cpu_int8 import int8_problem
+
+    if not meta.int8_onnx_file:
+        return "none"
+    src, dst = model_dir / meta.int8_onnx_file, out / meta.int8_onnx_file
+    if src.is_file() and src.resolve() != dst.resolve():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    problem = int8_problem(meta, out)
+    return f"dropped: {problem}" if problem else f"kept: {meta.int8_onnx_file} was calibrated from this model.onnx"
