@@ -84,14 +84,10 @@ def static_onnx_name(length: int, batch_size: int | None = None) -> str:
     return f"model_L{length}" + (f"_B{batch_size}" if batch_size else "") + ".onnx"
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = x - x.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def onnx_parity(onnx_path: str | os.PathLike[str], model: Any, x: np.ndarray) -> dict[str, float]:
     """Largest |ONNX Runtime - torch| of logits, softmax and SNR on input x (B, 2, 1, L)."""
+    from rfclassify.model.calibration import softmax
+
     torch = require("torch", "export parity")
     ort = require("onnxruntime", "export parity")
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
@@ -102,7 +98,7 @@ def onnx_parity(onnx_path: str | os.PathLike[str], model: Any, x: np.ndarray) ->
     got_snr = got_snr.reshape(ref_snr.shape)
     return {
         "max_abs_logit_diff": float(np.max(np.abs(got_logits - ref_logits))),
-        "max_abs_softmax_diff": float(np.max(np.abs(_softmax(got_logits) - _softmax(ref_logits)))),
+        "max_abs_softmax_diff": float(np.max(np.abs(softmax(got_logits) - softmax(ref_logits)))),
         "max_abs_snr_db_diff": float(np.max(np.abs(got_snr - ref_snr))),
     }
 

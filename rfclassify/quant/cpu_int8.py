@@ -84,7 +84,8 @@ def cpu_int8_plan(node_names: Sequence[str]) -> dict[str, list[str]]:
 def calibration_windows(path: str | os.PathLike[str], meta: ModelMeta,
                         max_bursts: int | None = None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
     """The calibration set as the model sees it: {bucket: (n, 2, 1, bucket) float32 model input}
-    and counts ({"bursts", "rejected"}). max_bursts takes that many, spread evenly over the file."""
+    and what was read ({"bursts", "rejected", "samples_sha256"}: the file's whole samples).
+    max_bursts takes that many, spread evenly over the file."""
     from rfclassify.data.reader import DatasetReader
     from rfclassify.dsp.windows import burst_to_windows, to_model_input
 
@@ -104,10 +105,11 @@ def calibration_windows(path: str | os.PathLike[str], meta: ModelMeta,
                 rejected += 1
                 continue
             by_bucket.setdefault(w.bucket_samples, []).append(w.windows)
+        samples_sha256 = ds.samples_sha256()
     if not by_bucket:
         raise InputError(f"{path}: every calibration burst was rejected by the model's length rule")
     windows = {b: to_model_input(np.concatenate(ws)) for b, ws in sorted(by_bucket.items())}
-    return windows, {"bursts": int(indices.size), "rejected": rejected}
+    return windows, {"bursts": int(indices.size), "rejected": rejected, "samples_sha256": samples_sha256}
 
 
 def calibration_batches(windows: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
@@ -294,6 +296,7 @@ def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) 
     largest softmax difference, the mean and largest SNR estimate difference."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.dsp.windows import normalize_batch, to_model_input
+    from rfclassify.model.calibration import softmax
 
     ref, got = _session(fp32_path), _session(int8_path)
     rng = np.random.default_rng(seed)
@@ -303,7 +306,7 @@ def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) 
         bursts = synthesize(labels, bucket, rng, snr_db=rng.uniform(0, 30, len(labels)))
         x = to_model_input(normalize_batch(bursts.iq, meta.normalization))
         (l32, s32), (l8, s8) = (s.run(list(OUTPUT_NAMES), {INPUT_NAME: x}) for s in (ref, got))
-        p32, p8 = _softmax(l32), _softmax(l8)
+        p32, p8 = softmax(l32), softmax(l8)
         snr_diff = np.abs(np.ravel(s8) - np.ravel(s32))
         report[str(bucket)] = {
             "bursts": len(labels),
@@ -314,26 +317,17 @@ def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) 
     return report
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = np.exp(x - x.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os.PathLike[str] | None = None,
                         max_bursts: int | None = None) -> dict[str, Any]:
     """Calibrate the model in model_dir and write its INT8 graph (INT8_ONNX_FILE) beside model.onnx;
     model.json then names it (int8_onnx_file) and records how it was made (extra.int8, returned)."""
     ort = require("onnxruntime", "INT8 calibration")
-    from rfclassify.data.reader import DatasetReader
-
     meta = ModelMeta.load(model_dir)
     fp32 = Path(model_dir) / meta.onnx_file
     if not fp32.is_file():
         raise ConfigError(f"{fp32} does not exist: export the model first (`rfclassify export`)")
     cal = Path(calibration) if calibration is not None else default_calibration_path()
-    windows, counts = calibration_windows(cal, meta, max_bursts)
-    with DatasetReader(cal) as ds:
-        samples_sha256 = ds.samples_sha256()
+    windows, read = calibration_windows(cal, meta, max_bursts)
     out = Path(model_dir) / INT8_ONNX_FILE
     plan = quantize_onnx(fp32, out, windows)
     record = {
@@ -341,7 +335,7 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
         "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
         "bias_correction": BIAS_CORRECTION,
         "fp32_nodes": plan["fp32"], "int8_nodes": len(plan["int8"]),
-        "calibration": {"file": cal.name, "samples_sha256": samples_sha256, **counts,
+        "calibration": {"file": cal.name, **read,
                         "windows_per_bucket": {str(b): int(x.shape[0]) for b, x in windows.items()}},
         "onnxruntime": ort.__version__,
         "agreement": agreement(fp32, out, meta),
