@@ -117,9 +117,10 @@ def _average_lines(t: dict[str, Any]) -> list[str]:
             f"kept since step {avg['since_step']:,}), not the last step's"]
 
 
-def _by_bucket(per_bucket: dict[str, Any]) -> list[tuple[str, Any]]:
-    """A {bucket: value} record in bucket order (JSON written with sorted keys puts "1024" first)."""
-    return sorted(per_bucket.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0)
+def _by_bucket(per_length: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A {length in samples: value} record in length order (JSON written with sorted keys puts
+    "1024" before "128")."""
+    return sorted(per_length.items(), key=lambda kv: int(kv[0]))
 
 
 def _int8_lines(rec: dict[str, Any]) -> list[str]:
@@ -177,8 +178,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
         f"- Sequence network: {seq['params']:,} parameters, trained by `rfclassify fit-sequence` on "
         f"{seq['training_bursts']:,} bursts ({seq['examples']:,} examples, {seq['train_s']:.0f} s); alone, on fresh "
         "bursts at SNR 10..30 dB, by burst length: "
-        + ", ".join(f"{n}: {_pct(v)}" for n, v in sorted(seq["eval_accuracy_by_length"].items(),
-                                                          key=lambda kv: int(kv[0]))) + "."]
+        + ", ".join(f"{n}: {_pct(v)}" for n, v in _by_bucket(seq["eval_accuracy_by_length"])) + "."]
     return ["", "## Constellation refiner", "",
             f"Bursts the network calls one of {', '.join(r['classes'])} are re-decided among those classes by "
             f"{_perceptron_words(cfg, fit.get('trees'))} from the network's "
@@ -196,7 +196,7 @@ def _refiner_lines(r: dict[str, Any]) -> list[str]:
             f"refined {_pct(acc['refined'])}; at SNR >= 10 dB {_pct(acc10['network'])} -> {_pct(acc10['refined'])}. "
             "By burst length (network -> refiner): " + ", ".join(
                 f"{n}: {_pct(v['network'])} -> {_pct(v['refined'])}"
-                for n, v in sorted(fit.get("holdout_by_length", {}).items(), key=lambda kv: int(kv[0])))
+                for n, v in _by_bucket(fit.get("holdout_by_length", {})))
             + f"; bursts shorter than {fit.get('min_samples', 0)} samples are left to the network."
             + _fuser_parts(acc, acc10),
             *_serving_clock_lines(r.get("serve_rate_rule"), fit.get("rate_rule")),
