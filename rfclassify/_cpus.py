@@ -1,5 +1,6 @@
 """How many CPU cores this process may use (a container's or taskset's share, not the host's),
-how many threads its BLAS may start, and how many refiner worker processes those cores allow."""
+how many threads its BLAS may start, how many refiner worker processes those cores allow, and
+which CPU they are (what a benchmark's ratios came from)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 _blas_limits: Any = None    # keep_one_blas_thread's threadpoolctl limits, kept in force
@@ -14,6 +16,47 @@ _controller: Any = None     # one_blas_thread's threadpoolctl controller, made o
 _one_thread_lock = threading.Lock()
 _one_thread_depth = 0       # one_blas_thread contexts open in this process (any thread)
 _one_thread_limits: Any = None
+
+
+#: the CPU features that decide how fast (and, on x86, how exactly) INT8 runs: with VNNI
+#: (avx512_vnni, avx_vnni) uint8 x int8 products add in 32 bits; without it ONNX Runtime's x86
+#: kernels add each pair in a saturating int16 first (benchmarks/no_vnni_overflow_probe.md);
+#: asimddp and i8mm are ARM's dot product and matrix multiply (a Jetson Orin has asimddp)
+INT8_CPU_FEATURES = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm", "sve")
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_description(cpuinfo: str | None = None) -> dict[str, Any]:
+    """{"model": the CPU's name, "int8_features": which of INT8_CPU_FEATURES it has}, from the
+    first processor's entry of /proc/cpuinfo (or the text given); where there is none (not
+    Linux), the model is the platform's word for it and the features are unknown (None)."""
+    import platform
+
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path(CPUINFO).read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break           # the first processor's entry is enough: the others repeat it
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    if not fields:
+        return {"model": platform.processor() or platform.machine() or "unknown", "int8_features": None}
+    if "model name" in fields:
+        model = fields["model name"]
+    elif "cpu part" in fields:   # ARM: no name, the implementer's and the part's numbers
+        implementer = fields.get("cpu implementer", "?")
+        model = f"{platform.machine() or 'ARM'} CPU implementer {implementer} part {fields['cpu part']}"
+    else:
+        model = platform.processor() or platform.machine() or "unknown"
+    flags = set((fields.get("flags") or fields.get("features") or "").split())
+    return {"model": model, "int8_features": [f for f in INT8_CPU_FEATURES if f in flags]}
 
 
 def usable_cpu_count() -> int:

@@ -111,3 +111,42 @@ def test_a_refiner_workers_setting_of_minus_one_is_auto_and_others_are_themselve
         refiner_worker_count(-2)
     with pytest.raises(ValueError, match=r"-1 \(auto\) or 0..256, got 1000000000000000000000000000000"):
         refiner_worker_count(10 ** 30)
+
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz
+flags\t\t: fpu vme sse4_1 sse4_2 avx avx2 fma
+
+processor\t: 1
+model name\t: Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz
+flags\t\t: fpu avx512_vnni
+"""
+
+ORIN_CPUINFO = """processor\t: 0
+BogoMIPS\t: 62.50
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp uscat
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU part\t: 0xd42
+"""
+
+
+def test_cpu_description_names_the_cpu_and_its_int8_features():
+    from rfclassify._cpus import cpu_description
+
+    # the first processor's entry only: a later one's flags are not this CPU's (they repeat it)
+    assert cpu_description(X86_CPUINFO) == {"model": "Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz",
+                                            "int8_features": ["avx2"]}
+    orin = cpu_description(ORIN_CPUINFO)
+    assert orin["int8_features"] == ["asimddp"]
+    assert "part 0xd42" in orin["model"] and "implementer 0x41" in orin["model"]
+    unknown = cpu_description("")
+    assert unknown["int8_features"] is None and unknown["model"]
+
+
+def test_bench_reports_the_cpu():
+    from rfclassify.engine.bench import machine_info
+
+    info = machine_info({"cpu"})
+    assert set(info["cpu"]) == {"model", "int8_features"} and info["cpu"]["model"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
-from rfclassify._cpus import usable_cpu_count
+from rfclassify._cpus import cpu_description, usable_cpu_count
 from rfclassify._optional import require
 from rfclassify.engine.base import PRECISIONS
 from rfclassify.engine.devices import device_kind
@@ -189,7 +189,7 @@ def format_row(r: dict[str, Any]) -> str:
 
 
 def machine_info(devices: set[str]) -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "processor": platform.processor(),
+    info: dict[str, Any] = {"platform": platform.platform(), "cpu": cpu_description(),
                             "cpu_count": os.cpu_count(), "cpu_threads_usable": usable_cpu_count(),
                             "python": platform.python_version()}
     for mod in ("numpy", "torch", "onnxruntime"):

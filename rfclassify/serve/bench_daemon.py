@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._argtypes import finite_float, float_range, int_range, output_file, refiner_worker_count
-from rfclassify._cpus import usable_cpu_count
+from rfclassify._cpus import cpu_description, usable_cpu_count
 from rfclassify.engine.options import add_model_arguments
 
 BURST_SAMPLES = 1024
@@ -220,8 +220,10 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
+    cpu = cpu_description()
     report: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cpu_count()} CPUs",
+        "machine": f"{platform.machine()}, {cpu['model']}, {usable_cpu_count()} CPUs",
+        "cpu_int8_features": cpu["int8_features"],
         "model": clf.model_id, "backend": clf.backend, "precision": clf.precision, "device": clf.device,
         "burst_samples": BURST_SAMPLES, "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms,
         "seconds": args.seconds, "refiner": clf.refiner is not None, "refiner_workers": clf.refiner_workers,
