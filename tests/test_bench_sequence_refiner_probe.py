@@ -5,6 +5,7 @@ gives none, and its network takes any length."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.dsp.synth import synthesize
@@ -28,6 +29,7 @@ def test_a_burst_without_a_clock_gives_no_sequence_and_the_net_takes_any_length(
     assert srp.clocked_sequence(np.zeros(1024, np.complex64)) is None
     assert srp.clocked_sequence(np.ones(16, np.complex64)) is None
     assert srp.clocked_sequence(np.full(1024, np.nan, np.complex64)) is None
+    pytest.importorskip("torch")
     model = srp.make_seqnet()
     rng = np.random.default_rng(0)
     seqs = [rng.standard_normal((srp.N_CHANNELS, n)).astype(np.float32) for n in (5, 64, 300)] + [None]

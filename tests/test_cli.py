@@ -204,3 +204,25 @@ def test_a_file_written_at_the_end_is_checked_before_the_work(tmp_path, capsys):
 
     assert output_file("-") == Path("-") and output_file(str(tmp_path / "new" / "deeper" / "r.json"))
     assert not (tmp_path / "new").exists()        # checked, not made
+
+
+@pytest.mark.parametrize("argv, purpose", [
+    (["fit-refiner", "--per-class", "10"], "fitting the refiner's perceptrons"),
+    (["fit-sequence"], "fitting the sequence network"),
+])
+def test_fitting_without_torch_says_so_before_making_any_data(argv, purpose, tmp_path, monkeypatch, capsys):
+    """Without the train extra, fit-refiner made its examples for minutes and fit-sequence
+    started, then each printed torch's ModuleNotFoundError traceback."""
+    import shutil
+    import sys
+
+    from rfclassify.model import refiner_fit, sequence_fit
+
+    model_dir = tmp_path / "models"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "models", model_dir)
+    monkeypatch.setitem(sys.modules, "torch", None)             # import torch now fails as if absent
+    monkeypatch.setattr(refiner_fit, "routed_examples", lambda *a, **k: pytest.fail("made examples"))
+    monkeypatch.setattr(sequence_fit, "make_sequences", lambda *a, **k: pytest.fail("made data"))
+    assert cli.main([*argv, "--model-dir", str(model_dir)]) == 2
+    assert capsys.readouterr().err == (f"rfclassify {argv[0]}: error: torch is not installed (needed for {purpose}); "
+                                       "pip install 'rfclassify[train]'\n")

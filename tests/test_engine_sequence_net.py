@@ -143,6 +143,7 @@ def test_fit_config_refuses_a_start_beyond_its_bursts():
 def test_fit_sequence_refuses_a_set_larger_than_the_machine_before_making_any_data(tmp_path, monkeypatch):
     # 3e8 bursts of 256 symbols are over a terabyte: a one-line MemoryError naming the sizes
     # (the command prints it), before minutes of evaluation data, not torch's allocator error
+    pytest.importorskip("torch")
     from rfclassify.model import sequence_fit
 
     def no_data(*args, **kwargs):
@@ -343,6 +344,7 @@ def test_a_blind_reader_must_read_the_filtered_front_over_the_same_labels_of_a_n
 
 
 def test_fit_sequence_refuses_a_device_torch_cannot_use_before_making_any_data(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
     from rfclassify.model import sequence_fit
 
     monkeypatch.setattr(sequence_fit, "make_sequences", lambda *a, **k: pytest.fail("made data"))

@@ -38,6 +38,7 @@ import numpy as np
 
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError
+from rfclassify._optional import require
 from rfclassify.dsp import em_channel as em_scores
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
 from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE, Refiner,
@@ -583,7 +584,7 @@ def train_perceptron(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: RefinerF
     share; returns (weights as Refiner arrays, the held-out row indices). With
     cfg.label_smoothing the output layer is divided by the temperature that fits the held-out
     share best (calibration.fit_temperature), which leaves its decisions as they are."""
-    import torch
+    torch = require("torch", "fitting the refiner's perceptrons")
 
     torch.manual_seed(cfg.seed)
     hold, fit, rng = holdout_split(len(x), cfg)
@@ -788,6 +789,9 @@ def fit_refiner(model_dir: str | Path, cfg: RefinerFitConfig = RefinerFitConfig(
     scores `without_em_channel` the same for them."""
     from rfclassify.model.meta import ModelMeta
 
+    require("torch", "fitting the refiner's perceptrons")     # before minutes of examples, not after
+    if cfg.trees:
+        require("lightgbm", "fitting the refiner's trees")
     meta = ModelMeta.load(model_dir)
     classes = tuple(c for c in GROUPS[cfg.group].classes if c in meta.labels)
     if len(classes) < 2:

@@ -43,6 +43,7 @@ import numpy as np
 
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._exceptions import ConfigError
+from rfclassify._optional import require
 from rfclassify.dsp.sequence_fronts import FRONTS, burst_front_sequence, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, CARRIER_PASSES, MAX_SYMBOLS
@@ -410,7 +411,7 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Make the data, train, save the numpy network to out_path (at every evaluation and at
     the end); returns the report (also stored in the network's info)."""
-    import torch
+    torch = require("torch", "fitting the sequence network")
 
     say = progress or (lambda line: None)
     cfg = replace(cfg, device=torch_device(cfg.device))
