@@ -226,18 +226,29 @@ def request(endpoint: str, command: str = "status", timeout_s: float = 2.0,
 
     A malformed endpoint is a ConfigError (from open_socket)."""
 
+    timeout_ms = max(1, int(timeout_s * 1000))
+
     def setup(sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.LINGER, 0)   # an unanswered request must not hold up exit
+        # a REQ socket blocks in send while it has no connection (one whose CURVE handshake
+        # was refused is dropped): bounded like the wait for the answer
+        sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if secure is not None:
             secure(sock)
 
+    def no_answer() -> NoDaemonError:
+        path = ipc_path(endpoint)
+        hint = f" (no socket at {path})" if path is not None and not path.exists() else ""
+        return NoDaemonError(f"no rfclassify daemon answered on {endpoint} within {timeout_s:g} s{hint}")
+
     sock = open_socket(zmq.Context.instance(), zmq.REQ, "control", endpoint, False, setup)
     try:
-        sock.send(json.dumps({"command": command}).encode())
-        if not sock.poll(int(timeout_s * 1000)):
-            path = ipc_path(endpoint)
-            hint = f" (no socket at {path})" if path is not None and not path.exists() else ""
-            raise NoDaemonError(f"no rfclassify daemon answered on {endpoint} within {timeout_s:g} s{hint}")
+        try:
+            sock.send(json.dumps({"command": command}).encode())
+        except zmq.Again:
+            raise no_answer() from None
+        if not sock.poll(timeout_ms):
+            raise no_answer()
         data = sock.recv()
     finally:
         sock.close(linger=0)
