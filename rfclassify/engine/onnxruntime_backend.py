@@ -62,6 +62,9 @@ class OnnxRuntimeBackend(Backend):
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3  # errors only: its warnings are about graph fusions
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
+        # "session.x64quantprecision" stays off: on x86 without VNNI it would move the INT8
+        # graph to slower uint8 x uint8 kernels to prevent int16 pair overflows that changed one
+        # answer of the shipped graph in 27,428 bursts (benchmarks/no_vnni_overflow_probe.md)
         path = self.model_file(self.onnx_file)
         from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument, InvalidGraph, InvalidProtobuf
 
