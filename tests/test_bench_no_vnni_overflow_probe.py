@@ -16,6 +16,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 probe = load_benchmark("no_vnni_overflow_probe")
+#: what the oldest ONNX Runtime we install reads (1.23 on Python 3.10: IR <= 11)
+IR_VERSION = 9
 
 
 def _conv(w: np.ndarray, *, zero_point: int = 0, stride: int = 1, dilation: int = 1,
@@ -51,7 +53,7 @@ def test_im2col_is_the_convolution_onnxruntime_computes():
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w.astype(np.float32), "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     # ONNX Runtime pads (a - zero point) with 0.0: the same as padding a with the zero point
     y = sess.run(None, {"x": a.astype(np.float32) - 7})[0][:, :, 0, :]
@@ -79,7 +81,7 @@ def _tiny_int8_graph(path) -> None:
     graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("iq", TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("logits", "snr_db")],
                               init)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION), str(path))
 
 
 def test_the_saturation_reaches_the_outputs(tmp_path):
