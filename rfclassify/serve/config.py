@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import math
+import sys
 import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -388,7 +389,10 @@ def load_config(path: str | os.PathLike[str] | None) -> DaemonConfig:
     """Read and validate a TOML file; None gives the defaults."""
     if path is None:
         return DaemonConfig()
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:   # Python 3.10 (JetPack 6): the same parser, as a package (pyproject installs it there)
+        import tomli as tomllib
 
     try:
         with open(path, "rb") as fh:
