@@ -230,8 +230,8 @@ def request(endpoint: str, command: str = "status", timeout_s: float = 2.0,
 
     def setup(sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.LINGER, 0)   # an unanswered request must not hold up exit
-        # a REQ socket blocks in send while it has no connection (one whose CURVE handshake
-        # was refused is dropped): bounded like the wait for the answer
+        # a REQ socket blocks in send while it has no connection to send on (one seen stuck so
+        # against a CURVE daemon that refused its key): bounded like the wait for the answer
         sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if secure is not None:
             secure(sock)
