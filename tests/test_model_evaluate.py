@@ -302,3 +302,39 @@ def test_the_shipped_card_links_only_to_figures_it_ships():
     for link in links:
         path = (model_dir / link).resolve()
         assert path.is_relative_to(model_dir.resolve()) and path.is_file(), link
+
+
+def test_without_matplotlib_evaluate_says_so_first_and_no_plots_needs_none(tiny_model_dir, tiny_dataset, tmp_path,
+                                                                           monkeypatch, capsys):
+    """On a box with the serving install (no matplotlib) evaluate ran the whole evaluation,
+    then failed drawing the figures and left no evaluation.json."""
+    import sys
+
+    from rfclassify.model import evaluate as evaluate_module
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)           # import matplotlib now fails
+    real = evaluate_module.evaluate_file
+    monkeypatch.setattr(evaluate_module, "evaluate_file", lambda *a, **k: pytest.fail("evaluated first"))
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev")]) == 2
+    assert capsys.readouterr().err == ("rfclassify evaluate: error: matplotlib is not installed (needed for the "
+                                       "figures); pip install 'rfclassify[plot]', or pass --no-plots\n")
+    monkeypatch.setattr(evaluate_module, "evaluate_file", real)
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev"),
+                 "--no-plots"]) == 0
+    assert sorted(p.name for p in (tmp_path / "ev").iterdir()) == ["evaluation.json"]
+    assert "figures" not in json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert "and figures" not in capsys.readouterr().out
+
+
+def test_a_figure_that_fails_leaves_the_numbers(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch, capsys):
+    from rfclassify.model import plots
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plots, "accuracy_vs_snr", full_disk)
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "ev")]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["overall"]["n"] > 0

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
+from rfclassify._exceptions import MissingDependencyError
+from rfclassify._optional import available
 from rfclassify.engine.options import model_dir_path
 from rfclassify.engine.select import PRECISION_CHOICES
 
@@ -58,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write each burst's outcome, served probabilities and SNR estimate "
                              "(predictions.npz) for a burst-for-burst comparison of two evaluations "
                              "(benchmarks/paired_compare.py)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write no PNG figures (evaluation.json only; needs no matplotlib, e.g. on a "
+                             "box with the serving install)")
     parser.add_argument("--card", action="store_true",
                         help="write MODEL_CARD.md and model_card.json (merging earlier evaluations)")
     parser.add_argument("--card-dir", type=path_text, default=None,
@@ -101,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
     card_dir = Path(args.card_dir) if args.card_dir else model_dir
+    if not args.no_plots and not available("matplotlib"):
+        # found before the evaluation, not after it (the figures are drawn last)
+        raise MissingDependencyError("matplotlib is not installed (needed for the figures); "
+                                     "pip install 'rfclassify[plot]', or pass --no-plots")
     for path in [args.dataset, *args.extra_eval]:
         # every file opened (and checked) first: a bad --extra-eval failed after the main file's
         # evaluation, minutes of it on a full test split, and left no card
@@ -115,11 +124,12 @@ def run(args: argparse.Namespace) -> int:
                             refiner_rate_rule=args.refiner_rate_rule, refiner_workers=args.refiner_workers,
                             dc_pass=not args.no_dc_pass, low_order_refiner=not args.no_low_order_refiner,
                             refiner_em_classes=args.refiner_em_classes,
-                            refiner_skip_above=args.refiner_skip_above)
+                            refiner_skip_above=args.refiner_skip_above, plots=not args.no_plots)
         if args.card:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         _print(res)
-        print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''} and figures")
+        figures = "" if args.no_plots else " and figures"
+        print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''}{figures}")
         results.append(res)
     if args.card:
         from rfclassify.model.card import CARD_JSON, CARD_MD, build_card

@@ -255,13 +255,14 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if plots:
-            res["figures"] = _figures(res, y_ok, p_ok, high, out)
         if predictions:
             from rfclassify.model.paired import PREDICTIONS_FILE, save_predictions
 
             save_predictions(out / PREDICTIONS_FILE, info, y, pred, snr, bucket, probs, snr_est)
-        write_json(out / EVAL_FILE, res)
+        write_json(out / EVAL_FILE, res)     # the numbers first: a figure that fails loses nothing
+        if plots:
+            res["figures"] = _figures(res, y_ok, p_ok, high, out)
+            write_json(out / EVAL_FILE, res)
     return res
 
 
