@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
 from rfclassify._exceptions import MissingDependencyError
-from rfclassify._optional import available
+from rfclassify._optional import require
 from rfclassify.engine.options import model_dir_path
 from rfclassify.engine.select import PRECISION_CHOICES
 
@@ -106,10 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
     card_dir = Path(args.card_dir) if args.card_dir else model_dir
-    if not args.no_plots and not available("matplotlib"):
-        # found before the evaluation, not after it (the figures are drawn last)
-        raise MissingDependencyError("matplotlib is not installed (needed for the figures); "
-                                     "pip install 'rfclassify[plot]', or pass --no-plots")
+    if not args.no_plots:
+        try:    # found before the evaluation, not after it (the figures are drawn last)
+            require("matplotlib", "the figures")
+        except MissingDependencyError as exc:
+            raise MissingDependencyError(f"{exc}, or pass --no-plots") from None
     for path in [args.dataset, *args.extra_eval]:
         # every file opened (and checked) first: a bad --extra-eval failed after the main file's
         # evaluation, minutes of it on a full test split, and left no card
