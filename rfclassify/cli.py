@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "train the classifier (torch, CPU or CUDA)"),
     "evaluate": ("evaluate", "evaluate a model on an HDF5 dataset and write the model card"),
     "export": ("export", "export a trained model to ONNX"),
-    "calibrate": ("calibrate", "calibrate a model's INT8 graph for ONNX Runtime on the CPU"),
+    "calibrate": ("calibrate", "calibrate the model's INT8 artifacts (ONNX Runtime's graph, TensorRT's pair)"),
     "fit-refiner": ("fit_refiner", "fit the constellation refiner to a trained model"),
     "fit-sequence": ("fit_sequence", "train the refiner's sequence network on synthesized bursts"),
     "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),

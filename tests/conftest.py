@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,19 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     export.export_onnx(net, model_dir / "model.onnx")
     ModelMeta(model_id="tiny-random", arch=dict(network.DEFAULT_ARCH)).save(model_dir)
     return model_dir
+
+
+@pytest.fixture(scope="session")
+def calibrated(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> tuple[Path, dict]:
+    """A copy of tiny_model_dir calibrated on 84 bursts of the shipped calibration set (its CPU
+    INT8 graph and TensorRT's INT8 artifacts), and extra.int8 as calibrate returned it.
+    Session-scoped and shared: copy it before changing it."""
+    pytest.importorskip("onnxruntime")
+    from rfclassify.quant import cpu_int8
+
+    model_dir = tmp_path_factory.mktemp("int8") / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    return model_dir, cpu_int8.calibrate_model_dir(model_dir, max_bursts=84)
 
 
 @pytest.fixture(scope="session")

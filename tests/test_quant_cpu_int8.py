@@ -22,6 +22,7 @@ from rfclassify.engine import select  # noqa: E402
 from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend  # noqa: E402
 from rfclassify.quant import cpu_int8  # noqa: E402
 from rfclassify.quant.cpu_int8 import INT8_ONNX_FILE, clipped_range, cpu_int8_plan  # noqa: E402
+from rfclassify.quant.tensorrt_int8 import CALIBRATION_CACHE_FILE, TRT_QDQ_FILE  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models"
 
@@ -97,14 +98,6 @@ def test_the_plan_keeps_the_heads_fp32_and_quantizes_the_trunk(tiny_model_dir):
 
 # --- calibrating a model directory -----------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def calibrated(tmp_path_factory, tiny_model_dir):
-    model_dir = tmp_path_factory.mktemp("int8") / "model"
-    shutil.copytree(tiny_model_dir, model_dir)
-    record = cpu_int8.calibrate_model_dir(model_dir, max_bursts=84)
-    return model_dir, record
-
-
 def test_calibrate_writes_the_int8_graph_and_records_where_it_came_from(calibrated):
     model_dir, record = calibrated
     meta = ModelMeta.load(model_dir)
@@ -177,14 +170,32 @@ def test_export_keeps_the_int8_graph_of_the_same_weights_and_drops_a_stale_one(c
     rep = export_model_dir(calibrated[0], out, parity_lengths=(256,))
     assert rep["int8"].startswith("kept") and (out / INT8_ONNX_FILE).is_file()
     assert select.select_backend(ModelMeta.load(out), out, backend="onnxruntime").precision == "int8"
+    # TensorRT's cache was made before there were static graphs: it is dropped, and its copies go
+    assert rep["tensorrt_int8"].startswith("dropped") and "static graphs" in rep["tensorrt_int8"]
+    assert not (out / TRT_QDQ_FILE).exists() and not (out / CALIBRATION_CACHE_FILE).exists()
+    assert "tensorrt_int8" not in ModelMeta.load(out).extra
+    cpu_int8.calibrate_model_dir(out, max_bursts=28)   # now it names them, and goes along
+    rep = export_model_dir(out, tmp_path / "again", parity_lengths=(256,))
+    assert rep["tensorrt_int8"].startswith("kept") and (tmp_path / "again" / CALIBRATION_CACHE_FILE).is_file()
+    assert "tensorrt_int8" in ModelMeta.load(tmp_path / "again").extra
     state = torch.load(out / "model.pt")  # new weights: the INT8 graph no longer belongs to them
     key = next(k for k in state if k.endswith("weight") and state[k].ndim == 4)
     state[key] = state[key] * 1.5
     torch.save(state, out / "model.pt")
     rep = export_model_dir(out, parity_lengths=(256,))
     assert rep["int8"].startswith("dropped") and "calibrated from another model.onnx" in rep["int8"]
+    assert rep["tensorrt_int8"].startswith("dropped") and "calibrated from another model.onnx" in rep["tensorrt_int8"]
     meta = ModelMeta.load(out)
-    assert meta.int8_onnx_file == "" and "int8" not in meta.extra
+    assert meta.int8_onnx_file == "" and "int8" not in meta.extra and "tensorrt_int8" not in meta.extra
+    stale = tmp_path / "stale"     # into another directory: no copy of a dropped graph is left there
+    export_model_dir(calibrated[0], tmp_path / "fresh", parity_lengths=(256,))
+    state = torch.load(tmp_path / "fresh" / "model.pt")
+    state[key] = state[key] * 1.5
+    torch.save(state, tmp_path / "fresh" / "model.pt")
+    shutil.copy2(calibrated[0] / "model.json", tmp_path / "fresh" / "model.json")   # still names the INT8 graph
+    shutil.copy2(calibrated[0] / INT8_ONNX_FILE, tmp_path / "fresh" / INT8_ONNX_FILE)
+    rep = export_model_dir(tmp_path / "fresh", stale, parity_lengths=(256,))
+    assert rep["int8"].startswith("dropped") and not (stale / INT8_ONNX_FILE).exists()
     assert select.select_backend(meta, out, backend="onnxruntime").precision == "fp32"
 
 
@@ -209,6 +220,8 @@ def test_calibrate_cli_reports_what_it_wrote(tmp_path, tiny_model_dir, capsys):
     assert "calibrated on 56 bursts of calibration.h5" in out
     assert f"wrote {model_dir}/{INT8_ONNX_FILE}" in out and "top-1 agreement" in out
     assert ModelMeta.load(model_dir).int8_onnx_file == INT8_ONNX_FILE
+    assert f"wrote {model_dir}/{TRT_QDQ_FILE} (TensorRT's Q/DQ graph" in out
+    assert f"{model_dir}/{CALIBRATION_CACHE_FILE} (the DLA's calibration cache" in out
 
 
 # --- the shipped INT8 graph ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`rfclassify calibrate`: the model's INT8 graph for ONNX Runtime on the CPU (rfclassify.quant.cpu_int8)."""
+"""`rfclassify calibrate`: the model's INT8 graph for ONNX Runtime on the CPU (rfclassify.quant.cpu_int8)
+and, from the same ranges, TensorRT's Q/DQ graph and DLA calibration cache (rfclassify.quant.tensorrt_int8)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rfclassify.model.meta import default_model_dir
+    from rfclassify.model.meta import ModelMeta, default_model_dir
     from rfclassify.quant.cpu_int8 import calibrate_model_dir
 
     model_dir = args.model_dir or default_model_dir()
@@ -35,4 +36,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"{b:>7} {a['bursts']:>7} {a['top1_agreement']:>16.3f} {a['max_abs_softmax_diff']:>19.3f}"
               f"  {a['mean_abs_snr_db_diff']:.2f} / {a['max_abs_snr_db_diff']:.2f}")
     print("model.json names it (int8_onnx_file); precision auto now serves it on ONNX Runtime")
+    trt = ModelMeta.load(model_dir).extra.get("tensorrt_int8", {})
+    if trt:
+        print(f"wrote {model_dir}/{trt['qdq_file']} (TensorRT's Q/DQ graph: activations {trt['activations']}) and "
+              f"{model_dir}/{trt['calibration_cache_file']} (the DLA's calibration cache: {trt['cache_tensors']} "
+              f"tensors, {trt['cache_scales_equalized']} scales raised to their sum's; TensorRT "
+              f"{trt['calibration_cache_tensorrt']} header)")
+        print(" bucket  top-1 agreement with fp32 in ONNX Runtime: Q/DQ graph / cache's scales")
+        for b in sorted(trt["agreement_qdq"], key=int):
+            print(f"{b:>7} {trt['agreement_qdq'][b]['top1_agreement']:>16.3f} / "
+                  f"{trt['agreement_cache_scales'][b]['top1_agreement']:.3f}")
+        print("`rfclassify engine build` makes TensorRT engines of them (never run here: no TensorRT)")
     return 0

@@ -174,24 +174,60 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     if report["int8"].startswith("dropped"):
         extra.pop("int8", None)
         meta = meta.with_updates(int8_onnx_file="", extra=extra)
+    report["tensorrt_int8"] = _carry_tensorrt_int8(meta, Path(model_dir), out)
+    if report["tensorrt_int8"].startswith("dropped"):
+        extra.pop("tensorrt_int8", None)
+        meta = meta.with_updates(extra=extra)
     meta.save(out)
     return report
+
+
+def _copy_in(model_dir: Path, out: Path, names: list[str]) -> list[Path]:
+    """Copy the named files of model_dir that exist into out (another directory); the copies made."""
+    import shutil
+
+    copied = []
+    for name in names:
+        src, dst = model_dir / name, out / name
+        if name and src.is_file() and src.resolve() != dst.resolve():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            copied.append(dst)
+    return copied
 
 
 def _carry_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
     """What becomes of the model's INT8 graph (rfclassify.quant.cpu_int8) after an export: kept
     (copied to another out directory) while it is the one calibrated from the model.onnx just
     written (export is deterministic for the same weights and torch), else dropped from
-    model.json with the reason: an INT8 graph of another fp32 graph must be calibrated again."""
-    import shutil
-
+    model.json with the reason (and its copy removed): an INT8 graph of another fp32 graph must
+    be calibrated again."""
     from rfclassify.quant.cpu_int8 import int8_problem
 
     if not meta.int8_onnx_file:
         return "none"
-    src, dst = model_dir / meta.int8_onnx_file, out / meta.int8_onnx_file
-    if src.is_file() and src.resolve() != dst.resolve():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+    copied = _copy_in(model_dir, out, [meta.int8_onnx_file])
     problem = int8_problem(meta, out)
-    return f"dropped: {problem}" if problem else f"kept: {meta.int8_onnx_file} was calibrated from this model.onnx"
+    if problem:
+        for path in copied:
+            path.unlink()
+        return f"dropped: {problem}"
+    return f"kept: {meta.int8_onnx_file} was calibrated from this model.onnx"
+
+
+def _carry_tensorrt_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
+    """The same as _carry_int8 for TensorRT's INT8 artifacts (rfclassify.quant.tensorrt_int8),
+    whose calibration cache must also name the static graphs just written."""
+    from rfclassify.quant.tensorrt_int8 import artifact_problem
+
+    record = meta.extra.get("tensorrt_int8")
+    if not isinstance(record, dict):
+        return "none"
+    names = [record.get("qdq_file", ""), record.get("calibration_cache_file", "")]
+    copied = _copy_in(model_dir, out, names)
+    problem = artifact_problem(meta, out, "qdq") or artifact_problem(meta, out, "calibration_cache")
+    if problem:
+        for path in copied:
+            path.unlink()
+        return f"dropped: {problem}"
+    return f"kept: {', '.join(names)} were calibrated from this model.onnx and its static graphs"

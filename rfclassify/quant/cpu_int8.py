@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,14 +236,37 @@ def activation_statistics(model: Any, names: Sequence[str], mean_names: Sequence
     return ranges, {n: np.asarray(sums[n]) / max(seen[n], 1) for n in mean_names}
 
 
-def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
-                  windows: dict[int, np.ndarray], percentile: float = PERCENTILE) -> dict[str, list[str]]:
-    """Write the Q/DQ INT8 graph of fp32_path to out_path, calibrated on `windows`
-    (calibration_windows); returns the plan."""
+def measure(fp32_path: str | os.PathLike[str], workdir: str | os.PathLike[str], windows: dict[int, np.ndarray],
+            percentile: float = PERCENTILE) -> tuple[Path, dict[str, list[str]], dict[str, tuple[float, float]]]:
+    """Calibrate fp32_path on `windows` (calibration_windows): its graph prepared as ONNX Runtime's
+    quantizer expects and bias-corrected (``correct_rounding_bias``), saved in workdir; the
+    plan; and the range of every tensor the plan quantizes (``activation_tensors``). Both the
+    CPU graph and TensorRT's artifacts (rfclassify.quant.tensorrt_int8) are written from these."""
     onnx = require("onnx", "INT8 calibration")
-    quantization = require("onnxruntime.quantization", "INT8 calibration")
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    # shape inference and ONNX Runtime's basic fusions first (tensor names are kept)
+    prepared = Path(workdir) / "prepared.onnx"
+    quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
+    model = onnx.load(str(prepared))
+    plan = cpu_int8_plan([node.name for node in model.graph.node])
+    # ranges and means of the fp32 graph's activations: what the INT8 graph approximates
+    ranges, means = activation_statistics(model, activation_tensors(model, plan),
+                                          conv_inputs(model, plan["int8"]), windows, percentile)
+    correct_rounding_bias(model, plan["int8"], means)
+    corrected = Path(workdir) / "corrected.onnx"
+    onnx.save(model, str(corrected))
+    return corrected, plan, ranges
+
+
+def write_qdq(corrected: Path, out_path: str | os.PathLike[str], plan: dict[str, list[str]],
+              ranges: dict[str, tuple[float, float]], windows: dict[int, np.ndarray],
+              symmetric: bool = False) -> None:
+    """Write the Q/DQ graph of `corrected` (measure's) to out_path, every activation quantized to
+    its range in `ranges`: uint8 asymmetric (ONNX Runtime's fast U8S8), or with symmetric=True
+    int8 symmetric, scale max(|low|, |high|) / 127 and zero point 0 (TensorRT's form). Weights
+    int8, symmetric, per output channel; the plan's fp32 nodes stay float."""
+    quantization = require("onnxruntime.quantization", "INT8 calibration")
     batches = calibration_batches(windows)
 
     class Reader(quantization.CalibrationDataReader):
@@ -253,33 +276,31 @@ def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike
             return None if x is None else {INPUT_NAME: x}
 
     out = Path(out_path)
+    overrides = {n: [{"rmin": np.array(a, np.float32), "rmax": np.array(b, np.float32)}]
+                 for n, (a, b) in ranges.items()}
+    part = corrected.with_name(out.name + ".part")
+    quantization.quantize_static(
+        str(corrected), str(part), Reader(), quant_format=quantization.QuantFormat.QDQ,
+        activation_type=quantization.QuantType.QInt8 if symmetric else quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+        per_channel=True, calibrate_method=quantization.CalibrationMethod.MinMax,
+        nodes_to_exclude=plan["fp32"],
+        extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True,
+                       "TensorQuantOverrides": overrides},
+        calibration_providers=["CPUExecutionProvider"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out.with_name(out.name + ".tmp")
+    tmp_out.write_bytes(part.read_bytes())
+    tmp_out.replace(out)
+
+
+def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
+                  windows: dict[int, np.ndarray], percentile: float = PERCENTILE) -> dict[str, list[str]]:
+    """Write the CPU's Q/DQ INT8 graph of fp32_path to out_path, calibrated on `windows`
+    (calibration_windows); returns the plan."""
     with tempfile.TemporaryDirectory(prefix="rfclassify-calibrate-") as tmp:
-        # shape inference and ONNX Runtime's basic fusions first, as its quantizer expects
-        prepared = Path(tmp) / "prepared.onnx"
-        quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
-        model = onnx.load(str(prepared))
-        plan = cpu_int8_plan([node.name for node in model.graph.node])
-        # ranges and means of the fp32 graph's activations: what the INT8 graph approximates
-        ranges, means = activation_statistics(model, activation_tensors(model, plan),
-                                              conv_inputs(model, plan["int8"]), windows, percentile)
-        correct_rounding_bias(model, plan["int8"], means)
-        corrected = Path(tmp) / "corrected.onnx"
-        onnx.save(model, str(corrected))
-        overrides = {n: [{"rmin": np.array(a, np.float32), "rmax": np.array(b, np.float32)}]
-                     for n, (a, b) in ranges.items()}
-        part = Path(tmp) / "int8.onnx"
-        quantization.quantize_static(
-            str(corrected), str(part), Reader(), quant_format=quantization.QuantFormat.QDQ,
-            activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
-            per_channel=True, calibrate_method=quantization.CalibrationMethod.MinMax,
-            nodes_to_exclude=plan["fp32"],
-            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True,
-                           "TensorQuantOverrides": overrides},
-            calibration_providers=["CPUExecutionProvider"])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp_out = out.with_name(out.name + ".tmp")
-        tmp_out.write_bytes(part.read_bytes())
-        tmp_out.replace(out)
+        corrected, plan, ranges = measure(fp32_path, tmp, windows, percentile)
+        write_qdq(corrected, out_path, plan, ranges, windows)
     return plan
 
 
@@ -291,21 +312,31 @@ def _session(path: Path) -> Any:
 
 
 def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) -> dict[str, dict[str, float]]:
-    """The INT8 graph against the fp32 one on freshly synthesized bursts (AGREEMENT_PER_LABEL of
-    each label per bucket, SNR 0..30 dB, normalized as the model expects): top-1 agreement, the
-    largest softmax difference, the mean and largest SNR estimate difference."""
+    """The INT8 graph against the fp32 one (``agreement_of`` their ONNX Runtime sessions)."""
+    ref, got = _session(fp32_path), _session(int8_path)
+    return agreement_of(lambda x: ref.run(list(OUTPUT_NAMES), {INPUT_NAME: x}),
+                        lambda x: got.run(list(OUTPUT_NAMES), {INPUT_NAME: x}), meta, seed=seed)
+
+
+def agreement_of(reference: Callable[[np.ndarray], Sequence[np.ndarray]],
+                 candidate: Callable[[np.ndarray], Sequence[np.ndarray]], meta: ModelMeta, seed: int = 0,
+                 buckets: Sequence[int] | None = None) -> dict[str, dict[str, float]]:
+    """How far `candidate` answers from `reference` (each: model input -> (logits, snr_db)) on
+    freshly synthesized bursts (AGREEMENT_PER_LABEL of each label per bucket, SNR 0..30 dB,
+    normalized as the model expects): top-1 agreement, the largest softmax difference, the
+    mean and largest SNR estimate difference."""
     from rfclassify.dsp.synth import synthesize
     from rfclassify.dsp.windows import normalize_batch, to_model_input
     from rfclassify.model.calibration import softmax
 
-    ref, got = _session(fp32_path), _session(int8_path)
     rng = np.random.default_rng(seed)
     labels = [label for label in meta.labels for _ in range(AGREEMENT_PER_LABEL)]
     report: dict[str, dict[str, float]] = {}
-    for bucket in meta.buckets_samples:
+    for bucket in buckets or meta.buckets_samples:
         bursts = synthesize(labels, bucket, rng, snr_db=rng.uniform(0, 30, len(labels)))
         x = to_model_input(normalize_batch(bursts.iq, meta.normalization))
-        (l32, s32), (l8, s8) = (s.run(list(OUTPUT_NAMES), {INPUT_NAME: x}) for s in (ref, got))
+        (l32, s32), (l8, s8) = reference(x), candidate(x)
+        l32, l8 = np.reshape(l32, (len(labels), -1)), np.reshape(l8, (len(labels), -1))
         p32, p8 = softmax(l32), softmax(l8)
         snr_diff = np.abs(np.ravel(s8) - np.ravel(s32))
         report[str(bucket)] = {
@@ -320,7 +351,9 @@ def agreement(fp32_path: Path, int8_path: Path, meta: ModelMeta, seed: int = 0) 
 def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os.PathLike[str] | None = None,
                         max_bursts: int | None = None) -> dict[str, Any]:
     """Calibrate the model in model_dir and write its INT8 graph (INT8_ONNX_FILE) beside model.onnx;
-    model.json then names it (int8_onnx_file) and records how it was made (extra.int8, returned)."""
+    model.json then names it (int8_onnx_file) and records how it was made (extra.int8, returned).
+    The same ranges make TensorRT's INT8 artifacts (rfclassify.quant.tensorrt_int8), recorded
+    in extra.tensorrt_int8."""
     ort = require("onnxruntime", "INT8 calibration")
     meta = ModelMeta.load(model_dir)
     fp32 = Path(model_dir) / meta.onnx_file
@@ -329,7 +362,12 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     cal = Path(calibration) if calibration is not None else default_calibration_path()
     windows, read = calibration_windows(cal, meta, max_bursts)
     out = Path(model_dir) / INT8_ONNX_FILE
-    plan = quantize_onnx(fp32, out, windows)
+    from rfclassify.quant import tensorrt_int8
+
+    with tempfile.TemporaryDirectory(prefix="rfclassify-calibrate-") as tmp:
+        corrected, plan, ranges = measure(fp32, tmp, windows)
+        write_qdq(corrected, out, plan, ranges, windows)
+        trt_record = tensorrt_int8.write_artifacts(Path(model_dir), meta, corrected, plan, ranges, windows)
     record = {
         "file": INT8_ONNX_FILE, "sha256": file_sha256(out), "source_onnx_sha256": file_sha256(fp32),
         "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
@@ -342,6 +380,7 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     }
     extra = dict(meta.extra)
     extra["int8"] = record
+    extra["tensorrt_int8"] = trt_record
     meta.with_updates(int8_onnx_file=INT8_ONNX_FILE, extra=extra).save(model_dir)
     return record
 
