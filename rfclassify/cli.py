@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "evaluate a model on an HDF5 dataset and write the model card"),
     "export": ("export", "export a trained model to ONNX"),
     "calibrate": ("calibrate", "calibrate the model's INT8 artifacts (ONNX Runtime's graph, TensorRT's pair)"),
+    "engine": ("engine", "build, inspect and self-test TensorRT engines of the model"),
     "fit-refiner": ("fit_refiner", "fit the constellation refiner to a trained model"),
     "fit-sequence": ("fit_sequence", "train the refiner's sequence network on synthesized bursts"),
     "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),

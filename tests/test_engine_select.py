@@ -21,9 +21,27 @@ def _no(message, kind=ProblemKind.NO_DEVICE):
     return Problem(kind, message)
 
 
-def test_tensorrt_is_skipped_without_its_backend_module_even_if_tensorrt_imports(monkeypatch):
-    monkeypatch.setattr(select, "available", lambda name: True)
-    assert "no tensorrt backend module" in select.unusable("tensorrt", "cuda:0").message
+def test_tensorrt_needs_tensorrt_pycuda_and_a_cuda_device(monkeypatch):
+    present = {"tensorrt", "pycuda.driver"}
+    monkeypatch.setattr(select, "available", lambda name: name in present)
+    assert select.unusable("tensorrt", "cuda:0") is None
+    assert select.unusable("tensorrt", "cpu").kind is ProblemKind.NO_DEVICE
+    present.discard("pycuda.driver")
+    problem = select.unusable("tensorrt", "cuda:0")
+    assert problem.kind is ProblemKind.NOT_INSTALLED and "rfclassify[jetson]" in problem.message
+    present.discard("tensorrt")
+    assert select.unusable("tensorrt", "cuda:0").kind is ProblemKind.DOES_NOT_IMPORT
+
+
+def test_the_tensorrt_backend_class_loads_without_importing_tensorrt():
+    import subprocess
+    import sys
+
+    assert select.backend_class("tensorrt").__name__ == "TensorRTBackend"
+    code = ("import sys; from rfclassify.engine.select import backend_class; backend_class('tensorrt'); "
+            "print(sorted(m for m in ('tensorrt', 'pycuda', 'torch', 'onnxruntime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_auto_on_this_box_picks_onnxruntime_cpu(meta, tiny_model_dir, monkeypatch):
@@ -90,13 +108,15 @@ def test_missing_model_files_of_an_explicit_backend_are_model_not_found_whatever
         select.select_backend(meta, tiny_model_dir, backend="onnxruntime", precision="fp32")
 
 
-def test_unknown_names_are_config_errors(meta, tiny_model_dir):
+def test_unknown_names_are_config_errors(meta, tiny_model_dir, monkeypatch):
     with pytest.raises(ConfigError, match="unknown backend"):
         select.select_backend(meta, tiny_model_dir, backend="tflite")
     with pytest.raises(ConfigError, match="unknown precision"):
         select.select_backend(meta, tiny_model_dir, precision="fp8")
+    monkeypatch.setitem(select._BACKENDS, "tensorrt", ("rfclassify.engine.no_such_backend", "X"))
     with pytest.raises(ConfigError, match="not part of this version"):
         select.backend_class("tensorrt")
+    assert "no tensorrt backend module" in select.unusable("tensorrt", "cuda:0").message
 
 
 def test_missing_model_files_skip_the_backend(meta, tmp_path, monkeypatch):

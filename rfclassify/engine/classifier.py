@@ -132,7 +132,8 @@ class Classifier:
              refiner_sequence: bool = True, refiner_rate_rule: str | None = None,
              refiner_em_classes: int | None = None,
              dc_pass: bool = True, low_order_refiner: bool = True,
-             refiner_skip_above: float | None = None) -> Classifier:
+             refiner_skip_above: float | None = None, dla_core: int | None = None,
+             engine_cache: str | Path | None = None) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -163,7 +164,9 @@ class Classifier:
         whose network top probability is above it keeps the network's answer, without the DC
         pass and the refiners (0..1; 1: none skips them), if it is at least model.json's
         refiner_skip_min_samples long; None: model.json's refiner_skip_above
-        (``clf.refiner_skip_above``).
+        (``clf.refiner_skip_above``); dla_core runs the TensorRT backend's engines on that DLA
+        core (GPU fallback) and engine_cache is where it keeps them (tensorrt_plan.engine_cache_dir
+        when None); other backends ignore both, with a logged warning for dla_core.
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -198,8 +201,13 @@ class Classifier:
                 low_order = Refiner.load(model_dir, low_order_info, meta.labels)
             disjoint_refiners(refine, low_order)
         sel = select_backend(meta, model_dir, backend, precision, device)
+        options: dict[str, Any] = {}
+        if sel.backend == "tensorrt":
+            options = {"dla_core": dla_core, "engine_cache": engine_cache}
+        elif dla_core is not None:
+            log.warning("dla_core %s ignored: the %s backend runs (%s)", dla_core, sel.backend, sel.reason)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
-                                          max_batch_size=max_batch_size, threads=threads)
+                                          max_batch_size=max_batch_size, threads=threads, **options)
         impl.load()
         clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
         if refiner_skip_above is not None:

@@ -2,8 +2,8 @@
 
 Backend 'auto' tries, in order, and takes the first that can run here:
 
-1. tensorrt on cuda:0 — only if a tensorrt backend module exists in this version AND
-   ``import tensorrt`` works;
+1. tensorrt on cuda:0 — if ``import tensorrt`` works and pycuda (the ``jetson`` extra) is
+   installed (the backend itself never ran: no TensorRT on any machine of this project);
 2. torch on cuda:0 — if torch imports and ``torch.cuda.is_available()``;
 3. onnxruntime on the CPU — if onnxruntime imports and model.onnx exists;
 4. torch on the CPU — the last resort (e.g. onnxruntime not installed).
@@ -43,7 +43,7 @@ BACKEND_CHOICES: tuple[str, ...] = ("auto", "tensorrt", "torch", "onnxruntime")
 PRECISION_CHOICES: tuple[str, ...] = ("auto", "int8", "fp16", "fp32")
 _PRECISION_ORDER: tuple[str, ...] = ("int8", "fp16", "fp32")  # best first
 
-# name -> (module, class); the tensorrt module arrives with a later issue.
+# name -> (module, class)
 _BACKENDS: dict[str, tuple[str, str]] = {
     "tensorrt": ("rfclassify.engine.tensorrt_backend", "TensorRTBackend"),
     "torch": ("rfclassify.engine.torch_backend", "TorchBackend"),
@@ -99,10 +99,11 @@ def unusable(name: str, device: str) -> Problem | None:
     kind = device_kind(device)
     if name == "tensorrt":
         if importlib.util.find_spec(_BACKENDS["tensorrt"][0]) is None:
-            return Problem(ProblemKind.NO_BACKEND_MODULE,
-                           "no tensorrt backend module in this version (a later issue adds it)")
+            return Problem(ProblemKind.NO_BACKEND_MODULE, "no tensorrt backend module in this version")
         if not available("tensorrt"):
             return Problem(ProblemKind.DOES_NOT_IMPORT, "tensorrt does not import")
+        if not available("pycuda.driver"):
+            return Problem(ProblemKind.NOT_INSTALLED, "pycuda is not installed (pip install 'rfclassify[jetson]')")
         if kind != "cuda":
             return Problem(ProblemKind.NO_DEVICE, "tensorrt needs a CUDA device")
         return None

@@ -41,6 +41,7 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
     max_batch = max([config.batching.max_batch] + [b.max_batch for b in config.batching.buckets.values()])
     clf = Classifier.load(m.dir or None, backend=m.backend, precision=m.precision, device=m.device or None,
                           max_batch_size=max(max_batch, 1024), warmup=False, threads=m.threads or None,
+                          dla_core=m.dla_core if m.dla_core >= 0 else None, engine_cache=m.engine_cache or None,
                           refiner=m.refiner, refiner_workers=m.refiner_workers, refiner_sequence=m.refiner_sequence,
                           refiner_rate_rule=m.refiner_rate_rule or None,
                           refiner_em_classes=m.refiner_em_classes or None, dc_pass=m.dc_pass,

@@ -1,0 +1,190 @@
+"""TensorRT on the GPU or a DLA core: the Jetson backend. Engines come from the plan
+(rfclassify.engine.tensorrt_plan) through the engine cache (rfclassify.engine.tensorrt_engines);
+this module runs them with pycuda.
+
+The GPU plan is one engine with one optimization profile per bucket: each profile gets its
+own execution context (a context holds one profile at a time, and switching costs a stream
+synchronisation), bound once to buffers for the largest batch. A DLA plan is one engine per
+bucket at a fixed batch: a batch is cut into pieces of that size, the last one padded with
+zeros and its padding dropped. On a Jetson (an integrated GPU) the host buffers are mapped
+into the GPU's address space (zero-copy); elsewhere they are pinned and copied.
+
+**Never run**: TensorRT and pycuda cannot be installed on any machine of this project
+(../shared/DESIGN.md). The calls follow TensorRT's documented Python API (name-based I/O,
+``execute_async_v3``, 8.5 and later); tests marked ``tensorrt`` run them where it imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rfclassify._exceptions import BackendError
+from rfclassify._optional import require
+from rfclassify.engine.base import Backend
+from rfclassify.engine.tensorrt_plan import DEFAULT_DLA_BATCH, EnginePlan, batch_pieces, plan_engines
+from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+
+LOGITS, SNR = OUTPUT_NAMES
+
+
+@dataclass
+class _Slot:
+    """One execution context and the buffers bound to it (one profile of one engine)."""
+
+    context: Any
+    batch: int                 # the most it takes (DLA: exactly this)
+    fixed_batch: bool
+    host: dict[str, np.ndarray]
+    device: dict[str, Any]     # DeviceAllocation, or None where the host buffer is mapped
+
+
+class TensorRTBackend(Backend):
+    """INT8 / fp16 / fp32 engines on cuda:N, optionally on a DLA core with GPU fallback."""
+
+    name: ClassVar[str] = "tensorrt"
+    precisions_by_device: ClassVar[dict[str, tuple[str, ...]]] = {"cuda": ("int8", "fp16", "fp32")}
+
+    def __init__(self, meta: ModelMeta, model_dir: str | Path, *, dla_core: int | None = None,
+                 dla_batch: int = DEFAULT_DLA_BATCH, engine_cache: str | Path | None = None,
+                 threads: int | None = None, rebuild: bool = False, **kwargs: Any) -> None:
+        super().__init__(meta, model_dir, **kwargs)   # threads: CPU threads, which TensorRT does not use
+        self.dla_core = dla_core
+        self.rebuild = bool(rebuild)
+        self.dla_batch = int(dla_batch)
+        self.engine_cache = Path(engine_cache) if engine_cache else None
+        self.plan: EnginePlan | None = None
+        self.built: list[str] = []
+        self._slots: dict[int, _Slot] = {}
+        self._engines: list[Any] = []
+        self._cuda: Any = None
+        self._ctx: Any = None
+        self._stream: Any = None
+
+    @classmethod
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
+        if precision == "int8":
+            from rfclassify.quant.tensorrt_int8 import artifact_problem
+
+            return artifact_problem(meta, model_dir, "qdq")
+        return cls.missing_file(model_dir, meta.onnx_file)
+
+    @property
+    def device_index(self) -> int:
+        return int(self.device.split(":", 1)[1]) if ":" in self.device else 0
+
+    @property
+    def warmup_batch_sizes(self) -> tuple[int, ...]:
+        return (self.dla_batch,) if self.dla_core is not None else (1, min(64, self.max_batch_size))
+
+    def _load(self) -> None:
+        from rfclassify.engine import tensorrt_engines as te
+
+        trt, logger = te.load_tensorrt()
+        cuda = require("pycuda.driver", "the TensorRT backend")
+        cuda.init()
+        dev = cuda.Device(self.device_index)
+        self._ctx = dev.retain_primary_context()
+        self._ctx.push()
+        try:
+            self.plan = plan_engines(self.meta, self.precision, trt.__version__, dla_core=self.dla_core,
+                                     max_batch=self.max_batch_size, dla_batch=self.dla_batch,
+                                     buckets=self.buckets_samples)
+            ident = te.device_id(cuda, self.device_index, self.dla_core)
+            zero_copy = bool(dev.get_attribute(cuda.device_attribute.INTEGRATED))
+            self._cuda, self._stream = cuda, cuda.Stream()
+            for part in self.plan.engines:
+                path, built = te.ensure_engine(trt, logger, self.meta, self.model_dir, self.plan, part, ident,
+                                               self.engine_cache, rebuild=self.rebuild)
+                if built:
+                    self.built.append(path.name)
+                engine = te.deserialize(trt, logger, path, self.dla_core)
+                self._engines.append(engine)
+                for index, profile in enumerate(part.profiles):
+                    self._slots[profile.bucket] = self._bind(engine, index, profile.max_batch, profile.bucket,
+                                                             self.plan.device == "dla", zero_copy)
+        except BaseException:
+            self._release()
+            self._ctx.pop()
+            self._ctx.detach()
+            self._ctx = None
+            raise
+        self._ctx.pop()
+
+    def _bind(self, engine: Any, profile: int, batch: int, length: int, fixed: bool, zero_copy: bool) -> _Slot:
+        cuda, trt = self._cuda, require("tensorrt")
+        context = engine.create_execution_context()
+        if context is None:
+            raise BackendError("TensorRT could not create an execution context (out of GPU memory?)")
+        context.set_optimization_profile_async(profile, self._stream.handle)
+        self._stream.synchronize()
+        context.set_input_shape(INPUT_NAME, (batch, 2, 1, length))
+        host: dict[str, np.ndarray] = {}
+        device: dict[str, Any] = {}
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            shape = tuple(context.get_tensor_shape(name))
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            if zero_copy:   # Jetson: the GPU reads and writes the pinned host buffer itself
+                buf = cuda.pagelocked_empty(shape, dtype, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
+                address = int(buf.base.get_device_pointer())
+                device[name] = None
+            else:
+                buf = cuda.pagelocked_empty(shape, dtype)
+                device[name] = cuda.mem_alloc(buf.nbytes)
+                address = int(device[name])
+            host[name] = buf
+            context.set_tensor_address(name, address)
+        missing = [n for n in (INPUT_NAME, *OUTPUT_NAMES) if n not in host]
+        if missing:
+            raise BackendError(f"the engine has no tensors {missing}; it was not built from this model's graph")
+        return _Slot(context, batch, fixed, host, device)
+
+    def _run(self, slot: _Slot, x: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+        n = x.shape[0]
+        batch = slot.batch if slot.fixed_batch else n
+        if not slot.fixed_batch:
+            slot.context.set_input_shape(INPUT_NAME, (n, 2, 1, length))
+        inp = slot.host[INPUT_NAME]
+        inp[:n] = x
+        if n < batch:
+            inp[n:batch] = 0.0
+        cuda, stream = self._cuda, self._stream
+        if slot.device[INPUT_NAME] is not None:
+            cuda.memcpy_htod_async(slot.device[INPUT_NAME], inp[:batch], stream)   # the rows this run reads
+        if not slot.context.execute_async_v3(stream.handle):
+            raise BackendError("TensorRT failed to enqueue the inference")
+        for name in OUTPUT_NAMES:
+            if slot.device[name] is not None:
+                cuda.memcpy_dtoh_async(slot.host[name][:batch], slot.device[name], stream)
+        stream.synchronize()
+        logits = slot.host[LOGITS].reshape(slot.host[LOGITS].shape[0], -1)[:n]
+        snr = slot.host[SNR].reshape(slot.host[SNR].shape[0], -1)[:n, 0]
+        return logits.astype(np.float32, copy=True), snr.astype(np.float32, copy=True)
+
+    def _infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        length = x.shape[3]
+        slot = self._slots[length]
+        self._ctx.push()
+        try:
+            pieces = [self._run(slot, x[a:b], length) for a, b in batch_pieces(x.shape[0], slot.batch)]
+        finally:
+            self._ctx.pop()
+        return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+
+    def _release(self) -> None:
+        self._slots.clear()     # contexts and buffers go before their engines
+        self._engines.clear()
+        self._stream = None
+
+    def _close(self) -> None:
+        self._ctx.push()
+        try:
+            self._release()
+        finally:
+            self._ctx.pop()
+        self._ctx.detach()
+        self._ctx = None

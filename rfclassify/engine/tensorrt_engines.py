@@ -1,0 +1,210 @@
+"""Building and caching TensorRT engines from an ``EnginePlan`` (rfclassify.engine.tensorrt_plan):
+the TensorRT API calls, and the engine cache on disk.
+
+Written against TensorRT's documented Python API (8.5-10.x; 11 where the plan allows it);
+**never run**: no machine of this project has TensorRT (../shared/DESIGN.md). Every decision
+is the plan's; this module only carries it out, so what it does is tested without TensorRT
+except for the calls themselves (tests marked ``tensorrt`` skip elsewhere).
+
+Cache layout (``engine_cache_dir()``): per engine ``<name>.engine`` (the serialized engine) and
+``<name>.json`` (what it was built from: the plan, the key's inputs, the TensorRT version, the
+build time); per TensorRT and device one timing cache, shared by later builds. Files are
+written to a temporary name and renamed, so a build cut short leaves no half engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rfclassify._digest import file_sha256
+from rfclassify._exceptions import BackendError, ConfigError, ModelNotFoundError
+from rfclassify._optional import require
+from rfclassify.engine.tensorrt_plan import (EnginePart, EnginePlan, engine_cache_dir, engine_file_name,
+                                             engine_key, missing_inputs, timing_cache_name)
+from rfclassify.model.meta import INPUT_NAME, ModelMeta
+from rfclassify.quant.tensorrt_int8 import retarget_cache
+
+log = logging.getLogger(__name__)
+
+#: builder workspace; the network is small (its largest activation at batch 1024, 4,096 samples,
+#: 32 channels is 512 MiB in fp32)
+WORKSPACE_BYTES = 1 << 30
+
+
+def device_id(cuda: Any, index: int, dla_core: int | None) -> str:
+    """The device an engine is built for, as its cache key names it: GPU name, compute
+    capability, and the DLA core (pycuda's driver module as `cuda`)."""
+    dev = cuda.Device(index)
+    major, minor = dev.compute_capability()
+    return f"{dev.name()} sm_{major}{minor}" + (f" DLA{dla_core}" if dla_core is not None else "")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+class _CachedCalibrator:
+    """Factory for an IInt8EntropyCalibrator2 that hands TensorRT the shipped calibration cache
+    and no batches (the ranges were measured by `rfclassify calibrate`)."""
+
+    @staticmethod
+    def make(trt: Any, cache_text: str, batch: int) -> Any:
+        class Calibrator(trt.IInt8EntropyCalibrator2):
+            def __init__(self) -> None:
+                trt.IInt8EntropyCalibrator2.__init__(self)
+
+            def get_batch_size(self) -> int:
+                return batch
+
+            def get_batch(self, names: Any) -> None:
+                return None                    # never asked while the cache is read
+
+            def read_calibration_cache(self) -> bytes:
+                return cache_text.encode()
+
+            def write_calibration_cache(self, cache: Any) -> None:
+                return None                    # the shipped cache stays as it is
+
+        return Calibrator()
+
+
+def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, model_dir: Path,
+                 timing_cache_path: Path | None) -> bytes:
+    """Build one engine of the plan; its serialized bytes. BackendError with TensorRT's own
+    errors when the parser or the builder fails."""
+    builder = trt.Builder(logger)
+    flags = 0
+    if plan.strongly_typed:
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    elif hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):   # required before 10, ignored in 10
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    onnx_path = model_dir / part.onnx_file
+    if not parser.parse_from_file(str(onnx_path)):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise BackendError(f"TensorRT cannot parse {onnx_path}: {errors}")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED   # for `rfclassify engine inspect`
+    for name in plan.flags:
+        config.set_flag(getattr(trt.BuilderFlag, name))
+    if plan.device == "dla":
+        config.default_device_type = trt.DeviceType.DLA
+        config.DLA_core = int(plan.dla_core or 0)
+    profiles = []
+    for p in part.profiles:
+        profile = builder.create_optimization_profile()
+        profile.set_shape(INPUT_NAME, *p.shapes())
+        config.add_optimization_profile(profile)
+        profiles.append(profile)
+    if plan.calibration_cache:
+        text = retarget_cache((model_dir / plan.calibration_cache).read_text(), trt.__version__)
+        config.int8_calibrator = _CachedCalibrator.make(trt, text, part.profiles[0].opt_batch)
+        config.set_calibration_profile(profiles[0])
+    if plan.fp16_layer_prefixes:
+        for i in range(network.num_layers):
+            layer = network.get_layer(i)
+            if layer.name.startswith(plan.fp16_layer_prefixes):
+                layer.precision = trt.float16
+                for j in range(layer.num_outputs):
+                    layer.set_output_type(j, trt.float16)
+    if timing_cache_path is not None:
+        data = timing_cache_path.read_bytes() if timing_cache_path.is_file() else b""
+        config.set_timing_cache(config.create_timing_cache(data), False)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise BackendError(f"TensorRT could not build the {plan.precision} engine of {onnx_path} "
+                           f"({plan.device}); its log above says why")
+    if timing_cache_path is not None:
+        _write_atomic(timing_cache_path, bytes(config.get_timing_cache().serialize()))
+    return bytes(serialized)
+
+
+def digests(plan: EnginePlan, model_dir: Path) -> dict[str, str]:
+    """sha256 of every file the plan builds from; ModelNotFoundError naming any missing."""
+    missing = missing_inputs(plan, model_dir)
+    if missing:
+        raise ModelNotFoundError(f"the TensorRT plan needs {', '.join(str(model_dir / f) for f in missing)}, "
+                                 "which do not exist; run `rfclassify export` / `rfclassify calibrate`")
+    return {f: file_sha256(model_dir / f) for f in plan.files()}
+
+
+def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:
+    """What the cache holds: each engine's sidecar record with its file name and size (works
+    without TensorRT: `rfclassify engine inspect --list`)."""
+    out = []
+    if not cache_dir.is_dir():
+        return out
+    for side in sorted(cache_dir.glob("*.json")):
+        engine = side.with_suffix(".engine")
+        try:
+            record = json.loads(side.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and engine.is_file():
+            out.append({**record, "file": engine.name, "bytes": engine.stat().st_size})
+    return out
+
+
+def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan: EnginePlan, part: EnginePart,
+                  device: str, cache_dir: Path | None = None, rebuild: bool = False) -> tuple[Path, bool]:
+    """The engine file of `part` for `device` (device_id's string): from the cache when one was
+    built from the same inputs, else built now and cached. Returns (path, built)."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else engine_cache_dir()
+    files = digests(plan, model_dir)
+    key = engine_key(plan, part, files, device)
+    path = cache_dir / engine_file_name(meta.model_id, plan, part, key)
+    if path.is_file() and not rebuild:
+        return path, False
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"the engine cache {cache_dir} cannot be made ({exc.strerror}); "
+                          "set RFCLASSIFY_ENGINE_CACHE to a writable directory") from None
+    start = time.monotonic()
+    log.info("building TensorRT engine %s (%s on %s); this takes minutes", path.name, plan.precision, device)
+    data = build_engine(trt, logger, plan, part, model_dir, cache_dir / timing_cache_name(plan.tensorrt, device))
+    _write_atomic(path, data)
+    record = {"model_id": meta.model_id, "key": key, "device": device, "tensorrt": plan.tensorrt,
+              "precision": plan.precision, "where": plan.device, "dla_core": plan.dla_core,
+              "part": asdict(part), "digests": {f: files[f] for f in files if f == part.onnx_file
+                                                or f == plan.calibration_cache},
+              "build_seconds": round(time.monotonic() - start, 1),
+              "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    _write_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode())
+    log.info("built %s in %.0f s", path.name, record["build_seconds"])
+    return path, True
+
+
+def load_tensorrt() -> tuple[Any, Any]:
+    """(tensorrt module, a logger at WARNING)."""
+    trt = require("tensorrt", "the TensorRT backend")
+    return trt, trt.Logger(trt.Logger.WARNING)
+
+
+def deserialize(trt: Any, logger: Any, path: Path, dla_core: int | None) -> Any:
+    """An ICudaEngine from a cached file; BackendError when TensorRT refuses it."""
+    runtime = trt.Runtime(logger)
+    if dla_core is not None:
+        runtime.DLA_core = int(dla_core)
+    engine = runtime.deserialize_cuda_engine(path.read_bytes())
+    if engine is None:
+        raise BackendError(f"TensorRT cannot load the engine {path} (another TensorRT or device?); "
+                           "`rfclassify engine build --rebuild` builds it again")
+    return engine
+
+
+def layer_information(trt: Any, engine: Any) -> dict[str, Any]:
+    """The engine inspector's JSON (layers, their precisions and devices where TensorRT says)."""
+    inspector = engine.create_engine_inspector()
+    return json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))

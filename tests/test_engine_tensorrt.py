@@ -1,0 +1,236 @@
+"""The TensorRT backend: its plan (every decision, tested everywhere), the engine cache's keys and
+records, `rfclassify engine`, and - where tensorrt imports - the TensorRT calls themselves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rfclassify._exceptions import ConfigError
+from rfclassify.cli import main
+from rfclassify.engine import tensorrt_plan as tp
+from rfclassify.engine.tensorrt_engines import cached_engines
+from rfclassify.model.meta import ModelMeta
+
+SHIPPED = Path(__file__).resolve().parents[1] / "models"
+
+
+@pytest.fixture(scope="module")
+def meta() -> ModelMeta:
+    return ModelMeta.load(SHIPPED)
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+def test_gpu_int8_is_one_engine_of_the_qdq_graph_with_a_profile_per_bucket(meta):
+    plan = tp.plan_engines(meta, "int8", "10.3.0")
+    assert (plan.device, plan.quantization, plan.strongly_typed) == ("gpu", "qdq", False)
+    assert plan.flags == ("INT8", "FP16") and plan.calibration_cache is None
+    (part,) = plan.engines
+    assert part.onnx_file == meta.extra["tensorrt_int8"]["qdq_file"]
+    assert part.buckets == tuple(meta.buckets_samples)
+    assert all((p.min_batch, p.opt_batch, p.max_batch) == (1, 64, 1024) for p in part.profiles)
+    assert part.profiles[0].shapes() == ((1, 2, 1, 128), (64, 2, 1, 128), (1024, 2, 1, 128))
+    assert plan.part_for(1024) == (part, meta.buckets_samples.index(1024))
+    assert tp.plan_engines(meta, "int8", "10.3.0", max_batch=16).engines[0].profiles[0].opt_batch == 16
+
+
+def test_fp32_and_fp16_parse_the_fp32_graph_and_tensorrt_11_is_strongly_typed(meta):
+    fp16 = tp.plan_engines(meta, "fp16", "8.6.2")
+    assert fp16.engines[0].onnx_file == meta.onnx_file and fp16.flags == ("FP16",)
+    assert tp.plan_engines(meta, "fp32", "10.3.0").flags == ()
+    t11 = tp.plan_engines(meta, "int8", "11.1.0")
+    assert t11.strongly_typed and t11.flags == () and t11.quantization == "qdq"
+    with pytest.raises(ConfigError, match="strongly typed"):
+        tp.plan_engines(meta, "fp16", "11.1.0")
+
+
+def test_dla_int8_is_one_static_engine_per_bucket_reading_the_calibration_cache(meta):
+    plan = tp.plan_engines(meta, "int8", "10.3.0", dla_core=1, dla_batch=4)
+    assert (plan.device, plan.dla_core, plan.quantization) == ("dla", 1, "calibration cache")
+    assert plan.calibration_cache == meta.extra["tensorrt_int8"]["calibration_cache_file"]
+    assert set(plan.flags) == {"INT8", "FP16", "GPU_FALLBACK", "PREFER_PRECISION_CONSTRAINTS"}
+    assert plan.fp16_layer_prefixes == ("/head/", "/snr_head/")
+    static = meta.extra["export"]["static_files"]
+    assert [p.onnx_file for p in plan.engines] == [static[str(b)] for b in meta.buckets_samples]
+    for part in plan.engines:    # DLA: no dynamic shapes
+        (profile,) = part.profiles
+        assert profile.min_batch == profile.opt_batch == profile.max_batch == 4
+        assert part.tag == f"L{profile.bucket}"
+    assert any("deprecated" in n for n in plan.notes)
+    assert not tp.plan_engines(meta, "int8", "8.6.2", dla_core=0).notes
+    fp16 = tp.plan_engines(meta, "fp16", "8.5.2", dla_core=0)
+    assert fp16.quantization == "none" and fp16.flags == ("FP16", "GPU_FALLBACK")
+
+
+@pytest.mark.parametrize("precision, version, core, match", [
+    ("fp32", "10.3.0", 0, "fp16 and int8 only"),
+    ("int8", "11.2.0", 0, "has no DLA"),
+    ("int8", "11.4.1", 0, "TensorRT 8.5-10.x"),
+    ("int8", "8.4.3", None, "older than 8.5"),
+    ("int8", "10.3.0", -1, "must be >= 0"),
+    ("int4", "10.3.0", None, "unknown precision"),
+    ("int8", "ten", None, "not a TensorRT version"),
+])
+def test_what_cannot_be_built_says_why(meta, precision, version, core, match):
+    with pytest.raises(ConfigError, match=match):
+        tp.plan_engines(meta, precision, version, dla_core=core)
+
+
+def test_plans_need_the_files_model_json_names(meta, tmp_path):
+    bare = meta.with_updates(extra={})
+    with pytest.raises(ConfigError, match="rfclassify calibrate"):
+        tp.plan_engines(bare, "int8", "10.3.0")
+    with pytest.raises(ConfigError, match="static graphs"):
+        tp.plan_engines(bare, "fp16", "10.3.0", dla_core=0)
+    many = meta.with_updates(buckets_samples=[64 * (i + 1) for i in range(17)])
+    with pytest.raises(ConfigError, match="a DLA core holds 16"):
+        tp.plan_engines(many, "fp16", "10.3.0", dla_core=0)
+    plan = tp.plan_engines(meta, "int8", "10.3.0", dla_core=0)
+    assert tp.missing_inputs(plan, SHIPPED) == []
+    assert tp.missing_inputs(plan, tmp_path) == plan.files()
+
+
+def test_batches_are_cut_into_dla_sized_pieces():
+    assert tp.batch_pieces(19, 8) == [(0, 8), (8, 16), (16, 19)]
+    assert tp.batch_pieces(8, 8) == [(0, 8)]
+    assert tp.batch_pieces(1, 64) == [(0, 1)]
+    with pytest.raises(ConfigError):
+        tp.batch_pieces(4, 0)
+
+
+# --- the engine cache -----------------------------------------------------------------------
+
+def test_the_engine_key_changes_with_every_input_and_only_with_them(meta):
+    plan = tp.plan_engines(meta, "int8", "10.3.0", dla_core=0)
+    part = plan.engines[3]
+    digests = {f: f"sha-{f}" for f in plan.files()}
+    key = tp.engine_key(plan, part, digests, "Orin sm_87 DLA0")
+    assert key == tp.engine_key(plan, part, dict(digests), "Orin sm_87 DLA0")
+    other_files = dict(digests, **{plan.calibration_cache: "recalibrated"})
+    unrelated = dict(digests, **{plan.engines[0].onnx_file: "another bucket's graph"})
+    changed = [tp.engine_key(plan, part, other_files, "Orin sm_87 DLA0"),
+               tp.engine_key(plan, part, digests, "Orin sm_87 DLA1"),
+               tp.engine_key(tp.plan_engines(meta, "int8", "10.3.1", dla_core=0), part, digests, "Orin sm_87 DLA0"),
+               tp.engine_key(tp.plan_engines(meta, "int8", "10.3.0", dla_core=0, dla_batch=16),
+                             tp.plan_engines(meta, "int8", "10.3.0", dla_core=0, dla_batch=16).engines[3],
+                             digests, "Orin sm_87 DLA0"),
+               tp.engine_key(plan, plan.engines[2], digests, "Orin sm_87 DLA0")]
+    assert len({key, *changed}) == 6
+    assert tp.engine_key(plan, part, unrelated, "Orin sm_87 DLA0") == key   # another engine's file
+    with pytest.raises(ConfigError, match="no digest"):
+        tp.engine_key(plan, part, {}, "x")
+    name = tp.engine_file_name("rfc resnet/1", plan, part, key)
+    assert name == f"rfc_resnet_1-dla0-int8-L1024-{key[:16]}.engine"
+
+
+def test_the_cache_lives_where_the_service_and_users_expect():
+    assert tp.engine_cache_dir({"RFCLASSIFY_ENGINE_CACHE": "/x", "STATE_DIRECTORY": "/y"}) == Path("/x")
+    assert tp.engine_cache_dir({"STATE_DIRECTORY": "/var/lib/rfclassify:/var/lib/other"}) == \
+        Path("/var/lib/rfclassify/engines")
+    assert tp.engine_cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/rfclassify/engines")
+    assert tp.engine_cache_dir({}) == Path.home() / ".cache" / "rfclassify" / "engines"
+    assert tp.timing_cache_name("10.3.0.30", "Orin sm_87") != tp.timing_cache_name("10.3.0.30", "Orin sm_87 DLA0")
+    assert tp.timing_cache_name("10.3.0.30", "x").startswith("timing-10.3.0-")
+
+
+def test_inspect_lists_the_cache_without_tensorrt(tmp_path, capsys):
+    (tmp_path / "m-gpu-int8-all-0123.engine").write_bytes(b"\0" * 2_000_000)
+    (tmp_path / "m-gpu-int8-all-0123.json").write_text(json.dumps(
+        {"precision": "int8", "where": "gpu", "tensorrt": "10.3.0", "device": "Orin sm_87",
+         "built_at": "2026-12-07T00:00:00Z", "build_seconds": 95.0}))
+    (tmp_path / "orphan.json").write_text("{}")            # a record without its engine is not listed
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "broken.engine").write_bytes(b"")
+    assert [e["file"] for e in cached_engines(tmp_path)] == ["m-gpu-int8-all-0123.engine"]
+    assert main(["engine", "inspect", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 engine(s)" in out and "int8 on gpu, TensorRT 10.3.0, Orin sm_87, 2.0 MB" in out
+    assert main(["engine", "inspect", str(tmp_path / "m-gpu-int8-all-0123.engine"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["record"]["device"] == "Orin sm_87" and shown["bytes"] == 2_000_000
+
+
+# --- `rfclassify engine` without TensorRT ------------------------------------------------------
+
+def test_build_plan_prints_what_would_be_built_on_any_machine(capsys, tmp_path):
+    assert main(["engine", "build", "--plan", "--dla-core", "1", "--tensorrt-version", "8.6.2",
+                 "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "TensorRT 8.6.2, int8 on DLA core 1 (GPU fallback)" in out
+    assert "engine L4096: static/model_L4096.onnx; profiles (min/opt/max) L4096 batch 8/8/8" in out
+    assert f"engine cache: {tmp_path}" in out and "MISSING" not in out
+    assert main(["engine", "build", "--plan", "--precision", "fp32", "--dla-core", "0"]) == 2
+    assert "fp16 and int8 only" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorrt") is not None,
+                    reason="tensorrt imports here: the TensorRT tests below run instead")
+@pytest.mark.parametrize("action", ["build", "selftest"])
+def test_without_tensorrt_building_says_where_it_comes_from_in_one_line(action, capsys):
+    assert main(["engine", action]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "python3-libnvinfer" in err
+
+
+# --- the TensorRT calls (a Jetson, or any machine where tensorrt and pycuda import) -------------
+
+trt_only = pytest.mark.tensorrt
+
+
+@trt_only
+@pytest.mark.parametrize("precision, dla_core", [("int8", None), ("fp16", None), ("int8", 0)])
+def test_engines_build_cache_and_agree_with_onnxruntime(precision, dla_core, tmp_path):
+    pytest.importorskip("tensorrt", reason="TensorRT comes with JetPack and cannot be installed here")
+    pytest.importorskip("pycuda.driver", reason="pycuda: pip install 'rfclassify[jetson]'")
+    from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
+    from rfclassify.engine.tensorrt_backend import TensorRTBackend
+    from rfclassify.quant.cpu_int8 import agreement_of
+
+    meta = ModelMeta.load(SHIPPED)
+    if dla_core is not None:
+        import pycuda.driver as cuda
+        import tensorrt as trt
+
+        cuda.init()
+        if trt.Builder(trt.Logger()).num_DLA_cores < 1:
+            pytest.skip("this GPU has no DLA")
+    kwargs = dict(precision=precision, device="cuda:0", dla_core=dla_core, engine_cache=tmp_path, max_batch_size=256)
+    with TensorRTBackend(meta, SHIPPED, **kwargs) as b, OnnxRuntimeBackend(meta, SHIPPED) as ref:
+        assert len(b.built) == len(b.plan.engines)
+        report = agreement_of(ref.infer, b.infer, meta)
+        x = np.random.default_rng(0).standard_normal((19, 2, 1, 1024)).astype(np.float32)
+        logits, snr = b.infer(x)                      # more than a DLA piece, not a multiple of it
+        assert logits.shape == (19, len(meta.labels)) and snr.shape == (19,)
+    least = {"int8": 0.75, "fp16": 0.97}[precision]
+    assert min(a["top1_agreement"] for a in report.values()) >= least
+    assert len(cached_engines(tmp_path)) == len(b.plan.engines)
+    with TensorRTBackend(meta, SHIPPED, **kwargs) as again:      # the second load builds nothing
+        assert again.built == []
+
+
+# --- reaching the backend: the daemon's config and Classifier.load ----------------------------
+
+def test_the_daemon_config_takes_a_dla_core_and_an_engine_cache(tmp_path):
+    from rfclassify.serve.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text('[model]\ndla_core = 1\nengine_cache = "/srv/engines"\n')
+    model = load_config(path).model
+    assert (model.dla_core, model.engine_cache) == (1, "/srv/engines")
+    path.write_text("[model]\ndla_core = 9\n")
+    with pytest.raises(ConfigError, match="dla_core"):
+        load_config(path)
+    assert load_config(None).model.dla_core == -1
+
+
+def test_other_backends_ignore_a_dla_core_with_a_warning(tiny_model_dir, caplog):
+    pytest.importorskip("onnxruntime")
+    from rfclassify.engine.classifier import Classifier
+
+    with caplog.at_level("WARNING"), Classifier.load(tiny_model_dir, backend="onnxruntime", dla_core=0) as clf:
+        assert clf.backend == "onnxruntime"
+    assert "dla_core 0 ignored: the onnxruntime backend runs" in caplog.text
