@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rfclassify._exceptions import BackendError
+from rfclassify._exceptions import BackendError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.engine.tensorrt_plan import DEFAULT_DLA_BATCH, EnginePlan, batch_pieces, plan_engines
@@ -93,6 +93,12 @@ class TensorRTBackend(Backend):
             self.plan = plan_engines(self.meta, self.precision, trt.__version__, dla_core=self.dla_core,
                                      max_batch=self.max_batch_size, dla_batch=self.dla_batch,
                                      buckets=self.buckets_samples)
+            if self.plan.calibration_cache:
+                from rfclassify.quant.tensorrt_int8 import artifact_problem
+
+                problem = artifact_problem(self.meta, self.model_dir, "calibration_cache")
+                if problem:
+                    raise ModelNotFoundError(problem)
             ident = te.device_id(cuda, self.device_index, self.dla_core)
             zero_copy = bool(dev.get_attribute(cuda.device_attribute.INTEGRATED))
             self._cuda, self._stream = cuda, cuda.Stream()

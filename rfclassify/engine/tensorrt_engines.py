@@ -52,29 +52,27 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-class _CachedCalibrator:
-    """Factory for an IInt8EntropyCalibrator2 that hands TensorRT the shipped calibration cache
-    and no batches (the ranges were measured by `rfclassify calibrate`)."""
+def cached_calibrator(trt: Any, cache_text: str, batch: int) -> Any:
+    """An IInt8EntropyCalibrator2 that hands TensorRT the shipped calibration cache and no
+    batches (the ranges were measured by `rfclassify calibrate`)."""
 
-    @staticmethod
-    def make(trt: Any, cache_text: str, batch: int) -> Any:
-        class Calibrator(trt.IInt8EntropyCalibrator2):
-            def __init__(self) -> None:
-                trt.IInt8EntropyCalibrator2.__init__(self)
+    class Calibrator(trt.IInt8EntropyCalibrator2):
+        def __init__(self) -> None:
+            trt.IInt8EntropyCalibrator2.__init__(self)
 
-            def get_batch_size(self) -> int:
-                return batch
+        def get_batch_size(self) -> int:
+            return batch
 
-            def get_batch(self, names: Any) -> None:
-                return None                    # never asked while the cache is read
+        def get_batch(self, names: Any) -> None:
+            return None                    # never asked while the cache is read
 
-            def read_calibration_cache(self) -> bytes:
-                return cache_text.encode()
+        def read_calibration_cache(self) -> bytes:
+            return cache_text.encode()
 
-            def write_calibration_cache(self, cache: Any) -> None:
-                return None                    # the shipped cache stays as it is
+        def write_calibration_cache(self, cache: Any) -> None:
+            return None                    # the shipped cache stays as it is
 
-        return Calibrator()
+    return Calibrator()
 
 
 def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, model_dir: Path,
@@ -109,7 +107,7 @@ def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, mode
         profiles.append(profile)
     if plan.calibration_cache:
         text = retarget_cache((model_dir / plan.calibration_cache).read_text(), trt.__version__)
-        config.int8_calibrator = _CachedCalibrator.make(trt, text, part.profiles[0].opt_batch)
+        config.int8_calibrator = cached_calibrator(trt, text, part.profiles[0].opt_batch)
         config.set_calibration_profile(profiles[0])
     if plan.fp16_layer_prefixes:
         for i in range(network.num_layers):

@@ -70,6 +70,7 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
             "started_utc", "init_from", "lineage", "commands", "weight_average") if k in training},
         "export": _read_json(mdir / "export_report.json") or meta.extra.get("export", {}),
         "int8": meta.extra.get("int8", {}) if meta.int8_onnx_file else {},
+        "tensorrt_int8": meta.extra.get("tensorrt_int8", {}),
         "evaluations": evals,
     })
     write_json(cdir / CARD_JSON, card)
@@ -145,6 +146,28 @@ def _int8_lines(rec: dict[str, Any]) -> list[str]:
         lines.append(f"| {b} | {a.get('bursts')} | {_pct(a.get('top1_agreement'))} | "
                      f"{_num(a.get('max_abs_softmax_diff'), '.3f')} | {_num(a.get('mean_abs_snr_db_diff'))} / "
                      f"{_num(a.get('max_abs_snr_db_diff'))} dB |")
+    return lines
+
+
+def _tensorrt_int8_lines(rec: dict[str, Any]) -> list[str]:
+    """TensorRT's INT8 pair (rfclassify.quant.tensorrt_int8), where calibrate made one."""
+    if not rec:
+        return []
+    lines = ["", "### INT8 for TensorRT (never run in TensorRT)", "",
+             f"`{rec.get('qdq_file')}` (the GPU's Q/DQ graph: activations {rec.get('activations')}, weights "
+             f"{rec.get('weights')}) and `{rec.get('calibration_cache_file')}` (the DLA's calibration cache, "
+             f"TensorRT {rec.get('calibration_cache_tensorrt')} header: {rec.get('cache_tensors')} tensors, "
+             f"{rec.get('cache_scales_equalized')} scales raised so each residual sum's inputs share one), from "
+             "the same calibration as the CPU graph. Run in ONNX Runtime against the fp32 graph on freshly "
+             "synthesized bursts (an estimate of the quantization, not of TensorRT's kernels):", "",
+             "| bucket | top-1 agreement, Q/DQ graph | top-1 agreement, the cache's scales "
+             "| mean abs SNR diff, Q/DQ / cache |",
+             "|---:|---:|---:|---:|"]
+    cached = rec.get("agreement_cache_scales", {})
+    for b, a in _by_bucket(rec.get("agreement_qdq", {})):
+        c = cached.get(b, {})
+        lines.append(f"| {b} | {_pct(a.get('top1_agreement'))} | {_pct(c.get('top1_agreement'))} | "
+                     f"{_num(a.get('mean_abs_snr_db_diff'))} / {_num(c.get('mean_abs_snr_db_diff'))} dB |")
     return lines
 
 
@@ -392,6 +415,7 @@ def render_markdown(card: dict[str, Any]) -> str:
                       f"bursts: |logit| {worst['max_abs_logit_diff']:.2e}, |softmax| "
                       f"{worst['max_abs_softmax_diff']:.2e}, |SNR| {worst['max_abs_snr_db_diff']:.2e} dB."]
     lines += _int8_lines(card.get("int8") or {})
+    lines += _tensorrt_int8_lines(card.get("tensorrt_int8") or {})
     lines += _refiner_lines(card.get("refiner") or {})
     lines += _low_order_refiner_lines(card.get("low_order_refiner") or {})
     lines += _skip_lines(card.get("refiner_skip_above", 1.0), card.get("refiner_skip_min_samples", 0),
@@ -432,8 +456,9 @@ def render_markdown(card: dict[str, Any]) -> str:
     for name, ev in card.get("evaluations", {}).items():
         lines += _render_eval(name, ev)
     lines += ["", "## Not measured here", "",
-              "- TensorRT, its INT8 and DLA: the static graphs pass the DLA-limit check above, but no engine "
-              "was built and nothing ran on a Jetson from this card (the INT8 graph above is ONNX Runtime's).",
+              "- TensorRT, its INT8 and DLA: the static graphs pass the DLA-limit check above and TensorRT's "
+              "INT8 pair is made, but no engine was built and nothing ran on a Jetson from this card (every "
+              "INT8 figure above is ONNX Runtime's).",
               "- Real over-the-air captures: every number above comes from synthetic or GNU Radio-simulated data.", ""]
     return "\n".join(lines)
 
