@@ -26,6 +26,7 @@ def test_bench_writes_a_report_with_latency_throughput_and_ratios(tiny_model_dir
     assert set(row["baseline"]) == {"calls", "latency_ms", "throughput_windows_per_s"}
     assert row["calls"] >= 5 and row["speedup_latency"] > 0 and row["speedup_throughput"] > 0
     assert [s["precision"] for s in report["skipped"] if s["backend"] == "onnxruntime"] == ["int8"]
+    assert [s["backend"] for s in report["skipped"] if s["precision"] == "*"] == ["tensorrt"]   # no GPU here
 
 
 def test_bench_model_word_and_json_to_stdout(tiny_model_dir, capsys):

@@ -27,8 +27,9 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
         return argparse.SUPPRESS if suppress else value
 
     add_model_arguments(parser, backend=False, suppress_default=suppress)
-    parser.add_argument("--backends", type=names, default=d(("onnxruntime", "torch")),
-                        help="comma-separated backends (default onnxruntime,torch)")
+    parser.add_argument("--backends", type=names, default=d(("tensorrt", "onnxruntime", "torch")),
+                        help="comma-separated backends (default tensorrt,onnxruntime,torch: those that "
+                             "cannot run here are listed as skipped, with the reason)")
     parser.add_argument("--precisions", type=names, default=d(None),
                         help="comma-separated precisions (default: all each backend can run here)")
     parser.add_argument("--buckets", type=positive_ints, default=d((1024,)),

@@ -38,7 +38,7 @@ MIN_CALLS = 5  # per side, however long they take
 class BenchConfig:
     """What to measure. precisions None: every precision each backend can run here."""
 
-    backends: tuple[str, ...] = ("onnxruntime", "torch")
+    backends: tuple[str, ...] = ("tensorrt", "onnxruntime", "torch")   # those that cannot run: skipped[]
     precisions: tuple[str, ...] | None = None
     buckets_samples: tuple[int, ...] = (1024,)
     batch_sizes: tuple[int, ...] | None = None   # None: 1, 64 (and 1024 on a GPU)
