@@ -94,6 +94,16 @@ def test_plans_need_the_files_model_json_names(meta, tmp_path):
     assert tp.missing_inputs(plan, tmp_path) == plan.files()
 
 
+def test_static_graphs_of_a_fixed_batch_fix_the_dla_batch(meta):
+    assert tp.plan_engines(meta, "fp16", "10.3.0", dla_core=0).engines[0].profiles[0].max_batch == 8
+    fixed = meta.with_updates(extra={**meta.extra, "export": {**meta.extra["export"], "static_batch": 4}})
+    (profile,) = tp.plan_engines(fixed, "fp16", "10.3.0", dla_core=0).engines[0].profiles
+    assert profile.min_batch == profile.opt_batch == profile.max_batch == 4
+    assert tp.plan_engines(fixed, "fp16", "10.3.0", dla_core=0, dla_batch=4).engines[0].profiles == (profile,)
+    with pytest.raises(ConfigError, match="exported for batch 4"):
+        tp.plan_engines(fixed, "fp16", "10.3.0", dla_core=0, dla_batch=8)
+
+
 def test_batches_are_cut_into_dla_sized_pieces():
     assert tp.batch_pieces(19, 8) == [(0, 8), (8, 16), (16, 19)]
     assert tp.batch_pieces(8, 8) == [(0, 8)]

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_argument("--dla-core", type=int_range(0, 7), default=None, metavar="N",
                         help="build for DLA core N with GPU fallback (default: the GPU alone)")
     common.add_argument("--dla-batch", type=width, default=None, metavar="N",
-                        help="the DLA engines' fixed batch (default: 8)")
+                        help="the DLA engines' fixed batch (default: the static graphs' own, else 8)")
     common.add_argument("--max-batch", type=width, default=1024, metavar="N",
                         help="the GPU engine's largest batch (default: 1024)")
     common.add_argument("--cache-dir", type=path_text, default=None, metavar="DIR",
@@ -65,27 +65,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, version: str):
-    from rfclassify.engine.tensorrt_plan import DEFAULT_DLA_BATCH, plan_engines
+    from rfclassify.engine.tensorrt_plan import plan_engines
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     model_dir = Path(args.model_dir or default_model_dir())
     meta = ModelMeta.load(model_dir)
     return model_dir, meta, plan_engines(meta, args.precision, version, dla_core=args.dla_core,
-                                         max_batch=args.max_batch, dla_batch=args.dla_batch or DEFAULT_DLA_BATCH)
+                                         max_batch=args.max_batch, dla_batch=args.dla_batch)
 
 
 def _backend(args: argparse.Namespace, rebuild: bool = False):
     from rfclassify._exceptions import ConfigError
     from rfclassify.engine.devices import device_kind
     from rfclassify.engine.tensorrt_backend import TensorRTBackend
-    from rfclassify.engine.tensorrt_plan import DEFAULT_DLA_BATCH
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     if device_kind(args.device) != "cuda":
         raise ConfigError(f"TensorRT runs on a CUDA device, not {args.device}")
     model_dir = Path(args.model_dir or default_model_dir())
     return TensorRTBackend(ModelMeta.load(model_dir), model_dir, precision=args.precision, device=args.device,
-                           dla_core=args.dla_core, dla_batch=args.dla_batch or DEFAULT_DLA_BATCH,
+                           dla_core=args.dla_core, dla_batch=args.dla_batch,
                            engine_cache=args.cache_dir, max_batch_size=args.max_batch, rebuild=rebuild)
 
 

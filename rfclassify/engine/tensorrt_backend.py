@@ -25,7 +25,7 @@ import numpy as np
 from rfclassify._exceptions import BackendError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
-from rfclassify.engine.tensorrt_plan import DEFAULT_DLA_BATCH, EnginePlan, batch_pieces, plan_engines
+from rfclassify.engine.tensorrt_plan import EnginePlan, batch_pieces, plan_engines
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
 LOGITS, SNR = OUTPUT_NAMES
@@ -49,17 +49,18 @@ class TensorRTBackend(Backend):
     precisions_by_device: ClassVar[dict[str, tuple[str, ...]]] = {"cuda": ("int8", "fp16", "fp32")}
 
     def __init__(self, meta: ModelMeta, model_dir: str | Path, *, dla_core: int | None = None,
-                 dla_batch: int = DEFAULT_DLA_BATCH, engine_cache: str | Path | None = None,
+                 dla_batch: int | None = None, engine_cache: str | Path | None = None,
                  threads: int | None = None, rebuild: bool = False, **kwargs: Any) -> None:
         super().__init__(meta, model_dir, **kwargs)   # threads: CPU threads, which TensorRT does not use
         self.dla_core = dla_core
         self.rebuild = bool(rebuild)
-        self.dla_batch = int(dla_batch)
+        self.dla_batch = dla_batch      # None: the plan's (tensorrt_plan.plan_engines)
         self.engine_cache = Path(engine_cache) if engine_cache else None
         self.plan: EnginePlan | None = None
         self.built: list[str] = []
         self._slots: dict[int, _Slot] = {}
         self._engines: list[Any] = []
+        self._scratches: list[Any] = []
         self._cuda: Any = None
         self._ctx: Any = None
         self._stream: Any = None
@@ -78,7 +79,7 @@ class TensorRTBackend(Backend):
 
     @property
     def warmup_batch_sizes(self) -> tuple[int, ...]:
-        return (self.dla_batch,) if self.dla_core is not None else (1, min(64, self.max_batch_size))
+        return (1, min(64, self.max_batch_size))
 
     def _load(self) -> None:
         from rfclassify.engine import tensorrt_engines as te
@@ -109,9 +110,11 @@ class TensorRTBackend(Backend):
                     self.built.append(path.name)
                 engine = te.deserialize(trt, logger, path, self.dla_core)
                 self._engines.append(engine)
+                scratch = self._scratch(engine)
+                self._scratches.append(scratch[0])
                 for index, profile in enumerate(part.profiles):
-                    self._slots[profile.bucket] = self._bind(engine, index, profile.max_batch, profile.bucket,
-                                                             self.plan.device == "dla", zero_copy)
+                    self._slots[profile.bucket] = self._bind(engine, scratch, index, profile.max_batch,
+                                                             profile.bucket, self.plan.device == "dla", zero_copy)
         except BaseException:
             self._release()
             self._ctx.pop()
@@ -120,14 +123,41 @@ class TensorRTBackend(Backend):
             raise
         self._ctx.pop()
 
-    def _bind(self, engine: Any, profile: int, batch: int, length: int, fixed: bool, zero_copy: bool) -> _Slot:
-        cuda, trt = self._cuda, require("tensorrt")
-        context = engine.create_execution_context()
+    def _scratch(self, engine: Any) -> tuple[Any, int]:
+        """One block of activation memory for all of an engine's contexts (they run one at a time,
+        on one stream, under the backend's lock), instead of a block per profile: (allocation,
+        size). The size is the most any profile needs (device_memory_size_v2 from TensorRT 10.1,
+        device_memory_size before)."""
+        size = int(getattr(engine, "device_memory_size_v2", None) or engine.device_memory_size)
+        return (self._cuda.mem_alloc(size) if size else None), size
+
+    def _context(self, engine: Any, scratch: tuple[Any, int]) -> Any:
+        """An execution context using the engine's shared activation memory."""
+        trt = require("tensorrt")
+        memory, size = scratch
+        strategy = getattr(trt, "ExecutionContextAllocationStrategy", None)   # TensorRT 10
+        context = (engine.create_execution_context(strategy.USER_MANAGED) if strategy is not None
+                   else engine.create_execution_context_without_device_memory())
         if context is None:
             raise BackendError("TensorRT could not create an execution context (out of GPU memory?)")
-        context.set_optimization_profile_async(profile, self._stream.handle)
+        if memory is not None:
+            if hasattr(context, "set_device_memory"):      # 10.1 and later
+                context.set_device_memory(int(memory), size)
+            else:
+                context.device_memory = int(memory)
+        return context
+
+    def _bind(self, engine: Any, scratch: tuple[Any, int], profile: int, batch: int, length: int, fixed: bool,
+              zero_copy: bool) -> _Slot:
+        cuda, trt = self._cuda, require("tensorrt")
+        context = self._context(engine, scratch)
+        try:
+            context.set_optimization_profile_async(profile, self._stream.handle)
+        except RuntimeError as exc:   # the binding raises where the C++ call returns false
+            raise BackendError(f"TensorRT could not select optimization profile {profile}: {exc}") from None
         self._stream.synchronize()
-        context.set_input_shape(INPUT_NAME, (batch, 2, 1, length))
+        if not context.set_input_shape(INPUT_NAME, (batch, 2, 1, length)):
+            raise BackendError(f"input shape {(batch, 2, 1, length)} is outside optimization profile {profile}")
         host: dict[str, np.ndarray] = {}
         device: dict[str, Any] = {}
         for i in range(engine.num_io_tensors):
@@ -152,8 +182,8 @@ class TensorRTBackend(Backend):
     def _run(self, slot: _Slot, x: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
         n = x.shape[0]
         batch = slot.batch if slot.fixed_batch else n
-        if not slot.fixed_batch:
-            slot.context.set_input_shape(INPUT_NAME, (n, 2, 1, length))
+        if not slot.fixed_batch and not slot.context.set_input_shape(INPUT_NAME, (n, 2, 1, length)):
+            raise BackendError(f"input shape {(n, 2, 1, length)} is outside the engine's profile")
         inp = slot.host[INPUT_NAME]
         inp[:n] = x
         if n < batch:
@@ -182,7 +212,8 @@ class TensorRTBackend(Backend):
         return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
     def _release(self) -> None:
-        self._slots.clear()     # contexts and buffers go before their engines
+        self._slots.clear()     # contexts and buffers go before their engines (and the scratch blocks,
+        self._scratches.clear()  # which the contexts use)
         self._engines.clear()
         self._stream = None
 

@@ -59,12 +59,14 @@ def cached_calibrator(trt: Any, cache_text: str, batch: int) -> Any:
     class Calibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:
             trt.IInt8EntropyCalibrator2.__init__(self)
+            self.asked_for_data = False    # TensorRT rejected the cache and tried to calibrate
 
         def get_batch_size(self) -> int:
             return batch
 
         def get_batch(self, names: Any) -> None:
-            return None                    # never asked while the cache is read
+            self.asked_for_data = True     # there is none: the build fails, build_engine says why
+            return None
 
         def read_calibration_cache(self) -> bytes:
             return cache_text.encode()
@@ -105,9 +107,11 @@ def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, mode
         profile.set_shape(INPUT_NAME, *p.shapes())
         config.add_optimization_profile(profile)
         profiles.append(profile)
+    calibrator = None
     if plan.calibration_cache:
         text = retarget_cache((model_dir / plan.calibration_cache).read_text(), trt.__version__)
-        config.int8_calibrator = cached_calibrator(trt, text, part.profiles[0].opt_batch)
+        calibrator = cached_calibrator(trt, text, part.profiles[0].opt_batch)
+        config.int8_calibrator = calibrator
         config.set_calibration_profile(profiles[0])
     if plan.fp16_layer_prefixes:
         for i in range(network.num_layers):
@@ -115,11 +119,17 @@ def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, mode
             if layer.name.startswith(plan.fp16_layer_prefixes):
                 layer.precision = trt.float16
                 for j in range(layer.num_outputs):
-                    layer.set_output_type(j, trt.float16)
+                    if layer.get_output(j).dtype in (trt.float32, trt.float16):   # not shape tensors
+                        layer.set_output_type(j, trt.float16)
     if timing_cache_path is not None:
         data = timing_cache_path.read_bytes() if timing_cache_path.is_file() else b""
         config.set_timing_cache(config.create_timing_cache(data), False)
     serialized = builder.build_serialized_network(network, config)
+    if serialized is None and calibrator is not None and calibrator.asked_for_data:
+        raise BackendError(f"TensorRT {trt.__version__} did not accept the calibration cache "
+                           f"{model_dir / plan.calibration_cache} and asked for calibration data, which "
+                           "this builder does not have; run `rfclassify calibrate` with this TensorRT's "
+                           "version in mind, or build for the GPU (the Q/DQ graph)")
     if serialized is None:
         raise BackendError(f"TensorRT could not build the {plan.precision} engine of {onnx_path} "
                            f"({plan.device}); its log above says why")

@@ -137,17 +137,24 @@ class EnginePlan:
 
 
 def plan_engines(meta: ModelMeta, precision: str, tensorrt_version: str, *, dla_core: int | None = None,
-                 max_batch: int = 1024, dla_batch: int = DEFAULT_DLA_BATCH,
+                 max_batch: int = 1024, dla_batch: int | None = None,
                  buckets: tuple[int, ...] | None = None) -> EnginePlan:
     """The engines to build for this model (model.json), precision, TensorRT version and device
     (the GPU, or DLA core `dla_core`); ConfigError saying why when this combination cannot be
-    built. Whether the files exist is the caller's concern (``missing_inputs``)."""
+    built. dla_batch None: the static graphs' own batch where export fixed one (--static-batch),
+    else DEFAULT_DLA_BATCH. Whether the files exist is the caller's concern (``missing_inputs``)."""
     version = parse_version(tensorrt_version)
     if version[:2] < OLDEST_TENSORRT:
         raise ConfigError(f"TensorRT {tensorrt_version} is older than 8.5 (JetPack 5.1), "
                           "the oldest this backend is written for (name-based I/O)")
     if precision not in ("int8", "fp16", "fp32"):
         raise ConfigError(f"unknown precision {precision!r}; choose from int8, fp16, fp32")
+    export = meta.extra.get("export") or {}
+    static_batch = export.get("static_batch")
+    if static_batch and dla_batch not in (None, static_batch):
+        raise ConfigError(f"the static graphs were exported for batch {static_batch} (--static-batch), "
+                          f"so the DLA engines run that batch, not {dla_batch}")
+    dla_batch = int(dla_batch or static_batch or DEFAULT_DLA_BATCH)
     if max_batch < 1 or dla_batch < 1:
         raise ConfigError(f"batch sizes must be >= 1, got max_batch {max_batch}, dla_batch {dla_batch}")
     buckets = tuple(buckets or meta.buckets_samples)
@@ -183,7 +190,7 @@ def plan_engines(meta: ModelMeta, precision: str, tensorrt_version: str, *, dla_
     if len(buckets) > DLA_MAX_LOADABLES:
         raise ConfigError(f"{len(buckets)} buckets need {len(buckets)} DLA loadables; a DLA core holds "
                           f"{DLA_MAX_LOADABLES}")
-    static = dict((meta.extra.get("export") or {}).get("static_files") or {})
+    static = dict(export.get("static_files") or {})
     missing = [b for b in buckets if str(b) not in static]
     if missing:
         raise ConfigError(f"DLA engines are built from the static graphs, and model.json names none for buckets "
