@@ -392,20 +392,26 @@ def int8_problem(meta: ModelMeta, model_dir: str | os.PathLike[str]) -> str | No
     if not meta.int8_onnx_file:
         return (f"INT8 artifacts are not calibrated yet for model {meta.model_id!r} "
                 "(model.json has no int8_onnx_file); run `rfclassify calibrate`")
-    path = Path(model_dir) / meta.int8_onnx_file
+    record = meta.extra.get("int8")
+    record = record if isinstance(record, dict) else {}
+    return calibrated_file_problem(Path(model_dir) / meta.int8_onnx_file, "INT8 graph", record.get("sha256"),
+                                   Path(model_dir) / meta.onnx_file, record.get("source_onnx_sha256"))
+
+
+def calibrated_file_problem(path: Path, what: str, digest: str | None, source: Path,
+                            source_digest: str | None) -> str | None:
+    """Why a file `rfclassify calibrate` wrote (`what` names it) cannot be used, or None: it cannot
+    be read or does not exist, it is not the file model.json records (`digest`, when recorded),
+    or it was calibrated from another `source` (model.onnx; `source_digest`, when recorded)."""
     try:
         present = path.is_file()
     except OSError as exc:   # a name past the file system's limits, say
-        return f"the INT8 graph {path} cannot be read ({exc.strerror})"
+        return f"the {what} {path} cannot be read ({exc.strerror})"
     if not present:
-        return f"the INT8 graph {path} does not exist; run `rfclassify calibrate`"
-    record = meta.extra.get("int8")
-    if not isinstance(record, dict):
-        return None
-    if record.get("sha256") and file_sha256(path) != record["sha256"]:
-        return f"{path} is not the INT8 graph model.json records (sha256 differs); run `rfclassify calibrate`"
-    source = Path(model_dir) / meta.onnx_file
-    if record.get("source_onnx_sha256") and source.is_file() and file_sha256(source) != record["source_onnx_sha256"]:
-        return (f"{path} was calibrated from another {meta.onnx_file} (re-exported since); "
+        return f"the {what} {path} does not exist; run `rfclassify calibrate`"
+    if digest and file_sha256(path) != digest:
+        return f"{path} is not the {what} model.json records (sha256 differs); run `rfclassify calibrate`"
+    if source_digest and source.is_file() and file_sha256(source) != source_digest:
+        return (f"{path} was calibrated from another {source.name} (re-exported since); "
                 "run `rfclassify calibrate` again")
     return None

@@ -220,15 +220,14 @@ def artifact_problem(meta: Any, model_dir: str | os.PathLike[str], which: str) -
     if not isinstance(record, dict) or not record.get(f"{which}_file"):
         return (f"TensorRT's INT8 artifacts are not calibrated for model {meta.model_id!r} "
                 "(model.json has no extra.tensorrt_int8); run `rfclassify calibrate`")
+    from rfclassify.quant.cpu_int8 import calibrated_file_problem
+
     path = Path(model_dir) / record[f"{which}_file"]
-    if not path.is_file():
-        return f"{path} does not exist; run `rfclassify calibrate`"
-    if record.get(f"{which}_sha256") and file_sha256(path) != record[f"{which}_sha256"]:
-        return f"{path} is not the file model.json records (sha256 differs); run `rfclassify calibrate`"
-    source = Path(model_dir) / meta.onnx_file
-    if record.get("source_onnx_sha256") and source.is_file() and file_sha256(source) != record["source_onnx_sha256"]:
-        return (f"{path} was calibrated from another {meta.onnx_file} (re-exported since); "
-                "run `rfclassify calibrate` again")
+    what = "TensorRT Q/DQ graph" if which == "qdq" else "DLA calibration cache"
+    problem = calibrated_file_problem(path, what, record.get(f"{which}_sha256"), Path(model_dir) / meta.onnx_file,
+                                      record.get("source_onnx_sha256"))
+    if problem:
+        return problem
     if which == "calibration_cache":   # it names the static graphs' tensors
         static = (meta.extra.get("export") or {}).get("static_files") or {}
         digests = record.get("static_sha256") or {}
