@@ -9,8 +9,10 @@
 #      (python3-libnvinfer) and build tools for pycuda;
 #   3. creates a virtualenv in PREFIX/venv with --system-site-packages (TensorRT's bindings come
 #      from apt, not PyPI) and installs this checkout with the 'cpu' and 'jetson' extras;
-#   4. copies models/ and docs/ to PREFIX, creates the system user/group "rfclassify" in the
-#      video (and, where it exists, render) groups so the service can reach the GPU and DLA;
+#   4. copies models/ and docs/ to PREFIX, prints the TensorRT engines the first start will build
+#      (`rfclassify engine build --plan`: stops here if a file they need is missing), creates the
+#      system user/group "rfclassify" in the video (and, where it exists, render) groups so the
+#      service can reach the GPU and DLA;
 #   5. installs systemd/rfclassify.service, a drop-in pointing at PREFIX, and the example config
 #      as /etc/rfclassify/rfclassify.toml (an existing config is kept); enables and starts it.
 #
@@ -83,6 +85,9 @@ step "copying the shipped model and docs"
 run mkdir -p "$PREFIX/models" "$PREFIX/docs"
 run cp -r "$SRC/models/." "$PREFIX/models/"
 run cp -r "$SRC/docs/." "$PREFIX/docs/"
+
+step "the TensorRT engines the service builds on its first start (minutes; then cached)"
+run "$PREFIX/venv/bin/rfclassify" engine build --plan --model-dir "$PREFIX/models"
 
 step "service identity: user and group rfclassify, in the GPU groups"
 groups="video"

@@ -39,6 +39,7 @@ def test_dry_run_lists_every_provisioning_step(tmp_path):
         "python3-libnvinfer",                                      # TensorRT bindings from apt
         f"python3 -m venv --system-site-packages {prefix}/venv",   # so the venv sees them
         "[cpu,jetson]",
+        f"{prefix}/venv/bin/rfclassify engine build --plan --model-dir {prefix}/models",   # what TensorRT builds
         "rfclassify",                                              # service user
         "video",                                                   # GPU/DLA device group
         "install -m 0644",
