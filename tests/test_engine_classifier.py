@@ -122,6 +122,25 @@ def test_a_damaged_onnx_file_is_a_model_error(tiny_model_dir, tmp_path, damage):
         Classifier.load(model_dir, backend="onnxruntime", device="cpu")
 
 
+@pytest.mark.parametrize("message, error", [
+    # onnxruntime 1.23 and 1.30 (Python 3.10's and the GPU host's) on an empty model.onnx
+    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m/model.onnx failed: ModelProto does not have a graph.",
+     rfclassify.ModelNotFoundError),
+    ("[ONNXRuntimeError] : 1 : FAIL : some other failure inside onnxruntime", rfclassify.BackendError),
+])
+def test_onnxruntimes_plain_fail_is_the_files_only_when_loading_the_file_failed(tiny_model_dir, monkeypatch,
+                                                                                  message, error):
+    ort = pytest.importorskip("onnxruntime")
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    def fail(*args, **kwargs):
+        raise Fail(message)
+
+    monkeypatch.setattr(ort, "InferenceSession", fail)
+    with pytest.raises(error):
+        Classifier.load(tiny_model_dir, backend="onnxruntime", device="cpu")
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"

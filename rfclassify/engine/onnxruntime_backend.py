@@ -66,12 +66,16 @@ class OnnxRuntimeBackend(Backend):
         # graph to slower uint8 x uint8 kernels to prevent int16 pair overflows that changed one
         # answer of the shipped graph in 27,428 bursts (benchmarks/no_vnni_overflow_probe.md)
         path = self.model_file(self.onnx_file)
-        from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument, InvalidGraph, InvalidProtobuf
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, InvalidProtobuf
 
         try:
             self._session = ort.InferenceSession(str(path), sess_options=opts,
                                                  providers=["CPUExecutionProvider"])
-        except (InvalidProtobuf, InvalidGraph, InvalidArgument) as exc:   # the file, not this program
+        except (InvalidProtobuf, InvalidGraph, InvalidArgument, Fail) as exc:
+            # the file, not this program; onnxruntime before 1.31 reports an empty or graphless
+            # file as a plain FAIL "Load model from ... failed" (1.23 and 1.30 seen)
+            if isinstance(exc, Fail) and "Load model from" not in str(exc):
+                raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
             raise ModelNotFoundError(f"{path} is damaged or not an ONNX graph of this model ({first_line(exc)}); "
                                      "export it again (`rfclassify export`) or restore the model") from None
         except Exception as exc:  # onnxruntime raises its own exception types
