@@ -177,6 +177,26 @@ def test_build_plan_prints_what_would_be_built_on_any_machine(capsys, tmp_path):
     assert "fp16 and int8 only" in capsys.readouterr().err
 
 
+def test_build_plan_names_the_files_that_are_missing(tmp_path, capsys):
+    import shutil
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    shutil.copy2(SHIPPED / "model.json", model_dir / "model.json")     # the record, none of the files
+    assert main(["engine", "build", "--plan", "--model-dir", str(model_dir), "--dla-core", "0"]) == 2
+    captured = capsys.readouterr()
+    assert "static/model_L128.onnx (MISSING)" in captured.out and "model_trt_int8.calib (MISSING)" in captured.out
+    assert captured.err.count("\n") == 1 and "rfclassify calibrate" in captured.err
+
+
+def test_inspect_shows_an_engine_whose_record_is_damaged(tmp_path, capsys):
+    (tmp_path / "e.engine").write_bytes(b"\0" * 10)
+    (tmp_path / "e.json").write_text("{not json")
+    assert main(["engine", "inspect", str(tmp_path / "e.engine"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["bytes"] == 10 and "e.json" in shown["record"]["unreadable"]
+
+
 @pytest.mark.skipif(__import__("importlib").util.find_spec("tensorrt") is not None,
                     reason="tensorrt imports here: the TensorRT tests below run instead")
 @pytest.mark.parametrize("action", ["build", "selftest"])

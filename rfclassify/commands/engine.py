@@ -105,7 +105,11 @@ def _build(args: argparse.Namespace) -> int:
         missing = missing_inputs(plan, model_dir)
         print("files: " + ", ".join(f"{f}{' (MISSING)' if f in missing else ''}" for f in plan.files()))
         print(f"engine cache: {Path(args.cache_dir) if args.cache_dir else engine_cache_dir()}")
-        return 1 if missing else 0
+        if missing:
+            print(f"rfclassify engine: error: {len(missing)} file(s) the plan needs are missing; run "
+                  "`rfclassify export` / `rfclassify calibrate`", file=sys.stderr)
+            return 2
+        return 0
     if args.tensorrt_version:
         from rfclassify._exceptions import ConfigError
 
@@ -141,7 +145,11 @@ def _inspect(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise InputError(f"{path} does not exist")
     side = path.with_suffix(".json")
-    record = json.loads(side.read_text()) if side.is_file() else {}
+    try:
+        record = json.loads(side.read_text()) if side.is_file() else {}
+    except (OSError, ValueError) as exc:   # a damaged record does not hide the engine
+        record = {"unreadable": f"{side.name}: {exc}"}
+    record = record if isinstance(record, dict) else {"unreadable": f"{side.name}: not a JSON object"}
     out = {"file": str(path), "bytes": path.stat().st_size, "record": record}
     if available("tensorrt"):
         trt, logger = load_tensorrt()
