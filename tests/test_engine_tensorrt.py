@@ -206,6 +206,16 @@ def test_without_tensorrt_building_says_where_it_comes_from_in_one_line(action, 
     assert err.count("\n") == 1 and "python3-libnvinfer" in err
 
 
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorrt") is not None,
+                    reason="tensorrt imports here: evaluate would run it")
+def test_evaluate_takes_the_tensorrt_backend_and_says_why_it_cannot_run_here(tiny_dataset, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    assert main(["evaluate", str(tiny_dataset), "--backend", "tensorrt", "--no-plots",
+                 "--out", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tensorrt does not import" in err
+
+
 # --- the TensorRT calls (a Jetson, or any machine where tensorrt and pycuda import) -------------
 
 trt_only = pytest.mark.tensorrt

@@ -11,7 +11,7 @@ from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
 from rfclassify._exceptions import MissingDependencyError
 from rfclassify._optional import require
 from rfclassify.engine.options import model_dir_path
-from rfclassify.engine.select import PRECISION_CHOICES
+from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,8 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", metavar="FILE.h5", help="HDF5 dataset (rfclassify dataset generate/gnuradio)")
     parser.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="model directory (default: shipped models/)")
-    parser.add_argument("--backend", default="auto", choices=("auto", "torch", "onnxruntime"),
-                        help="inference backend, through the serving Classifier (default auto)")
+    parser.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
+                        help="inference backend, through the serving Classifier (default auto; tensorrt "
+                             "measures a Jetson's engines)")
     parser.add_argument("--precision", default="auto", choices=PRECISION_CHOICES,
                         help="numeric precision (default auto: the best the backend has artifacts for; on the "
                              "CPU int8 where `rfclassify calibrate` made the INT8 graph, else fp32)")
