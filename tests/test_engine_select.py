@@ -139,6 +139,14 @@ def test_bad_device_strings_are_config_errors(meta, tiny_model_dir, device):
         select.select_backend(meta, tiny_model_dir, device=device)
 
 
+def test_device_index_reads_the_gpu_number_of_a_valid_name_only():
+    from rfclassify.engine.devices import device_index
+
+    assert (device_index("cuda"), device_index("cuda:0"), device_index("cuda:3")) == (0, 0, 3)
+    with pytest.raises(ConfigError, match="unknown device"):
+        device_index("cuda:x")
+
+
 @pytest.mark.parametrize("device", ["bogus", "gpu", "cpu:0", "cuda:x"])
 def test_the_training_tools_refuse_a_device_name_torch_would_raise_on(device):
     # `train --device bogus` ended in torch's RuntimeError; fit-sequence's also for cuda:x

@@ -70,8 +70,8 @@ def _plan(args: argparse.Namespace, version: str):
 
     model_dir = Path(args.model_dir or default_model_dir())
     meta = ModelMeta.load(model_dir)
-    return model_dir, meta, plan_engines(meta, args.precision, version, dla_core=args.dla_core,
-                                         max_batch=args.max_batch, dla_batch=args.dla_batch)
+    return model_dir, plan_engines(meta, args.precision, version, dla_core=args.dla_core,
+                                   max_batch=args.max_batch, dla_batch=args.dla_batch)
 
 
 def _backend(args: argparse.Namespace, rebuild: bool = False):
@@ -99,7 +99,7 @@ def _build(args: argparse.Namespace) -> int:
             from rfclassify.quant.tensorrt_int8 import CACHE_TENSORRT_VERSION
 
             version = require("tensorrt").__version__ if available("tensorrt") else CACHE_TENSORRT_VERSION
-        model_dir, _, plan = _plan(args, version)
+        model_dir, plan = _plan(args, version)
         for line in plan.describe():
             print(line)
         missing = missing_inputs(plan, model_dir)

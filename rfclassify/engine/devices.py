@@ -12,3 +12,9 @@ def device_kind(device: str) -> str:
     if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
         raise ConfigError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
     return kind
+
+
+def device_index(device: str) -> int:
+    """The GPU index of a 'cuda' / 'cuda:N' device name (0 when none is given)."""
+    device_kind(device)
+    return int(device.partition(":")[2] or 0)

@@ -34,7 +34,7 @@ from pathlib import Path
 from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
 from rfclassify._optional import available
 from rfclassify.engine.base import Backend
-from rfclassify.engine.devices import device_kind
+from rfclassify.engine.devices import device_index, device_kind
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)
@@ -115,8 +115,7 @@ def unusable(name: str, device: str) -> Problem | None:
 
             if not torch.cuda.is_available():
                 return Problem(ProblemKind.NO_DEVICE, "torch sees no CUDA GPU")
-            index = int(device.split(":", 1)[1]) if ":" in device else 0
-            if index >= torch.cuda.device_count():
+            if device_index(device) >= torch.cuda.device_count():
                 return Problem(ProblemKind.NO_DEVICE,
                                f"torch sees {torch.cuda.device_count()} CUDA GPU(s), no {device}")
         return None

@@ -25,7 +25,8 @@ import numpy as np
 from rfclassify._exceptions import BackendError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
-from rfclassify.engine.tensorrt_plan import EnginePlan, batch_pieces, plan_engines
+from rfclassify.engine.devices import device_index
+from rfclassify.engine.tensorrt_plan import EnginePlan, Profile, batch_pieces, plan_engines
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
 LOGITS, SNR = OUTPUT_NAMES
@@ -74,10 +75,6 @@ class TensorRTBackend(Backend):
         return cls.missing_file(model_dir, meta.onnx_file)
 
     @property
-    def device_index(self) -> int:
-        return int(self.device.split(":", 1)[1]) if ":" in self.device else 0
-
-    @property
     def warmup_batch_sizes(self) -> tuple[int, ...]:
         return (1, min(64, self.max_batch_size))
 
@@ -87,7 +84,7 @@ class TensorRTBackend(Backend):
         trt, logger = te.load_tensorrt()
         cuda = require("pycuda.driver", "the TensorRT backend")
         cuda.init()
-        dev = cuda.Device(self.device_index)
+        dev = cuda.Device(device_index(self.device))
         self._ctx = dev.retain_primary_context()
         self._ctx.push()
         try:
@@ -100,11 +97,12 @@ class TensorRTBackend(Backend):
                 problem = artifact_problem(self.meta, self.model_dir, "calibration_cache")
                 if problem:
                     raise ModelNotFoundError(problem)
-            ident = te.device_id(cuda, self.device_index, self.dla_core)
+            ident = te.device_id(cuda, device_index(self.device), self.dla_core)
             zero_copy = bool(dev.get_attribute(cuda.device_attribute.INTEGRATED))
             self._cuda, self._stream = cuda, cuda.Stream()
+            files = te.digests(self.plan, self.model_dir)
             for part in self.plan.engines:
-                path, built = te.ensure_engine(trt, logger, self.meta, self.model_dir, self.plan, part, ident,
+                path, built = te.ensure_engine(trt, logger, self.meta, self.model_dir, self.plan, part, ident, files,
                                                self.engine_cache, rebuild=self.rebuild)
                 if built:
                     self.built.append(path.name)
@@ -113,8 +111,7 @@ class TensorRTBackend(Backend):
                 scratch = self._scratch(engine)
                 self._scratches.append(scratch[0])
                 for index, profile in enumerate(part.profiles):
-                    self._slots[profile.bucket] = self._bind(engine, scratch, index, profile.max_batch,
-                                                             profile.bucket, self.plan.device == "dla", zero_copy)
+                    self._slots[profile.bucket] = self._bind(engine, scratch, index, profile, zero_copy)
         except BaseException:
             self._release()
             self._ctx.pop()
@@ -147,17 +144,19 @@ class TensorRTBackend(Backend):
                 context.device_memory = int(memory)
         return context
 
-    def _bind(self, engine: Any, scratch: tuple[Any, int], profile: int, batch: int, length: int, fixed: bool,
-              zero_copy: bool) -> _Slot:
+    def _bind(self, engine: Any, scratch: tuple[Any, int], index: int, profile: Profile, zero_copy: bool) -> _Slot:
+        """A context on optimization profile `index` (`profile`), bound to buffers for its largest
+        batch; a profile whose batch is fixed (min = max: the DLA's) runs exactly that batch."""
         cuda, trt = self._cuda, require("tensorrt")
         context = self._context(engine, scratch)
         try:
-            context.set_optimization_profile_async(profile, self._stream.handle)
+            context.set_optimization_profile_async(index, self._stream.handle)
         except RuntimeError as exc:   # the binding raises where the C++ call returns false
-            raise BackendError(f"TensorRT could not select optimization profile {profile}: {exc}") from None
+            raise BackendError(f"TensorRT could not select optimization profile {index}: {exc}") from None
         self._stream.synchronize()
-        if not context.set_input_shape(INPUT_NAME, (batch, 2, 1, length)):
-            raise BackendError(f"input shape {(batch, 2, 1, length)} is outside optimization profile {profile}")
+        largest = profile.shapes()[2]
+        if not context.set_input_shape(INPUT_NAME, largest):
+            raise BackendError(f"input shape {largest} is outside optimization profile {index}")
         host: dict[str, np.ndarray] = {}
         device: dict[str, Any] = {}
         for i in range(engine.num_io_tensors):
@@ -177,7 +176,7 @@ class TensorRTBackend(Backend):
         missing = [n for n in (INPUT_NAME, *OUTPUT_NAMES) if n not in host]
         if missing:
             raise BackendError(f"the engine has no tensors {missing}; it was not built from this model's graph")
-        return _Slot(context, batch, fixed, host, device)
+        return _Slot(context, profile.max_batch, profile.min_batch == profile.max_batch, host, device)
 
     def _run(self, slot: _Slot, x: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
         n = x.shape[0]

@@ -149,7 +149,7 @@ def digests(plan: EnginePlan, model_dir: Path) -> dict[str, str]:
 
 def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:
     """What the cache holds: each engine's sidecar record with its file name and size (works
-    without TensorRT: `rfclassify engine inspect --list`)."""
+    without TensorRT: `rfclassify engine inspect` without an engine file)."""
     out = []
     if not cache_dir.is_dir():
         return out
@@ -165,11 +165,12 @@ def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:
 
 
 def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan: EnginePlan, part: EnginePart,
-                  device: str, cache_dir: Path | None = None, rebuild: bool = False) -> tuple[Path, bool]:
+                  device: str, files: dict[str, str], cache_dir: Path | None = None,
+                  rebuild: bool = False) -> tuple[Path, bool]:
     """The engine file of `part` for `device` (device_id's string): from the cache when one was
-    built from the same inputs, else built now and cached. Returns (path, built)."""
+    built from the same inputs, else built now and cached. `files`: the plan's ``digests``,
+    computed once for all its parts. Returns (path, built)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else engine_cache_dir()
-    files = digests(plan, model_dir)
     key = engine_key(plan, part, files, device)
     path = cache_dir / engine_file_name(meta.model_id, plan, part, key)
     if path.is_file() and not rebuild:
@@ -185,8 +186,8 @@ def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan:
     _write_atomic(path, data)
     record = {"model_id": meta.model_id, "key": key, "device": device, "tensorrt": plan.tensorrt,
               "precision": plan.precision, "where": plan.device, "dla_core": plan.dla_core,
-              "part": asdict(part), "digests": {f: files[f] for f in files if f == part.onnx_file
-                                                or f == plan.calibration_cache},
+              "part": asdict(part),
+              "digests": {f: files[f] for f in (part.onnx_file, plan.calibration_cache) if f},
               "build_seconds": round(time.monotonic() - start, 1),
               "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode())
