@@ -9,9 +9,10 @@ bucket at a fixed batch: a batch is cut into pieces of that size, the last one p
 zeros and its padding dropped. On a Jetson (an integrated GPU) the host buffers are mapped
 into the GPU's address space (zero-copy); elsewhere they are pinned and copied.
 
-**Never run**: TensorRT and pycuda cannot be installed on any machine of this project
+**TensorRT never ran here**: it cannot be installed on any machine of this project
 (../shared/DESIGN.md). The calls follow TensorRT's documented Python API (name-based I/O,
-``execute_async_v3``, 8.5 and later); tests marked ``tensorrt`` run them where it imports.
+``execute_async_v3``, 8.5 and later); tests marked ``tensorrt`` run them where it imports. The
+pycuda half ran on a lent GPU host with TensorRT stood in for (tests/test_engine_tensorrt_pycuda.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ from rfclassify.engine.tensorrt_plan import EnginePlan, Profile, batch_pieces, p
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
 LOGITS, SNR = OUTPUT_NAMES
+
+
+def maps_host_memory(cuda: Any, dev: Any) -> bool:
+    """Whether the engines read and write mapped host buffers (zero-copy) instead of device
+    buffers filled by copies: on an integrated GPU (a Jetson), whose memory is the host's."""
+    return bool(dev.get_attribute(cuda.device_attribute.INTEGRATED))
 
 
 @dataclass
@@ -98,7 +105,7 @@ class TensorRTBackend(Backend):
                 if problem:
                     raise ModelNotFoundError(problem)
             ident = te.device_id(cuda, device_index(self.device), self.dla_core)
-            zero_copy = bool(dev.get_attribute(cuda.device_attribute.INTEGRATED))
+            zero_copy = maps_host_memory(cuda, dev)
             self._cuda, self._stream = cuda, cuda.Stream()
             files = te.digests(self.plan, self.model_dir)
             for part in self.plan.engines:
