@@ -501,7 +501,7 @@ def register_torch_arms(path: Path) -> list[str]:
     make_arms = _sibling("learned_equalizer_probe").make_arms
     from rfclassify.model.sequence_fit import SequenceFitConfig
 
-    saved = torch.load(path, map_location="cpu")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
     built = make_arms(SequenceFitConfig(), int(saved["taps"]), int(saved["iterations"]))
     names = []
     for arm, state in saved["arms"].items():

@@ -178,7 +178,7 @@ def test_export_keeps_the_int8_graph_of_the_same_weights_and_drops_a_stale_one(c
     rep = export_model_dir(out, tmp_path / "again", parity_lengths=(256,))
     assert rep["tensorrt_int8"].startswith("kept") and (tmp_path / "again" / CALIBRATION_CACHE_FILE).is_file()
     assert "tensorrt_int8" in ModelMeta.load(tmp_path / "again").extra
-    state = torch.load(out / "model.pt")  # new weights: the INT8 graph no longer belongs to them
+    state = torch.load(out / "model.pt", weights_only=True)  # new weights: the INT8 graph no longer belongs to them
     key = next(k for k in state if k.endswith("weight") and state[k].ndim == 4)
     state[key] = state[key] * 1.5
     torch.save(state, out / "model.pt")
@@ -189,7 +189,7 @@ def test_export_keeps_the_int8_graph_of_the_same_weights_and_drops_a_stale_one(c
     assert meta.int8_onnx_file == "" and "int8" not in meta.extra and "tensorrt_int8" not in meta.extra
     stale = tmp_path / "stale"     # into another directory: no copy of a dropped graph is left there
     export_model_dir(calibrated[0], tmp_path / "fresh", parity_lengths=(256,))
-    state = torch.load(tmp_path / "fresh" / "model.pt")
+    state = torch.load(tmp_path / "fresh" / "model.pt", weights_only=True)
     state[key] = state[key] * 1.5
     torch.save(state, tmp_path / "fresh" / "model.pt")
     shutil.copy2(calibrated[0] / "model.json", tmp_path / "fresh" / "model.json")   # still names the INT8 graph
