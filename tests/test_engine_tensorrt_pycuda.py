@@ -76,6 +76,8 @@ def _same(got, want):
 
 
 def test_the_gpu_plan_answers_as_onnxruntime_through_pinned_buffers_and_copies(trt, reference, tmp_path):
+    import pycuda.driver as cuda
+
     from rfclassify.engine.tensorrt_engines import cached_engines
 
     with _backend(tmp_path, precision="int8") as b:
@@ -88,7 +90,7 @@ def test_the_gpu_plan_answers_as_onnxruntime_through_pinned_buffers_and_copies(t
         assert {shape for _, _, shape in trt.executions} >= {(256, 2, 1, 4096), (1, 2, 1, 128)}
     (record,) = cached_engines(tmp_path)
     assert record["where"] == "gpu" and record["tensorrt"] == trt.__version__
-    assert record["device"].startswith(__import__("pycuda.driver").driver.Device(0).name())
+    assert record["device"].startswith(cuda.Device(0).name())
     with _backend(tmp_path, precision="int8") as again:      # the cache's engine, nothing built
         assert again.built == []
         x = _bursts(5, 1024, seed=1)
