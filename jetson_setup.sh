@@ -2,9 +2,11 @@
 # One-shot provisioning of a Jetson AGX Orin for rfclassify (JetPack 5.1 / 6.x).
 #
 #   sudo ./jetson_setup.sh [--prefix /opt/rfclassify] [--power-mode N] [--no-start] [--dry-run] [--force]
+#                          [--cuda-dir /usr/local/cuda]
 #
 # What it does, in order:
-#   1. checks it runs as root on a Jetson (/etc/nv_tegra_release) and reports the L4T release;
+#   1. checks it runs as root on a Jetson (/etc/nv_tegra_release), reports the L4T release, and
+#      checks the CUDA toolkit pycuda compiles against (CUDA_DIR: nvcc and cuda.h);
 #   2. installs from apt: python3-venv, python3-pip, the TensorRT Python bindings
 #      (python3-libnvinfer) and build tools for pycuda;
 #   3. creates a virtualenv in PREFIX/venv with --system-site-packages (TensorRT's bindings come
@@ -26,9 +28,10 @@ POWER_MODE=""
 START=1
 DRY_RUN=0
 FORCE=0
+CUDA_DIR=/usr/local/cuda
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
         --no-start) START=0; shift ;;
         --dry-run) DRY_RUN=1; shift ;;
         --force) FORCE=1; shift ;;
+        --cuda-dir) CUDA_DIR="${2:?--cuda-dir needs a directory (the CUDA toolkit)}"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "jetson_setup.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -66,6 +70,19 @@ else
     echo "jetson_setup.sh: /etc/nv_tegra_release not found: this is not a Jetson (use --force to continue anyway)" >&2
     exit 2
 fi
+# pycuda is compiled here, against the toolkit of the first nvcc on PATH (pycuda 2026.1 takes its
+# CUDA root from there and ignores a CUDA_ROOT variable), so check for it before changing anything.
+if [ -x "$CUDA_DIR/bin/nvcc" ] && [ -f "$CUDA_DIR/include/cuda.h" ]; then
+    echo "CUDA toolkit: $CUDA_DIR"
+else
+    missing="jetson_setup.sh: no CUDA toolkit in $CUDA_DIR (bin/nvcc and include/cuda.h), which pycuda compiles against; install JetPack's SDK components (apt-get install nvidia-jetpack) or pass --cuda-dir"
+    if [ "$DRY_RUN" = 1 ]; then
+        echo "(dry run) $missing"
+    else
+        echo "$missing" >&2
+        exit 2
+    fi
+fi
 
 step "installing system packages (TensorRT Python bindings come from JetPack's apt repository)"
 run apt-get update
@@ -76,9 +93,8 @@ step "creating the virtualenv in $PREFIX/venv (system site packages: tensorrt)"
 run mkdir -p "$PREFIX"
 run python3 -m venv --system-site-packages "$PREFIX/venv"
 run "$PREFIX/venv/bin/python" -m pip install --upgrade pip
-# pycuda compiles against the CUDA toolkit JetPack installs under /usr/local/cuda.
-run env PATH="/usr/local/cuda/bin:$PATH" CUDA_ROOT=/usr/local/cuda \
-    "$PREFIX/venv/bin/python" -m pip install "$SRC[cpu,jetson]"
+# pycuda compiles against the toolkit of the nvcc first on PATH (checked above).
+run env PATH="$CUDA_DIR/bin:$PATH" "$PREFIX/venv/bin/python" -m pip install "$SRC[cpu,jetson]"
 run ln -sf "$PREFIX/venv/bin/rfclassify" /usr/local/bin/rfclassify
 
 step "copying the shipped model and docs"

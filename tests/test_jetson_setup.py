@@ -50,3 +50,20 @@ def test_dry_run_lists_every_provisioning_step(tmp_path):
     for piece in expected:
         assert piece in out, piece
     assert not prefix.exists()  # a dry run changes nothing
+
+
+def test_the_cuda_toolkit_pycuda_compiles_against_is_checked_and_put_first_on_path(tmp_path):
+    missing = _run("--dry-run", "--force", "--prefix", str(tmp_path / "rfc"), "--cuda-dir", str(tmp_path / "none"))
+    assert missing.returncode == 0, missing.stderr     # a real run stops here, before changing anything
+    assert f"(dry run) jetson_setup.sh: no CUDA toolkit in {tmp_path / 'none'}" in missing.stdout
+    toolkit = tmp_path / "cuda-12.6"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "include").mkdir()
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    (toolkit / "include" / "cuda.h").write_text("")
+    found = _run("--dry-run", "--force", "--prefix", str(tmp_path / "rfc"), "--cuda-dir", str(toolkit))
+    assert found.returncode == 0, found.stderr
+    assert f"CUDA toolkit: {toolkit}" in found.stdout and "no CUDA toolkit" not in found.stdout
+    (install,) = [line for line in found.stdout.splitlines() if "[cpu,jetson]" in line]
+    assert f"PATH={toolkit}/bin:" in install      # pycuda takes its CUDA root from the first nvcc on PATH
