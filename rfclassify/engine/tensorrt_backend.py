@@ -91,7 +91,8 @@ class TensorRTBackend(Backend):
         trt, logger = te.load_tensorrt()
         cuda = require("pycuda.driver", "the TensorRT backend")
         cuda.init()
-        dev = cuda.Device(device_index(self.device))
+        index = device_index(self.device)
+        dev = cuda.Device(index)
         self._ctx = dev.retain_primary_context()
         self._ctx.push()
         try:
@@ -104,7 +105,7 @@ class TensorRTBackend(Backend):
                 problem = artifact_problem(self.meta, self.model_dir, "calibration_cache")
                 if problem:
                     raise ModelNotFoundError(problem)
-            ident = te.device_id(cuda, device_index(self.device), self.dla_core)
+            ident = te.device_id(cuda, index, self.dla_core)
             zero_copy = maps_host_memory(cuda, dev)
             self._cuda, self._stream = cuda, cuda.Stream()
             files = te.digests(self.plan, self.model_dir)

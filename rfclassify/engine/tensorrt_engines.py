@@ -187,7 +187,7 @@ def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan:
     record = {"model_id": meta.model_id, "key": key, "device": device, "tensorrt": plan.tensorrt,
               "precision": plan.precision, "where": plan.device, "dla_core": plan.dla_core,
               "part": asdict(part),
-              "digests": {f: files[f] for f in (part.onnx_file, plan.calibration_cache) if f},
+              "digests": {f: files[f] for f in plan.part_files(part)},
               "build_seconds": round(time.monotonic() - start, 1),
               "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode())

@@ -117,6 +117,11 @@ class EnginePlan:
         names = [p.onnx_file for p in self.engines]
         return names + ([self.calibration_cache] if self.calibration_cache else [])
 
+    def part_files(self, part: EnginePart) -> list[str]:
+        """Model-directory files one engine of the plan is built from: its graph, and the
+        calibration cache where the plan reads one."""
+        return [part.onnx_file] + ([self.calibration_cache] if self.calibration_cache else [])
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -225,7 +230,7 @@ def engine_key(plan: EnginePlan, part: EnginePart, digests: Mapping[str, str], d
     """sha256 of everything `part` of `plan` depends on: ENGINE_FORMAT, the plan (this part's
     graph and profiles), the digests of the model files it is built from, and the device
     (``device_id``: the GPU's name and compute capability, as the builder reports them)."""
-    files = [part.onnx_file] + ([plan.calibration_cache] if plan.calibration_cache else [])
+    files = plan.part_files(part)
     missing = [f for f in files if f not in digests]
     if missing:
         raise ConfigError(f"no digest for {missing}")
