@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,19 @@ def _copy_in(model_dir: Path, out: Path, names: list[str]) -> list[Path]:
     return copied
 
 
+def _carry(model_dir: Path, out: Path, names: list[str], problem: Callable[[], str | None], kept: str) -> str:
+    """Copy calibrated files `names` into out, then keep them ("kept: <kept>") unless
+    `problem()` (asked of the copies) says why they no longer belong to the model just written:
+    then the copies are removed and the report says "dropped: <why>"."""
+    copied = _copy_in(model_dir, out, names)
+    why = problem()
+    if why:
+        for path in copied:
+            path.unlink()
+        return f"dropped: {why}"
+    return f"kept: {kept}"
+
+
 def _carry_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
     """What becomes of the model's INT8 graph (rfclassify.quant.cpu_int8) after an export: kept
     (copied to another out directory) while it is the one calibrated from the model.onnx just
@@ -206,13 +220,8 @@ def _carry_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
 
     if not meta.int8_onnx_file:
         return "none"
-    copied = _copy_in(model_dir, out, [meta.int8_onnx_file])
-    problem = int8_problem(meta, out)
-    if problem:
-        for path in copied:
-            path.unlink()
-        return f"dropped: {problem}"
-    return f"kept: {meta.int8_onnx_file} was calibrated from this model.onnx"
+    return _carry(model_dir, out, [meta.int8_onnx_file], lambda: int8_problem(meta, out),
+                  f"{meta.int8_onnx_file} was calibrated from this model.onnx")
 
 
 def _carry_tensorrt_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
@@ -224,10 +233,6 @@ def _carry_tensorrt_int8(meta: ModelMeta, model_dir: Path, out: Path) -> str:
     if not isinstance(record, dict):
         return "none"
     names = [record.get("qdq_file", ""), record.get("calibration_cache_file", "")]
-    copied = _copy_in(model_dir, out, names)
-    problem = artifact_problem(meta, out, "qdq") or artifact_problem(meta, out, "calibration_cache")
-    if problem:
-        for path in copied:
-            path.unlink()
-        return f"dropped: {problem}"
-    return f"kept: {', '.join(names)} were calibrated from this model.onnx and its static graphs"
+    return _carry(model_dir, out, names,
+                  lambda: artifact_problem(meta, out, "qdq") or artifact_problem(meta, out, "calibration_cache"),
+                  f"{', '.join(names)} were calibrated from this model.onnx and its static graphs")
