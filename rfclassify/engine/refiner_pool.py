@@ -95,10 +95,12 @@ class RefinerPool:
                 continue
             with self._lock:
                 if not self._closing.is_set():
-                    self._executor, self._started_at = new, self._clock()
+                    # counted and logged before it is published: `executor`, read without the
+                    # lock, then never shows a pool that restarts and the log do not yet know
                     self.restarts += 1
                     log.warning("refiner: its worker pool runs again (%d process%s)", self.workers,
                                 "" if self.workers == 1 else "es")
+                    self._executor, self._started_at = new, self._clock()
                     return
             new.shutdown(wait=True, cancel_futures=True)    # closed while it started
             return
