@@ -8,6 +8,7 @@ from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNot
 from rfclassify.engine import select
 from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
 from rfclassify.engine.select import Problem, ProblemKind
+from rfclassify.engine.tensorrt_backend import TensorRTBackend
 from rfclassify.engine.torch_backend import TorchBackend
 from rfclassify.model.meta import ModelMeta
 
@@ -103,7 +104,7 @@ def test_the_problem_kind_not_its_wording_picks_the_error(meta, tiny_model_dir, 
 def test_missing_model_files_of_an_explicit_backend_are_model_not_found_whatever_the_wording(
         meta, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(OnnxRuntimeBackend, "artifact_problem",
-                        classmethod(lambda cls, meta, model_dir, precision: "model.onnx is unreadable"))
+                        classmethod(lambda cls, meta, model_dir, precision, **_: "model.onnx is unreadable"))
     with pytest.raises(ModelNotFoundError, match="precision fp32: fp32: model.onnx is unreadable"):
         select.select_backend(meta, tiny_model_dir, backend="onnxruntime", precision="fp32")
 
@@ -161,3 +162,49 @@ def test_the_training_tools_resolve_auto_and_refuse_a_gpu_torch_does_not_see():
     assert select.torch_device("cpu") == "cpu"
     with pytest.raises(ConfigError, match=f"cuda:{gpus} asked for, but torch sees"):
         select.torch_device(f"cuda:{gpus}")
+
+
+@pytest.fixture
+def shipped_tensorrt_files(tmp_path):
+    """The files TensorRT's engines are built from, copied from the shipped model."""
+    import shutil
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "models"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for name in ("model.json", "model.onnx", "model_trt_int8.onnx", "model_trt_int8.calib"):
+        shutil.copy(shipped / name, model_dir / name)
+    shutil.copytree(shipped / "static", model_dir / "static")
+    return model_dir
+
+
+def test_tensorrt_int8_is_chosen_by_the_files_its_placement_builds_from(shipped_tensorrt_files, monkeypatch):
+    # the GPU's INT8 engine is built from the Q/DQ graph, a DLA's from the calibration cache:
+    # each placement falls back to fp16 for want of its own file only (the DLA's once went by
+    # the Q/DQ graph, then refused to load when the cache was stale)
+    monkeypatch.setattr(select, "available", lambda name: name in {"tensorrt", "pycuda.driver"})
+    model_dir = shipped_tensorrt_files
+    meta = ModelMeta.load(model_dir)
+
+    def chosen(dla_core):
+        sel = select.select_backend(meta, model_dir, backend="tensorrt", dla_core=dla_core)
+        return sel.precision, sel.precision_reason
+
+    assert chosen(None)[0] == chosen(0)[0] == "int8"
+    graph = model_dir / "static" / "model_L1024.onnx"
+    exported = graph.read_bytes()
+    graph.write_bytes(exported + b"\0")          # re-exported since the calibration
+    assert chosen(None)[0] == "int8"
+    precision, reason = chosen(0)
+    assert precision == "fp16" and "calibrated for another model_L1024.onnx" in reason
+    with pytest.raises(ModelNotFoundError, match="calibrated for another model_L1024.onnx"):
+        TensorRTBackend(meta, model_dir, precision="int8", device="cuda:0", dla_core=0)
+    TensorRTBackend(meta, model_dir, precision="int8", device="cuda:0")   # the GPU's file is fine
+
+    graph.write_bytes(exported)
+    (model_dir / "model_trt_int8.onnx").unlink()
+    precision, reason = chosen(None)
+    assert precision == "fp16" and "TensorRT Q/DQ graph" in reason and "does not exist" in reason
+    assert chosen(0)[0] == "int8"
+    TensorRTBackend(meta, model_dir, precision="int8", device="cuda:0", dla_core=1)

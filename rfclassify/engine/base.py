@@ -35,6 +35,9 @@ class Backend:
     name: ClassVar[str] = "base"
     #: Precisions this backend can run on each kind of device ('cpu', 'cuda').
     precisions_by_device: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: The DLA core the engines run on (TensorRT sets it before this constructor runs; None: the GPU
+    #: or the CPU), so that the files checked are the ones that placement reads.
+    dla_core: int | None = None
 
     def __init__(
         self,
@@ -55,7 +58,7 @@ class Backend:
         if precision not in allowed:
             raise ConfigError(
                 f"backend {self.name} on {kind} supports {', '.join(allowed)}, not {precision}")
-        problem = self.artifact_problem(meta, model_dir, precision)
+        problem = self.artifact_problem(meta, model_dir, precision, dla_core=self.dla_core)
         if problem:
             raise ModelNotFoundError(problem)
         if max_batch_size < 1:
@@ -70,8 +73,10 @@ class Backend:
         self._lock = threading.Lock()
 
     @classmethod
-    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
-        """Why this backend cannot run `precision` from model_dir's files, or None if it can."""
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                         dla_core: int | None = None) -> str | None:
+        """Why this backend cannot run `precision` from model_dir's files, or None if it can;
+        dla_core: on that DLA core (TensorRT's engines there read other files; the rest ignore it)."""
         return None
 
     # -- properties ---------------------------------------------------------------------

@@ -200,7 +200,7 @@ class Classifier:
             if low_order_info:
                 low_order = Refiner.load(model_dir, low_order_info, meta.labels)
             disjoint_refiners(refine, low_order)
-        sel = select_backend(meta, model_dir, backend, precision, device)
+        sel = select_backend(meta, model_dir, backend, precision, device, dla_core=dla_core)
         options: dict[str, Any] = {}
         if sel.backend == "tensorrt":
             options = {"dla_core": dla_core, "engine_cache": engine_cache}

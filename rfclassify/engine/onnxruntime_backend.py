@@ -40,7 +40,8 @@ class OnnxRuntimeBackend(Backend):
         self._session: Any = None
 
     @classmethod
-    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                         dla_core: int | None = None) -> str | None:
         if precision == "int8":
             from rfclassify.quant.cpu_int8 import int8_problem
 

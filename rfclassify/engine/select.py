@@ -160,8 +160,10 @@ def candidates(backend: str, device: str | None) -> list[tuple[str, str]]:
 
 
 def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device: str,
-                   requested: str, may_fall_back: bool) -> tuple[str, str] | tuple[None, Problem]:
-    """(precision, reason), or (None, Problem saying why none works) for one backend candidate.
+                   requested: str, may_fall_back: bool,
+                   dla_core: int | None = None) -> tuple[str, str] | tuple[None, Problem]:
+    """(precision, reason), or (None, Problem saying why none works) for one backend candidate
+    (its engines on DLA core `dla_core` where it has one).
 
     The Problem is MODEL_FILES_MISSING when any precision tried lacked its files (supplying
     them would help), else PRECISION_UNSUPPORTED.
@@ -173,7 +175,7 @@ def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device:
     for p in _PRECISION_ORDER[start:]:
         if p not in supported:
             tried.append(f"{p}: not supported by {cls.name} on {device_kind(device)}")
-        elif problem := cls.artifact_problem(meta, model_dir, p):
+        elif problem := cls.artifact_problem(meta, model_dir, p, dla_core=dla_core):
             tried.append(f"{p}: {problem}")
             kind = ProblemKind.MODEL_FILES_MISSING
         elif requested in ("auto", p):
@@ -187,8 +189,11 @@ def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device:
 
 
 def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto",
-                   precision: str = "auto", device: str | None = None) -> Selection:
-    """Apply the module's rules; ConfigError / ModelNotFoundError when nothing can run."""
+                   precision: str = "auto", device: str | None = None, *,
+                   dla_core: int | None = None) -> Selection:
+    """Apply the module's rules; ConfigError / ModelNotFoundError when nothing can run.
+    dla_core: TensorRT's engines would run on that DLA core, whose INT8 engines are built from
+    other files than the GPU's (the calibration cache, not the Q/DQ graph)."""
     if precision not in PRECISION_CHOICES:
         raise ConfigError(f"unknown precision {precision!r}; choose from {', '.join(PRECISION_CHOICES)}")
     model_dir = Path(model_dir)
@@ -198,7 +203,7 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
         problem = unusable(name, dev)
         if problem is None:
             cls = backend_class(name)
-            chosen, why = _precision_for(cls, meta, model_dir, dev, precision, backend == "auto")
+            chosen, why = _precision_for(cls, meta, model_dir, dev, precision, backend == "auto", dla_core)
             if chosen is not None:
                 head = "auto: " if backend == "auto" else "requested: "
                 reason = head + "; ".join(skipped + [f"{name} on {dev} chosen"])

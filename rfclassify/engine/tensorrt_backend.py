@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rfclassify._exceptions import BackendError, ModelNotFoundError
+from rfclassify._exceptions import BackendError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.engine.devices import device_index
@@ -59,8 +59,8 @@ class TensorRTBackend(Backend):
     def __init__(self, meta: ModelMeta, model_dir: str | Path, *, dla_core: int | None = None,
                  dla_batch: int | None = None, engine_cache: str | Path | None = None,
                  threads: int | None = None, rebuild: bool = False, **kwargs: Any) -> None:
+        self.dla_core = dla_core        # before the base checks the files this placement reads
         super().__init__(meta, model_dir, **kwargs)   # threads: CPU threads, which TensorRT does not use
-        self.dla_core = dla_core
         self.rebuild = bool(rebuild)
         self.dla_batch = dla_batch      # None: the plan's (tensorrt_plan.plan_engines)
         self.engine_cache = Path(engine_cache) if engine_cache else None
@@ -74,11 +74,12 @@ class TensorRTBackend(Backend):
         self._stream: Any = None
 
     @classmethod
-    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
-        if precision == "int8":
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                         dla_core: int | None = None) -> str | None:
+        if precision == "int8":   # the GPU's engine is built from the Q/DQ graph, a DLA's from the cache
             from rfclassify.quant.tensorrt_int8 import artifact_problem
 
-            return artifact_problem(meta, model_dir, "qdq")
+            return artifact_problem(meta, model_dir, "qdq" if dla_core is None else "calibration_cache")
         return cls.missing_file(model_dir, meta.onnx_file)
 
     @property
@@ -99,12 +100,6 @@ class TensorRTBackend(Backend):
             self.plan = plan_engines(self.meta, self.precision, trt.__version__, dla_core=self.dla_core,
                                      max_batch=self.max_batch_size, dla_batch=self.dla_batch,
                                      buckets=self.buckets_samples)
-            if self.plan.calibration_cache:
-                from rfclassify.quant.tensorrt_int8 import artifact_problem
-
-                problem = artifact_problem(self.meta, self.model_dir, "calibration_cache")
-                if problem:
-                    raise ModelNotFoundError(problem)
             ident = te.device_id(cuda, index, self.dla_core)
             zero_copy = maps_host_memory(cuda, dev)
             self._cuda, self._stream = cuda, cuda.Stream()

@@ -52,7 +52,8 @@ class TorchBackend(Backend):
         self._pool: Any = None
 
     @classmethod
-    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str) -> str | None:
+    def artifact_problem(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                         dla_core: int | None = None) -> str | None:
         return cls.missing_file(model_dir, meta.weights_file)
 
     @property
