@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import replacing
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
@@ -554,9 +555,10 @@ class Refiner:
             extra.update({EM_RANKER_PREFIX + k: getattr(self.em_ranker, k) for k in _ARRAYS})
             if self.em_ranker.trees is not None:
                 extra.update(self.em_ranker.trees.arrays(EM_RANKER_PREFIX + TREES_PREFIX))
-        np.savez(path, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
-                 rate_rule=np.array(self.rate_rule),
-                 **{k: getattr(self, k) for k in _ARRAYS}, **extra)
+        with replacing(path) as tmp, open(tmp, "wb") as fh:   # a handle: np.savez adds no ".npz" to it
+            np.savez(fh, labels=np.array(self.labels), min_samples=np.int64(self.min_samples),
+                     rate_rule=np.array(self.rate_rule),
+                     **{k: getattr(self, k) for k in _ARRAYS}, **extra)
         return path
 
     @classmethod

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import replacing
 from rfclassify._exceptions import ModelNotFoundError
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINE_FEATURES
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, FRONTS, front_channels
@@ -194,7 +195,7 @@ class SequenceNet:
         """Write the arrays to exactly `path` (np.savez given a name appends ".npz" where it lacks one,
         and fit-sequence then named a file that was not there)."""
         path = Path(path)
-        with open(path, "wb") as fh:
+        with replacing(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **self.arrays())
         return path
 

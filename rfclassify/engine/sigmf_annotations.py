@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rfclassify._atomic import write_atomic
 from rfclassify._exceptions import InputError
 from rfclassify.engine.file_bursts import FileBurst, Reading
 from rfclassify.engine.files import recording_format, wav_layout
@@ -68,14 +69,7 @@ class Target:
             del glob["core:dataset"]
         meta = {**self.meta, "global": glob}
         meta["annotations"] = sorted([*self.meta.get("annotations", []), *self.annotations], key=_start)
-        text = json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n"
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return self.path
+        return write_atomic(self.path, json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
 
 
 def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rfclassify._atomic import write_atomic
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import BackendError, ConfigError, ModelNotFoundError
 from rfclassify._optional import require
@@ -43,13 +43,6 @@ def device_id(cuda: Any, index: int, dla_core: int | None) -> str:
     dev = cuda.Device(index)
     major, minor = dev.compute_capability()
     return f"{dev.name()} sm_{major}{minor}" + (f" DLA{dla_core}" if dla_core is not None else "")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def cached_calibrator(trt: Any, cache_text: str, batch: int) -> Any:
@@ -134,7 +127,7 @@ def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, mode
         raise BackendError(f"TensorRT could not build the {plan.precision} engine of {onnx_path} "
                            f"({plan.device}); its log above says why")
     if timing_cache_path is not None:
-        _write_atomic(timing_cache_path, bytes(config.get_timing_cache().serialize()))
+        write_atomic(timing_cache_path, bytes(config.get_timing_cache().serialize()))
     return bytes(serialized)
 
 
@@ -183,14 +176,14 @@ def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan:
     start = time.monotonic()
     log.info("building TensorRT engine %s (%s on %s); this takes minutes", path.name, plan.precision, device)
     data = build_engine(trt, logger, plan, part, model_dir, cache_dir / timing_cache_name(plan.tensorrt, device))
-    _write_atomic(path, data)
+    write_atomic(path, data)
     record = {"model_id": meta.model_id, "key": key, "device": device, "tensorrt": plan.tensorrt,
               "precision": plan.precision, "where": plan.device, "dla_core": plan.dla_core,
               "part": asdict(part),
               "digests": {f: files[f] for f in plan.part_files(part)},
               "build_seconds": round(time.monotonic() - start, 1),
               "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    _write_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode())
+    write_atomic(path.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
     log.info("built %s in %.0f s", path.name, record["build_seconds"])
     return path, True
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import write_atomic
 from rfclassify._exceptions import InputError
 from rfclassify.labels import HIGH_ORDER_LABELS, LABEL_TO_INDEX, LABELS, NOISE_LABEL
 
@@ -143,9 +144,7 @@ def clean_json(obj: Any) -> Any:
 
 def write_json(path: Path, data: Any) -> None:
     """Strict JSON (see clean_json), written atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(clean_json(data), indent=2, default=str) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(clean_json(data), indent=2, default=str) + "\n")
 
 
 def _dataset_info(reader: Any, path: Path) -> dict[str, Any]:

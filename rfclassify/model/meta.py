@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rfclassify._atomic import write_atomic
 from rfclassify._exceptions import ModelNotFoundError, quoted
 from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.rate import SymbolRateNormalizer
@@ -92,13 +93,8 @@ class ModelMeta:
         return replace(self, **changes)
 
     def save(self, model_dir: str | os.PathLike[str]) -> Path:
-        path = Path(model_dir) / META_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)  # json writes its tuples (labels, buckets) as lists
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
-        return path
+        return write_atomic(Path(model_dir) / META_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike[str]) -> ModelMeta:

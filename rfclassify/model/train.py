@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import replacing
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError, ModelNotFoundError, first_line
 from rfclassify._optional import require
@@ -671,10 +672,9 @@ def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, hi
     continues, kept with its own so the finished model records the whole chain; `ema`: the
     weight average to continue (absent when the run keeps none)."""
     torch = require("torch")
-    tmp = out / (CHECKPOINT_FILE + ".tmp")
     kept = None if ema is None else {"weights": ema.state_dict(), **ema.record()}
-    torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
-                "elapsed_s": elapsed_s, "history": history, "examples": examples,
-                "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],
-                "ema": kept}, tmp)
-    tmp.replace(out / CHECKPOINT_FILE)
+    with replacing(out / CHECKPOINT_FILE) as tmp:
+        torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
+                    "elapsed_s": elapsed_s, "history": history, "examples": examples,
+                    "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],
+                    "ema": kept}, tmp)

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import write_atomic
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, InputError, MessageError
 from rfclassify._optional import require
@@ -288,10 +289,7 @@ def write_qdq(corrected: Path, out_path: str | os.PathLike[str], plan: dict[str,
         extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True,
                        "TensorQuantOverrides": overrides},
         calibration_providers=["CPUExecutionProvider"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_name(out.name + ".tmp")
-    tmp_out.write_bytes(part.read_bytes())
-    tmp_out.replace(out)
+    write_atomic(out, part.read_bytes())
 
 
 def quantize_onnx(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str],

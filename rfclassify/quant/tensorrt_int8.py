@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import write_atomic
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import InputError
 from rfclassify._optional import require
@@ -188,9 +189,7 @@ def write_artifacts(model_dir: Path, meta: Any, corrected: Path, plan: dict[str,
     nodes = list(onnx.load(str(corrected)).graph.node)
     scales, grown = cache_scales(ranges, nodes, static_tensor_names(static_paths) if static_paths else None)
     cache = model_dir / CALIBRATION_CACHE_FILE
-    tmp = cache.with_name(cache.name + ".tmp")
-    tmp.write_text(cache_text(scales))
-    tmp.replace(cache)
+    write_atomic(cache, cache_text(scales))
     fp32 = model_dir / meta.onnx_file
     record: dict[str, Any] = {
         "qdq_file": TRT_QDQ_FILE, "qdq_sha256": file_sha256(qdq),
