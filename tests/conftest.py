@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
-import numpy as np
-import pytest
 
-from rfclassify.model.meta import ModelMeta
+def _a_share_of_the_cores_per_xdist_worker() -> None:
+    """Under pytest-xdist on a machine of at least two cores per worker, each worker process
+    keeps its own slice of the cores (its affinity mask, which the processes it starts inherit),
+    before numpy's BLAS or torch start their threads. Each sizes itself to the whole machine
+    otherwise: `train` asks torch for as many threads as the process has cores, so four workers
+    on the 16-core GPU host ran 64 spinning threads, and four training and refiner-fit tests
+    took 39-69 s each against 5-16 s with a share each (sixty-sixth session; 1.3-7.3 s alone on
+    a 2-core CPU; such tests ran past the per-test limit there in the sixty-fifth). Smaller
+    machines are left as they are."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker.startswith("gw") or not count.isdigit() or not hasattr(os, "sched_setaffinity"):
+        return
+    cores, workers, index = sorted(os.sched_getaffinity(0)), int(count), int(worker[2:])
+    share = len(cores) // max(workers, 1)
+    if share >= 2 and index < workers:
+        os.sched_setaffinity(0, cores[index * share:(index + 1) * share])
+
+
+_a_share_of_the_cores_per_xdist_worker()
+
+import numpy as np  # noqa: E402 - after the worker's cores are set: BLAS sizes its threads on import
+import pytest  # noqa: E402
+
+from rfclassify.model.meta import ModelMeta  # noqa: E402
 
 TINY_MODEL_SEED = 20261130
 
