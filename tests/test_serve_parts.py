@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import logging
 import math
 import os
 import re
@@ -939,6 +940,35 @@ def test_tegrastats_that_exits_is_started_again_and_bad_lines_are_skipped(tmp_pa
     text = render_status({**_status_sample(), "jetson": {**with_age, "age_s": 42.0}})
     assert "RAM 3456/30536 MB  (its last line 42 s old)" in text
     assert "(no tegrastats line yet)" in render_status({**_status_sample(), "jetson": {**with_age, "age_s": None}})
+
+
+def test_a_tegrastats_line_with_none_of_its_fields_keeps_the_last_good_one(tmp_path, monkeypatch, caplog):
+    """A garbled line (bytes that are not UTF-8 where RAM's numbers go) or a message line after a
+    good one leaves the good one in the snapshot, and only good lines count as lines. Before the
+    sixty-sixth session such a line replaced it with nothing, and `status` lost RAM, GPU load,
+    temperatures and power until the next line (seen on the GPU host as a race in the test above)."""
+    import rfclassify.serve.tegrastats as tegra
+
+    script = tmp_path / "tegrastats"
+    script.write_text("#!/bin/sh\n"
+                      f"echo '{ORIN_LINE}'\n"
+                      "printf 'RAM \\377\\376/5MB\\n'\n"
+                      "echo 'tegrastats: could not read a sensor'\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(tegra, "RESTART_MIN_S", 60.0)       # no restart while the test looks
+    t = tegra.TegraStats()
+    caplog.set_level(logging.WARNING, logger=tegra.__name__)
+    assert t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while "tegrastats exited" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "after 1 lines" in caplog.text, caplog.text    # all three read, one of them good
+        snap = t.snapshot()
+        assert snap["ram_used_mb"] == 3456 and snap["gpu_load_pct"] == 37 and snap["age_s"] is not None
+    finally:
+        t.stop()
 
 
 def test_tegrastats_stop_ends_the_process_and_the_reader(tmp_path, monkeypatch):

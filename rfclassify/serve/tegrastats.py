@@ -10,8 +10,9 @@ temperatures are `<zone>@<T>C` (-256C marks a powered-off sensor), power rails
 `<RAIL> <current>mW/<average>mW` (older releases omit the unit: `POM_5V_IN 3000/3000`).
 Nothing here runs on a machine without tegrastats: `TegraStats.start()` then does nothing and
 `status` shows no Jetson section. A tegrastats that exits is started again (after 1 s,
-doubling to RESTART_MAX_S while it keeps exiting without a line); a line it cannot parse is
-skipped; the snapshot says how old its line is (`age_s`). Parsing and the restarts are tested
+doubling to RESTART_MAX_S while it keeps exiting without a line); a line it cannot parse, or
+with none of the fields read here, is skipped (before the sixty-sixth session such a line
+blanked the last good one); the snapshot says how old its line is (`age_s`). Parsing and the restarts are tested
 here, the latter with a stand-in script on PATH; the binaries were not run (no Jetson).
 """
 
@@ -146,6 +147,8 @@ class TegraStats:
                         parsed = parse_tegrastats(line)
                     except ValueError:          # a number past int()'s digit limit, say
                         continue
+                    if not parsed:              # none of its fields (garbled, or a message): the
+                        continue                # last good line stays
                     self.latest, self.latest_at = parsed, time.monotonic()
                     lines += 1
                 proc.stdout.close()
