@@ -6,6 +6,7 @@ compares counters before and after, so the tests do not depend on each other's o
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import time
@@ -588,28 +589,30 @@ def test_a_held_batch_waits_for_inference_without_polling_the_ingest_queue(tiny_
     when inference is free."""
     from rfclassify.serve.batching import BoundedQueue
 
-    gets = {"n": 0}
+    gets: collections.Counter = collections.Counter()
     real_get = BoundedQueue.get
 
     def counted_get(self, *args, **kwargs):
-        if self.name == "ingest":
-            gets["n"] += 1
+        gets[id(self)] += 1     # per queue: the module's daemon polls its own ingest queue meanwhile
         return real_get(self, *args, **kwargs)
     monkeypatch.setattr(BoundedQueue, "get", counted_get)
     sizes, served, send_first = _serving_a_slow_first_batch(tiny_model_dir, tmp_path, monkeypatch, serving, 1.0)
-    with served as (_, push, c):
+    with served as (d, push, c):
+        ingest = id(d.pipeline.ingest_q)
         batch, _, _ = _bursts(2, seed=7)
         send_first(push, batch.iq[0], "first")
         push.send_multipart(encode_native(batch.iq[1], _header("held")))
         time.sleep(0.1)                             # the second is due after 2 ms, and held
-        before = gets["n"]
+        before = gets[ingest]
         time.sleep(0.5)
-        during = gets["n"] - before
+        during = gets[ingest] - before
         assert c.wait_for(2, 30), f"{c.count()} of 2"
         c.stop()
     assert sizes == [1, 1]
     # half a second held: a few 100 ms timeouts (its stop-flag look), not 500 one-millisecond polls
-    assert during <= 10, during
+    # (every ingest queue was counted before the sixty-sixth session: with the module's daemon
+    # also up, 10 of the limit of 10 here, and 11 once on the GPU host)
+    assert 3 <= during <= 10, during
 
 
 def test_held_batches_grow_unless_the_refiners_run_in_the_inference_thread():
