@@ -105,13 +105,6 @@ class EnginePlan:
     engines: tuple[EnginePart, ...]
     notes: tuple[str, ...] = field(default=())
 
-    def part_for(self, bucket: int) -> tuple[EnginePart, int]:
-        """The engine running `bucket` and the index of its profile there."""
-        for part in self.engines:
-            if bucket in part.buckets:
-                return part, part.buckets.index(bucket)
-        raise ConfigError(f"no engine of this plan runs bucket {bucket}")
-
     def files(self) -> list[str]:
         """Model-directory files the engines are built from."""
         names = [p.onnx_file for p in self.engines]
