@@ -90,6 +90,19 @@ def serving(config):
         ctx.term()
 
 
+@pytest.fixture
+def shipped_tensorrt_files(tmp_path: Path) -> Path:
+    """A model directory of the files TensorRT's engines are built from (model.json, model.onnx,
+    the static graphs and both INT8 artifacts), copied from the shipped model, to change."""
+    shipped = Path(__file__).resolve().parents[1] / "models"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for name in ("model.json", "model.onnx", "model_trt_int8.onnx", "model_trt_int8.calib"):
+        shutil.copy(shipped / name, model_dir / name)
+    shutil.copytree(shipped / "static", model_dir / "static")
+    return model_dir
+
+
 @pytest.fixture(name="serving")
 def serving_fixture():
     """serving, for tests (conftest is not imported by name)."""

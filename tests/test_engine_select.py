@@ -164,21 +164,6 @@ def test_the_training_tools_resolve_auto_and_refuse_a_gpu_torch_does_not_see():
         select.torch_device(f"cuda:{gpus}")
 
 
-@pytest.fixture
-def shipped_tensorrt_files(tmp_path):
-    """The files TensorRT's engines are built from, copied from the shipped model."""
-    import shutil
-    from pathlib import Path
-
-    shipped = Path(__file__).resolve().parents[1] / "models"
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    for name in ("model.json", "model.onnx", "model_trt_int8.onnx", "model_trt_int8.calib"):
-        shutil.copy(shipped / name, model_dir / name)
-    shutil.copytree(shipped / "static", model_dir / "static")
-    return model_dir
-
-
 def test_tensorrt_int8_is_chosen_by_the_files_its_placement_builds_from(shipped_tensorrt_files, monkeypatch):
     # the GPU's INT8 engine is built from the Q/DQ graph, a DLA's from the calibration cache:
     # each placement falls back to fp16 for want of its own file only (the DLA's once went by

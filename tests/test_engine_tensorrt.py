@@ -4,6 +4,7 @@ records, `rfclassify engine`, and - where tensorrt imports - the TensorRT calls 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -273,3 +274,96 @@ def test_other_backends_ignore_a_dla_core_with_a_warning(tiny_model_dir, caplog)
     with caplog.at_level("WARNING"), Classifier.load(tiny_model_dir, backend="onnxruntime", dla_core=0) as clf:
         assert clf.backend == "onnxruntime"
     assert "dla_core 0 ignored: the onnxruntime backend runs" in caplog.text
+
+
+# --- pruning the engine cache (no TensorRT: engines and records as ensure_engine writes them) ---
+
+def _cache_of(model_dir: Path, cache: Path, monkeypatch, version: str = "10.3.0.30") -> dict[str, list[Path]]:
+    """Engines for the GPU at fp32 and int8 and for DLA core 0 at int8, made by ensure_engine
+    with the builder stood in for (its bytes are not an engine; nothing here loads them)."""
+    from rfclassify.engine import tensorrt_engines as te
+
+    monkeypatch.setattr(te, "build_engine", lambda trt, logger, plan, part, md, timing: f"{part.tag}".encode())
+    meta = ModelMeta.load(model_dir)
+    made: dict[str, list[Path]] = {}
+    for name, precision, dla in (("gpu_fp32", "fp32", None), ("gpu_int8", "int8", None), ("dla_int8", "int8", 0)):
+        plan = tp.plan_engines(meta, precision, version, dla_core=dla)
+        files = te.digests(plan, model_dir)
+        made[name] = [te.ensure_engine(None, None, meta, model_dir, plan, part, "Orin sm_87", files, cache)[0]
+                      for part in plan.engines]
+    return made
+
+
+def test_prune_keeps_every_engine_of_the_models_files_and_removes_what_nothing_reads(
+        shipped_tensorrt_files, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from rfclassify.engine.tensorrt_engines import stale_files
+
+    model_dir, cache = shipped_tensorrt_files, tmp_path / "cache"
+    made = _cache_of(model_dir, cache, monkeypatch)
+    meta = ModelMeta.load(model_dir)
+    assert len(made["dla_int8"]) == 6 and len(cached_engines(cache)) == 8
+    (cache / "timing-10.3.0-0123456789abcdef.cache").write_bytes(b"t")
+    (cache / "timing-8.6.2-0123456789abcdef.cache").write_bytes(b"t")
+    (cache / "rfc-old-gpu-fp32-all-0123456789abcdef.json").write_text("{}")          # its engine is gone
+    (cache / "rfc-old-gpu-int8-all-0123456789abcdef.engine").write_bytes(b"e")        # no record, old model
+    mine = cache / f"{tp.engine_name_prefix(meta.model_id)}gpu-fp16-all-0123456789abcdef.engine"
+    mine.write_bytes(b"e")                  # no record (a build cut before it), this model's name: kept
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (cache / f".x.engine.{gone}.tmp").write_bytes(b"half")
+    (cache / f".y.engine.{os.getpid()}.tmp").write_bytes(b"building")      # a live build's: kept
+
+    def names(stale):
+        return {p.name: why for p, why in stale}
+
+    stale = names(stale_files(cache, model_dir, meta.model_id))
+    assert set(stale) == {"rfc-old-gpu-fp32-all-0123456789abcdef.json", "rfc-old-gpu-int8-all-0123456789abcdef.engine",
+                          f".x.engine.{gone}.tmp"}, stale
+    assert "engine is gone" in stale["rfc-old-gpu-fp32-all-0123456789abcdef.json"]
+    assert f"process {gone} is gone" in stale[f".x.engine.{gone}.tmp"]
+
+    # calibrated again: the DLA's engines were built from the old cache, the GPU's from other files
+    with open(model_dir / "model_trt_int8.calib", "a") as f:
+        f.write("extra: 3f800000\n")
+    stale = names(stale_files(cache, model_dir, meta.model_id))
+    dla = {p.name for p in made["dla_int8"]}
+    assert dla <= set(stale) and {p.with_suffix(".json").name for p in made["dla_int8"]} <= set(stale)
+    assert all("model_trt_int8.calib" in stale[n] for n in dla)
+    assert not {p.name for p in made["gpu_int8"] + made["gpu_fp32"]} & set(stale)
+
+    # another TensorRT (a JetPack upgrade): every engine and the other version's timing cache
+    stale = names(stale_files(cache, model_dir, meta.model_id, "10.4.0.26"))
+    assert {p.name for ps in made.values() for p in ps} <= set(stale)
+    assert "built by TensorRT 10.3.0.30; this is 10.4.0.26" in stale[made["gpu_fp32"][0].name]
+    assert {"timing-10.3.0-0123456789abcdef.cache", "timing-8.6.2-0123456789abcdef.cache"} <= set(stale)
+    assert mine.name not in stale
+
+    # the command: a dry run removes nothing; then only what stale_files named goes
+    before = sorted(p.name for p in cache.iterdir())
+    args = ["engine", "prune", "--model-dir", str(model_dir), "--cache-dir", str(cache)]
+    assert main([*args, "--dry-run"]) == 0
+    assert sorted(p.name for p in cache.iterdir()) == before
+    assert main(args) == 0
+    kept = {p.name for p in cache.iterdir()}
+    assert {p.name for p in made["gpu_int8"] + made["gpu_fp32"]} <= kept and mine.name in kept
+    assert not dla & kept and f".x.engine.{gone}.tmp" not in kept and "timing-8.6.2-0123456789abcdef.cache" in kept
+    assert [e["file"] for e in cached_engines(cache)] == sorted(p.name for p in made["gpu_fp32"] + made["gpu_int8"])
+
+
+def test_prune_says_which_file_it_could_not_remove(shipped_tensorrt_files, tmp_path, monkeypatch, capsys):
+    model_dir, cache = shipped_tensorrt_files, tmp_path / "cache"
+    cache.mkdir()
+    (cache / "rfc-old-gpu-fp32-all-0123456789abcdef.json").write_text("{}")
+    real_unlink = Path.unlink
+
+    def refuse(self, missing_ok=False):
+        if self.parent == cache:
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(self, missing_ok=missing_ok)
+    monkeypatch.setattr(Path, "unlink", refuse)
+    assert main(["engine", "prune", "--model-dir", str(model_dir), "--cache-dir", str(cache)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot remove" in err and "Permission denied" in err and "Traceback" not in err

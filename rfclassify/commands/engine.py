@@ -1,6 +1,6 @@
-"""`rfclassify engine build|inspect|selftest`: TensorRT engines of the model (rfclassify.engine.tensorrt_*).
+"""`rfclassify engine build|inspect|prune|selftest`: TensorRT engines of the model (rfclassify.engine.tensorrt_*).
 
-`build --plan` and `inspect` without an engine file work on any machine (they need no
+`build --plan`, `inspect` without an engine file and `prune` work on any machine (they need no
 TensorRT); the rest needs TensorRT and pycuda (a Jetson, or a machine with an NVIDIA GPU) and
 says so in one line where they are missing. None of it has run with TensorRT.
 """
@@ -22,7 +22,7 @@ SELFTEST_MIN_AGREEMENT = {"int8": 0.75, "fp16": 0.97, "fp32": 0.99}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="{build,inspect,selftest}")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{build,inspect,prune,selftest}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--model-dir", type=model_dir_path, default=None,
                         help="model directory (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
@@ -53,6 +53,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="an .engine file")
     inspect.add_argument("--cache-dir", type=path_text, default=None, metavar="DIR", help="engine cache")
     inspect.add_argument("--json", action="store_true", help="print JSON")
+    prune = sub.add_parser("prune", help="remove cached engines the model will not load again",
+                           description="Remove from the engine cache what no start of this model will read: "
+                                       "engines built from files the model directory no longer holds as they "
+                                       "were (an earlier model or calibration) or, where TensorRT imports, by "
+                                       "another TensorRT; their records; timing caches of another TensorRT; "
+                                       "files of builds that did not finish. Engines of this model for any "
+                                       "precision or device are kept. Needs no TensorRT. A cache shared by "
+                                       "several models keeps only this one's.")
+    prune.add_argument("--model-dir", type=model_dir_path, default=None,
+                       help="the model whose engines are kept (default: $RFCLASSIFY_MODEL_DIR or the shipped models/)")
+    prune.add_argument("--cache-dir", type=path_text, default=None, metavar="DIR", help="engine cache")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     sub.add_parser("selftest", parents=[common],
                    help="build or load the engines and compare them with ONNX Runtime fp32",
                    description="Run synthesized bursts of every label and bucket through the TensorRT "
@@ -61,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"build": _build, "inspect": _inspect, "selftest": _selftest}[args.action](args)
+    return {"build": _build, "inspect": _inspect, "prune": _prune, "selftest": _selftest}[args.action](args)
 
 
 def _plan(args: argparse.Namespace, version: str):
@@ -172,6 +184,37 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(f"  {layers}")
     return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from rfclassify._optional import available, require
+    from rfclassify.engine.tensorrt_engines import stale_files
+    from rfclassify.engine.tensorrt_plan import engine_cache_dir
+    from rfclassify.model.meta import ModelMeta, default_model_dir
+
+    model_dir = Path(args.model_dir or default_model_dir())
+    meta = ModelMeta.load(model_dir)
+    cache = Path(args.cache_dir) if args.cache_dir else engine_cache_dir()
+    version = require("tensorrt").__version__ if available("tensorrt") else None
+    stale = stale_files(cache, model_dir, meta.model_id, version)
+    freed, failed = 0, 0
+    for path, why in stale:
+        try:
+            size = path.stat().st_size
+            if not args.dry_run:
+                path.unlink()
+        except FileNotFoundError:       # gone meanwhile (another prune)
+            continue
+        except OSError as exc:          # the service's cache, pruned by another user, say
+            failed += 1
+            print(f"rfclassify engine: cannot remove {path}: {exc.strerror}", file=sys.stderr)
+            continue
+        freed += size
+        print(f"{'would remove' if args.dry_run else 'removed'} {path.name} ({size / 1e6:.1f} MB): {why}")
+    judged = "" if version else "; TensorRT does not import here, so engines of another TensorRT were not judged"
+    print(f"engine cache {cache}: {len(stale) - failed} file(s), {freed / 1e6:.1f} MB "
+          f"{'to free' if args.dry_run else 'freed'}; kept what model {meta.model_id} ({model_dir}) uses{judged}")
+    return 1 if failed else 0
 
 
 def _selftest(args: argparse.Namespace) -> int:

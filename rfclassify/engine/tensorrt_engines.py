@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -26,7 +27,8 @@ from rfclassify._digest import file_sha256
 from rfclassify._exceptions import BackendError, ConfigError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.tensorrt_plan import (EnginePart, EnginePlan, engine_cache_dir, engine_file_name,
-                                             engine_key, missing_inputs, timing_cache_name)
+                                             engine_key, engine_name_prefix, missing_inputs, parse_version,
+                                             timing_cache_name)
 from rfclassify.model.meta import INPUT_NAME, ModelMeta
 from rfclassify.quant.tensorrt_int8 import retarget_cache
 
@@ -154,6 +156,74 @@ def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:
             continue
         if isinstance(record, dict) and engine.is_file():
             out.append({**record, "file": engine.name, "bytes": engine.stat().st_size})
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # another user's process
+        return True
+    return True
+
+
+def stale_files(cache_dir: Path, model_dir: Path, model_id: str,
+                tensorrt_version: str | None = None) -> list[tuple[Path, str]]:
+    """The cache's files no start of the model in `model_dir` will read again, each with why:
+    an engine (with its record) built from files the model directory no longer holds as they
+    were, or by another TensorRT than `tensorrt_version` (None: not known here, not judged);
+    an engine without its record whose name is another model's; a record without its engine;
+    a timing cache of another TensorRT; a temporary file of a build whose process is gone.
+    Engines of the model's files for any precision, device or batch are kept: a daemon may be
+    configured for any of them. Reads files only; needs no TensorRT."""
+    cache_dir, model_dir = Path(cache_dir), Path(model_dir)
+    if not cache_dir.is_dir():
+        return []
+    hashed: dict[str, str | None] = {}
+
+    def digest(name: str) -> str | None:
+        if name not in hashed:
+            path = model_dir / name
+            hashed[name] = file_sha256(path) if path.is_file() else None
+        return hashed[name]
+
+    version = ".".join(map(str, parse_version(tensorrt_version))) if tensorrt_version else None
+    own_prefix = engine_name_prefix(model_id)
+    out: list[tuple[Path, str]] = []
+    for engine in sorted(cache_dir.glob("*.engine")):
+        side = engine.with_suffix(".json")
+        try:
+            record = json.loads(side.read_text()) if side.is_file() else None
+        except (OSError, ValueError):
+            record = None
+        if not isinstance(record, dict):
+            if not engine.name.startswith(own_prefix):
+                out.append((engine, "an engine without a readable record, named for another model"))
+                if side.is_file():
+                    out.append((side, "its record"))
+            continue
+        changed = sorted(f for f, d in (record.get("digests") or {}).items() if digest(f) != d)
+        if changed or not record.get("digests"):
+            why = f"built from {', '.join(changed)} as {model_dir} no longer has it" if changed else \
+                "its record names no files it was built from"
+        elif tensorrt_version and str(record.get("tensorrt")) != tensorrt_version:
+            why = f"built by TensorRT {record.get('tensorrt')}; this is {tensorrt_version}"
+        else:
+            continue
+        out += [(engine, why), (side, "its record")]
+    for side in sorted(cache_dir.glob("*.json")):
+        if not side.with_suffix(".engine").exists():
+            out.append((side, "a record whose engine is gone"))
+    if version:
+        for timing in sorted(cache_dir.glob("timing-*.cache")):
+            if not timing.name.startswith(f"timing-{version}-"):
+                out.append((timing, f"a timing cache of another TensorRT; this is {tensorrt_version}"))
+    for tmp in sorted(cache_dir.glob(".*.tmp")):
+        pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            out.append((tmp, f"left by a build that did not finish (process {pid} is gone)"))
     return out
 
 

@@ -233,11 +233,15 @@ def engine_key(plan: EnginePlan, part: EnginePart, digests: Mapping[str, str], d
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
+def engine_name_prefix(model_id: str) -> str:
+    """How the names of a model's engines begin (its id made safe for a file name)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", model_id)[:80] + "-"
+
+
 def engine_file_name(model_id: str, plan: EnginePlan, part: EnginePart, key: str) -> str:
     """A readable, unique file name for an engine: model, device, precision, part, key."""
     where = f"dla{plan.dla_core}" if plan.device == "dla" else "gpu"
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", model_id)[:80]
-    return f"{safe}-{where}-{plan.precision}-{part.tag}-{key[:16]}.engine"
+    return f"{engine_name_prefix(model_id)}{where}-{plan.precision}-{part.tag}-{key[:16]}.engine"
 
 
 def timing_cache_name(tensorrt_version: str, device_id: str) -> str:
