@@ -375,3 +375,23 @@ def test_a_2d_array_is_a_batch_of_equal_length_bursts(clf):
     block = np.stack([_burst(512, seed=s) for s in range(3)])
     results = clf.classify(block)
     assert len(results) == 3 and all(r.ok and r.n_samples == 512 for r in results)
+
+
+def test_bursts_of_any_double_precision_scale_get_the_same_refined_answer():
+    """The shipped model with its DC pass and refiners: a high-order burst in complex128 scaled
+    to 1e160 or 1e-200 (the network's normalization rescales such bursts from their peak) gets
+    the answer the same burst gets at its own scale. The DC pass raised OverflowError on the
+    loud one before the sixty-sixth session, and the whole call was lost."""
+    from rfclassify.dsp.synth import ChannelConfig, synthesize
+
+    iq = synthesize(["64QAM", "16APSK"], 1024, np.random.default_rng(29), snr_db=np.full(2, 25.0),
+                    channel=ChannelConfig(p_multipath=0.0)).iq.astype(np.complex128)
+    with Classifier.load(backend="onnxruntime", precision="fp32") as clf:
+        assert clf.refiners        # the path under test
+        plain = clf.classify(list(iq))
+        for scale in (1e160, 1e-200):
+            scaled = clf.classify([iq[0] * scale, iq[1], iq[1] * scale])
+            assert [r.ok for r in scaled] == [True] * 3
+            for got, want in zip(scaled, [plain[0], plain[1], plain[1]], strict=True):
+                assert got.label == want.label and got.top[0][0] == want.top[0][0]
+                np.testing.assert_allclose(got.probabilities, want.probabilities, atol=1e-4)

@@ -24,6 +24,7 @@ The daemon batches windows across bursts itself with ``infer_windows`` and
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import threading
 from collections.abc import Sequence
@@ -95,6 +96,19 @@ def skip_sure(probs: Sequence[np.ndarray], bursts: Sequence[np.ndarray | None],
     above 1)."""
     return [None if x is None or (len(x) >= min_samples and float(np.max(p)) > skip_above) else x
             for p, x in zip(probs, bursts, strict=True)]
+
+
+def within_float_range(x: np.ndarray) -> np.ndarray:
+    """Burst x as the DC pass and the refiners read it: as it is, unless it is double precision
+    with a peak the network's normalization had to rescale (windows.normalize_burst: beyond
+    about 1e100, or under 1e-10), whose powers float64 cannot hold; then divided by its peak
+    (their statistics are scale-free). A complex128 burst of 1e160 raised OverflowError in the
+    DC pass and lost every burst of its call before the sixty-sixth session."""
+    if x.dtype.itemsize <= 8 or x.size == 0:     # float32 and narrower: squares fit a float64
+        return x
+    with np.errstate(over="ignore", invalid="ignore"):
+        peak = float(np.max(np.abs(x)))
+    return x / peak if math.isfinite(peak) and peak > 0 and not 1e-10 < peak < 1e100 else x
 
 
 class Classifier:
@@ -450,6 +464,7 @@ class Classifier:
         probs = [p for p, _ in outputs]
         snrs = [s - off for (_, s), off in zip(outputs, snr_offsets, strict=True)]
         if self.refiners:
+            bursts = [None if x is None else within_float_range(x) for x in bursts]
             # a burst the network is sure of goes to the DC pass and the refiners without its
             # samples, which keeps the network's answer; its probabilities are sharpened after
             least = self.meta.refiner_skip_min_samples
