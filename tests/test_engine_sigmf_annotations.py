@@ -152,6 +152,18 @@ def test_a_sigmf_recording_keeps_its_annotations_and_annotating_again_replaces_o
     assert [e["name"] for e in again["global"]["core:extensions"]] == ["rfclassify"]
 
 
+def test_a_recording_given_twice_is_annotated_once(tiny_model_dir, tmp_path, capsys):
+    """The same recording named twice, or by its data and its metadata, is classified and
+    annotated once: before the sixty-sixth session each naming added its annotations again."""
+    _library_recording(tmp_path, "rec", "ci16_le")
+    rec = str(tmp_path / "rec")
+    assert _classify(tiny_model_dir, rec, rec, rec + ".sigmf-meta", "--annotate") == 0
+    err = capsys.readouterr().err
+    assert err.count("the same recording as") == 2, err
+    ours = _ours(tmp_path / "rec.rfclassify.sigmf-meta")
+    assert [(a["core:sample_start"], a["core:sample_count"]) for a in ours] == [(s, n) for s, n, _ in ANNOTATIONS]
+
+
 def test_an_annotated_band_keeps_its_span_and_edges(tiny_model_dir, tmp_path, capsys):
     band = {"core:freq_lower_edge": 2.40145e9, "core:freq_upper_edge": 2.40155e9}
     _wideband(tmp_path, [{"core:sample_start": 0, "core:sample_count": 40_000, **band}])

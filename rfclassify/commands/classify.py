@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from rfclassify._argtypes import count
@@ -45,12 +46,24 @@ def run(args: argparse.Namespace) -> int:
     # minutes of work on the others.
     reading = reading_from_args(args)
     targets = {}
+    files = list(args.files)
     for path in args.files:
         next(iter_file_bursts(path, limit=0, reading=reading), None)
         if args.annotate:
             targets[path] = sigmf_annotations.annotation_target(path, reading)
     if targets:
         sigmf_annotations.check_distinct(targets)
+        # a recording given twice (the same name, or rec and rec.sigmf-meta) is classified and
+        # annotated once: twice wrote its annotations twice into one file
+        first: dict[Path, str] = {}
+        files = []
+        for path in args.files:
+            where = targets[path].path.resolve()
+            if where in first:
+                print(f"{path}: the same recording as {first[where]}, annotated once", file=sys.stderr)
+                continue
+            first[where] = path
+            files.append(path)
     with Classifier.load(args.model_dir, args.backend, args.precision, args.device,
                          top_k=args.top, threads=args.threads) as clf:
         tally = _Tally(tuple(clf.labels))
@@ -60,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             print(_ROW.format("file", "burst", "start", "samples", "label", "conf", "snr_dB",
                               "bucket", "win", "truth"))
         who = sigmf_annotations.generator(clf.model_id) if targets else ""
-        for path in args.files:
+        for path in files:
             target = targets.get(path)
             for chunk in iter_file_bursts(path, limit=args.limit, reading=reading):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
