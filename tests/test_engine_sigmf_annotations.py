@@ -164,6 +164,27 @@ def test_a_recording_given_twice_is_annotated_once(tiny_model_dir, tmp_path, cap
     assert [(a["core:sample_start"], a["core:sample_count"]) for a in ours] == [(s, n) for s, n, _ in ANNOTATIONS]
 
 
+def test_a_wav_annotated_after_a_raw_file_of_its_name_drops_the_raw_files_link(tiny_model_dir, tmp_path, capsys):
+    """rec.cf32 annotated makes rec.rfclassify.sigmf-data, a link to it; rec.wav annotated next
+    replaces the metadata with a WAV's (framed: no link), and the link goes too. Before the
+    sixty-sixth session it stayed, and a viewer pairing by name read rec.cf32's samples under
+    rec.wav's annotations. A file of that name rfclassify did not make is refused."""
+    x = _recording(seed=5)
+    x.tofile(tmp_path / "rec.cf32")
+    _wav(tmp_path / "rec.wav", x, 2_000_000, "int16")
+    link = tmp_path / "rec.rfclassify.sigmf-data"
+    assert _classify(tiny_model_dir, str(tmp_path / "rec.cf32"), "--raw", "cf32_le", "--annotate") == 0
+    assert link.is_symlink()
+    assert _classify(tiny_model_dir, str(tmp_path / "rec.wav"), "--annotate") == 0
+    capsys.readouterr()
+    written = json.loads((tmp_path / "rec.rfclassify.sigmf-meta").read_text())
+    assert written["global"]["core:dataset"] == "rec.wav" and written["captures"][0]["core:header_bytes"] == 44
+    assert not link.is_symlink() and not link.exists()
+    link.write_bytes(b"someone else's")
+    with pytest.raises(InputError, match="a viewer pairing files by name would read it"):
+        annotation_target(tmp_path / "rec.wav")
+
+
 def test_an_annotated_band_keeps_its_span_and_edges(tiny_model_dir, tmp_path, capsys):
     band = {"core:freq_lower_edge": 2.40145e9, "core:freq_upper_edge": 2.40155e9}
     _wideband(tmp_path, [{"core:sample_start": 0, "core:sample_count": 40_000, **band}])

@@ -51,6 +51,7 @@ class Target:
     path: Path
     meta: dict[str, Any]
     link: Path | None = None     # NAME.rfclassify.sigmf-data to make, for readers that pair by name
+    stale_link: Path | None = None   # one made for an earlier recording of this name, to remove
     annotations: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, burst: FileBurst, result: Any, generator: str) -> None:
@@ -69,7 +70,10 @@ class Target:
             del glob["core:dataset"]
         meta = {**self.meta, "global": glob}
         meta["annotations"] = sorted([*self.meta.get("annotations", []), *self.annotations], key=_start)
-        return write_atomic(self.path, json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
+        written = write_atomic(self.path, json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
+        if self.stale_link is not None:
+            self.stale_link.unlink(missing_ok=True)
+        return written
 
 
 def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
@@ -114,12 +118,17 @@ def annotation_target(path: str | Path, reading: Reading = Reading()) -> Target:
     if not os.access(target.path.parent, os.W_OK):   # found before the classifying, not after it
         raise InputError(f"{target.path.parent}: cannot write {target.path.name} there (no permission)")
     _check_replaceable(target.path, p)
+    paired = target.path.with_name(target.path.name.removesuffix(".sigmf-meta") + ".sigmf-data")
+    data = target.path.with_name(glob["core:dataset"])
     if not _framed(meta):   # samples from the first byte to the last: a name-paired reader reads them right
-        target.link = target.path.with_name(target.path.name.removesuffix(".sigmf-meta") + ".sigmf-data")
-        data = target.path.with_name(glob["core:dataset"])
-        if (target.link.is_symlink() or target.link.exists()) and not (
-                target.link.exists() and target.link.samefile(data)):
-            raise InputError(f"{target.link}: exists and is not {data.name}; move it away to annotate {p}")
+        target.link = paired
+        if (paired.is_symlink() or paired.exists()) and not (paired.exists() and paired.samefile(data)):
+            raise InputError(f"{paired}: exists and is not {data.name}; move it away to annotate {p}")
+    elif paired.is_symlink():   # made for an unframed recording of this name (rec.cf32, now rec.wav):
+        target.stale_link = paired   # a viewer pairing by name would read its samples as these
+    elif paired.exists():
+        raise InputError(f"{paired}: a viewer pairing files by name would read it as {data.name}'s samples "
+                         f"under these annotations; move it away to annotate {p}")
     return target
 
 
