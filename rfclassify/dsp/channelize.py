@@ -19,6 +19,7 @@ but as a burst, not a too_short reject of a few samples).
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def decimation(sample_rate_hz: float, bandwidth_hz: float) -> int:
     """The largest whole factor that leaves at least OVERSAMPLE x bandwidth of sample rate (>= 1)."""
     if not bandwidth_hz > 0:
         raise ValueError(f"bandwidth must be positive, got {bandwidth_hz}")
-    return max(1, math.floor(sample_rate_hz / (OVERSAMPLE * bandwidth_hz)))
+    # capped: a band of a few subnormal Hz makes the ratio inf (channelize keeps MIN_SAMPLES anyway)
+    return max(1, math.floor(min(sample_rate_hz / (OVERSAMPLE * bandwidth_hz), sys.maxsize)))
 
 
 def channelize(iq: np.ndarray, sample_rate_hz: float, offset_hz: float, bandwidth_hz: float

@@ -122,7 +122,9 @@ def likely_classes(index: np.ndarray, names: tuple[str, ...], probs: np.ndarray,
 
 def offset_db(offset: complex, iq: np.ndarray) -> float:
     """An offset's power in dB of burst iq's mean power (-inf for a zero offset or a silent burst)."""
-    power = float(np.mean(np.abs(np.asarray(iq)) ** 2)) if np.size(iq) else 0.0
+    # squared in float64 (float32 overflows past about 1e19); a power past that too is -inf dB, not a warning
+    with np.errstate(over="ignore"):
+        power = float(np.mean(np.abs(np.asarray(iq, dtype=np.complex128)) ** 2)) if np.size(iq) else 0.0
     if offset == 0 or not power > 0 or not math.isfinite(power):
         return -math.inf
     return 10 * math.log10(abs(offset) ** 2 / power)

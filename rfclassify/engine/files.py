@@ -69,8 +69,26 @@ def wav_layout(path: str | Path) -> tuple[str, float | None, int, int]:
     kind = {"f": "cf", "i": "ci", "u": "cu"}[data.dtype.kind]
     bits = 8 * data.dtype.itemsize
     order = "" if bits == 8 else ("_be" if data.dtype.str[0] == ">" else "_le")
-    trailing = p.stat().st_size - data.offset - data.nbytes
-    return f"{kind}{bits}{order}", rate_hz, int(data.offset), int(trailing)
+    header = data.offset if data.size else _data_chunk_end(p)   # numpy maps nothing for no samples
+    trailing = p.stat().st_size - header - data.nbytes
+    return f"{kind}{bits}{order}", rate_hz, int(header), int(trailing)
+
+
+def _data_chunk_end(p: Path) -> int:
+    """The byte after the header of a WAV's data chunk (the last, as scipy reads), where its
+    samples would begin."""
+    end, pos, size = None, 12, p.stat().st_size
+    with open(p, "rb") as fh:
+        while pos + 8 <= size:
+            fh.seek(pos)
+            head = fh.read(8)
+            if head[:4] == b"data":
+                end = pos + 8
+            n = int.from_bytes(head[4:], "little")
+            pos += 8 + n + n % 2   # a chunk of odd size has a pad byte
+    if end is None:
+        raise InputError(f"{p}: a WAV without a data chunk")
+    return end
 
 
 def _read_wav(p: Path) -> tuple[float | None, np.ndarray]:
@@ -116,7 +134,11 @@ def iter_npy(path: str | Path, chunk: int = 4096, limit: int | None = None, read
     is_complex = rows.dtype.kind == "c"
 
     def as_iq(samples: np.ndarray) -> np.ndarray:
-        return np.asarray(samples, dtype=np.complex64) if is_complex else as_float(samples, True)
+        if not is_complex:
+            return as_float(samples, True)
+        # complex128 past float32 becomes inf and its burst a non_finite reject, not a warning
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(samples, dtype=np.complex64)
 
     if one:
         whole = dataclasses.replace(reading, cut="whole") if reading.cut == "auto" else reading

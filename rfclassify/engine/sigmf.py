@@ -368,7 +368,12 @@ def _sigmf_list(meta: dict, key: str, meta_path: Path) -> list:
 def as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
     """complex64 (or float32 for real types); unsigned integers are centred on zero."""
     x = np.asarray(samples)
-    if x.dtype.kind == "u":
+    # centred exactly: float32 first would round cu32 to steps of 256 (8 and 16 bits are exact in float32)
+    if x.dtype.kind == "u" and x.dtype.itemsize == 8:
+        x = (x ^ np.uint64(1 << 63)).view(np.int64)   # flipping the top bit subtracts 2**63
+    elif x.dtype.kind == "u" and x.dtype.itemsize == 4:
+        x = x.astype(np.int64) - 2 ** 31
+    elif x.dtype.kind == "u":
         x = x.astype(np.float32) - float(2 ** (8 * x.dtype.itemsize - 1))
     # values past float32 (a cf64 file) become inf and their burst a non_finite reject, not a warning
     with np.errstate(over="ignore", invalid="ignore"):
