@@ -144,6 +144,24 @@ def test_core_offset_makes_sample_indices_absolute(tmp_path):
         read_sigmf(tmp_path / "part2")
 
 
+def test_an_annotation_that_cannot_be_read_is_named_by_its_place_in_the_file(tmp_path):
+    """Bursts are numbered in time, but a mistake names the annotation as the file lists it
+    (0-based, as in its annotations array): the third entry here, not the second burst in time,
+    as before the sixty-sixth session. rfclassify's own entries (results) count as entries."""
+    np.zeros(5000, np.complex64).tofile(tmp_path / "rec.sigmf-data")
+    ours = {"core:sample_start": 0, "core:sample_count": 10, "core:generator": "rfclassify 0.1.0 m"}
+    meta = {"global": {"core:datatype": "cf32_le", "core:version": "1.2.0"},
+            "annotations": [{"core:sample_start": 0, "core:sample_count": 1000}, ours,
+                            {"core:sample_start": 3000, "core:sample_count": 1000},
+                            {"core:sample_start": 1000, "core:sample_count": 9000}]}
+    (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=r"annotation 3 \(1000\+9000\) lies outside the 5000 samples"):
+        read_sigmf(tmp_path / "rec")
+    meta["annotations"][3]["core:sample_count"] = 500
+    (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
+    assert [(b.index, b.start_sample) for b in read_sigmf(tmp_path / "rec")] == [(0, 0), (1, 1000), (2, 3000)]
+
+
 def _meta(tmp_path, name: str, **global_fields) -> None:
     glob = {"core:datatype": "cf32_le", "core:version": "1.2.0", **global_fields}
     (tmp_path / f"{name}.sigmf-meta").write_text(json.dumps({"global": glob}))

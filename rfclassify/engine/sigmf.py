@@ -201,8 +201,10 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
     samples = SampleMap(dataset, component, is_complex, first, _sigmf_list(meta, "captures", meta_path),
                         _sigmf_int(glob, "core:trailing_bytes", 0, meta_path), meta_path, channels)
     each = range(channels) if channels > 1 else [None]   # a single channel's bursts carry no channel
-    annotations = [a for a in _sigmf_list(meta, "annotations", meta_path) if isinstance(a, dict)
-                   and "core:sample_start" in a and not written_by_rfclassify(a)]
+    # (its place in the file's annotations, which errors name; the burst index is its place in time)
+    entries = [(j, a) for j, a in enumerate(_sigmf_list(meta, "annotations", meta_path)) if isinstance(a, dict)
+               and "core:sample_start" in a and not written_by_rfclassify(a)]
+    annotations = [a for _, a in entries]
     if not annotations and reading.cut == "energy":
         found = itertools.chain.from_iterable(
             energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
@@ -214,15 +216,16 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
                           capture_hz=samples.frequency_at(first)) for c in each][:limit]
     spans = []
     starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
-    for i, (start, a) in enumerate(sorted(zip(starts, annotations, strict=True), key=lambda pair: pair[0])):
+    in_time = sorted(zip(starts, entries, strict=True), key=lambda pair: pair[0])
+    for i, (start, (j, a)) in enumerate(in_time):
         count = _sigmf_int(a, "core:sample_count", first + samples.n - start, meta_path)
         if start < first or count < 0 or start + count > first + samples.n:
-            raise InputError(f"{meta_path}: annotation {i} ({start}+{count}) lies outside the "
+            raise InputError(f"{meta_path}: annotation {j} ({start}+{count}) lies outside the "
                              f"{samples.n} samples of {dataset.path.name}"
                              + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
         label = a.get("core:label")
         capture_hz = samples.frequency_at(start)
-        band = None if reading.full_band else _annotation_band(a, i, capture_hz, rate_hz, meta_path)
+        band = None if reading.full_band else _annotation_band(a, j, capture_hz, rate_hz, meta_path)
         spans.append((i, start, count, label if label in LABELS else None, band, capture_hz))
     out = []
     for (i, start, count, truth, band, capture_hz), c in itertools.islice(itertools.product(spans, each), limit):
