@@ -28,7 +28,7 @@ with none open (a stream joined mid-burst) is ignored; an open burst is cut into
 `max_burst_samples`.
 
 All three report stream tags inside a burst (`tags`), and the last `rx_time` tag at or before the
-burst's first sample, so the caller can stamp times and ids.
+burst's first sample (else the first inside it), so the caller can stamp times and ids.
 """
 
 from __future__ import annotations
@@ -107,22 +107,41 @@ class SampleBuffer:
 
 
 class _TagLog:
-    """Recent stream tags, so a burst can report the tags it spans and the last rx_time."""
+    """Recent stream tags, so a burst can report the tags it spans and its rx_time."""
+
+    # a few, not the newest alone: a newer rx_time can come before a burst that started under
+    # the one before it is cut
+    MAX_RX_TIMES = 16
 
     def __init__(self) -> None:
         self.tags: deque[StreamTag] = deque(maxlen=4096)
-        self.rx_time: StreamTag | None = None
+        self.rx_times: list[StreamTag] = []    # by offset
 
     def add(self, tag: StreamTag) -> None:
         if tag.key == "rx_time":
-            self.rx_time = tag
+            self.rx_times.append(tag)
+            self.rx_times.sort(key=lambda t: t.offset)
+            del self.rx_times[:-self.MAX_RX_TIMES]
         else:
             self.tags.append(tag)
+
+    def clear(self) -> None:
+        self.tags.clear()
+        self.rx_times = []
+
+    def rx_time(self, start: int, end: int) -> StreamTag | None:
+        """The last rx_time at or before start, else the first inside [start, end)."""
+        before = [t for t in self.rx_times if t.offset <= start]
+        if before:
+            return before[-1]
+        if self.rx_times and self.rx_times[0].offset < end:
+            return self.rx_times[0]
+        return None
 
     def segment(self, start: int, iq: np.ndarray, truncated: bool = False) -> Segment:
         end = start + iq.shape[0]
         inside = tuple(t for t in self.tags if start <= t.offset < end)
-        rx = self.rx_time if self.rx_time is not None and self.rx_time.offset < end else None
+        rx = self.rx_time(start, end)
         while self.tags and self.tags[0].offset < start:
             self.tags.popleft()
         return Segment(start, iq, inside, rx, truncated)
@@ -161,6 +180,8 @@ class EnergyCutter:
     def reset(self, offset: int) -> bool:
         """Restart at stream offset (after a gap); True if an open burst was lost."""
         lost = getattr(self, "_burst", None) is not None
+        if hasattr(self, "_buf") and offset < self._buf.end:
+            self._tags.clear()   # offsets went back (a restarted flowgraph): its tags are the old run's
         self._buf = SampleBuffer(offset)
         self._block_pos = offset      # start of the first block not yet measured
         self._decided = offset        # start of the first block not yet decided
@@ -283,6 +304,8 @@ class EnergyCutter:
 class TagCutter:
     """Cuts [offset, offset + value) at each length tag (key config tag_key)."""
 
+    MAX_PENDING = 4096   # length tags waiting for their samples
+
     def __init__(self, tag_key: str, max_burst_samples: int, start_offset: int = 0) -> None:
         self.tag_key = tag_key
         self.max_burst_samples = max_burst_samples
@@ -292,6 +315,8 @@ class TagCutter:
     def reset(self, offset: int) -> bool:
         """Restart at stream offset (after a gap); True if a tagged packet was lost."""
         lost = bool(getattr(self, "_pending", None))
+        if hasattr(self, "_buf") and offset < self._buf.end:
+            self._tags.clear()   # offsets went back (a restarted flowgraph): its tags are the old run's
         self._buf = SampleBuffer(offset)
         self._pending: list[tuple[int, int]] = []
         return lost
@@ -312,6 +337,8 @@ class TagCutter:
             return f"{self.tag_key} tag at {tag.offset} has length {value}, outside 1..{self.max_burst_samples}"
         if tag.offset < self._buf.start:
             return f"{self.tag_key} tag at {tag.offset} refers to samples already gone"
+        if len(self._pending) >= self.MAX_PENDING:
+            return f"{self.tag_key} tag at {tag.offset}: {self.MAX_PENDING} packets already wait for their samples"
         self._pending.append((tag.offset, value))
         return None
 
@@ -350,6 +377,8 @@ class StartEndCutter:
     def reset(self, offset: int) -> bool:
         """Restart at stream offset (after a gap); True if an open burst was lost."""
         lost = getattr(self, "_open", None) is not None
+        if hasattr(self, "_buf") and offset < self._buf.end:
+            self._tags.clear()   # offsets went back (a restarted flowgraph): its tags are the old run's
         self._buf = SampleBuffer(offset)
         self._edges: list[tuple[int, bool]] = []   # (offset, is a start), not yet reached by the samples
         self._open: int | None = None              # first sample of the open burst

@@ -18,6 +18,9 @@ GNU Radio's power squelch writes), after a slow DC blocker (rfclassify.dsp.dc_bl
 each burst's mean would otherwise see. With a tag header the
 offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
 the open burst is abandoned and a `stream_gap` reject says how many samples were lost.
+A header offset at or past 2**62 samples is a `bad_tag_header` (no stream gets there; the
+energy cutter's offsets are int64), and a tag more than `max_burst_samples` past its message's
+end a `bad_tag`: garbage offsets, which would otherwise move the stream or wait for good.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ _HEADER = struct.Struct("=HBQQ")   # packed, native endian: 19 bytes
 _OFFSET = struct.Struct("=Q")
 _MIN_TAG_BYTES = _OFFSET.size + 3   # an offset and three one-byte PMTs
 ITEM_BYTES = 8                      # gr_complex
+# stream offsets in samples stay below this: the energy cutter's block offsets are int64
+MAX_OFFSET = 1 << 62
 MAX_TAGS_IN_META = 16
 
 
@@ -52,13 +57,17 @@ def has_tag_header(view: memoryview) -> bool:
     return view.nbytes >= _HEADER.size and struct.unpack_from("=HB", view, 0) == (TAG_MAGIC, TAG_VERSION)
 
 
-def parse_tag_header(view: memoryview) -> tuple[int, list[StreamTag], int]:
-    """(offset of the first item, tags, bytes the header takes); MessageError('bad_tag_header')."""
+def parse_tag_header(view: memoryview, vlen: int = 1) -> tuple[int, list[StreamTag], int]:
+    """(offset of the first sample, tags at sample offsets, bytes the header takes), for items of
+    vlen samples; MessageError('bad_tag_header')."""
     if view.nbytes < _HEADER.size:
         raise MessageError("bad_tag_header", f"{view.nbytes} bytes is shorter than a tag header")
     magic, version, offset, ntags = _HEADER.unpack_from(view, 0)
     if magic != TAG_MAGIC or version != TAG_VERSION:
         raise MessageError("bad_tag_header", f"magic 0x{magic:04x} version {version}, expected 0x{TAG_MAGIC:04x} version {TAG_VERSION}")
+    if offset * vlen >= MAX_OFFSET:
+        # no stream gets that far: a garbage offset, which the stream must not jump to
+        raise MessageError("bad_tag_header", f"offset {offset} items of {vlen} samples is past {MAX_OFFSET} samples")
     pos = _HEADER.size
     if ntags > (view.nbytes - pos) // _MIN_TAG_BYTES:
         raise MessageError("bad_tag_header", f"{ntags} tags announced in {view.nbytes - pos} bytes")
@@ -71,12 +80,12 @@ def parse_tag_header(view: memoryview) -> tuple[int, list[StreamTag], int]:
             key, pos = read_pmt(view, pos + _OFFSET.size)
             value, pos = read_pmt(view, pos)
             _srcid, pos = read_pmt(view, pos)
-            tags.append(StreamTag(tag_offset, key if isinstance(key, str) else str(key), value))
+            tags.append(StreamTag(tag_offset * vlen, key if isinstance(key, str) else str(key), value))
     except MessageError as exc:
         if exc.reason == "bad_tag_header":
             raise
         raise MessageError("bad_tag_header", f"tag PMT: {exc.detail}") from None
-    return offset, tags, pos
+    return offset * vlen, tags, pos
 
 
 class GrStreamDecoder(Decoder):
@@ -113,15 +122,11 @@ class GrStreamDecoder(Decoder):
         out: list[Burst | Reject] = []
         tags: list[StreamTag] = []
         if self.config.pass_tags or (self.config.pass_tags is None and has_tag_header(data)):
-            try:
-                offset, tags, used = parse_tag_header(data)
+            try:   # the header counts items of vlen samples; the cutters count samples
+                offset, tags, used = parse_tag_header(data, self.config.vlen)
             except MessageError as exc:
                 return [self._reject(exc.reason, exc.detail)]
             data = data[used:]
-            vlen = self.config.vlen   # the header counts items of vlen samples; the cutters count samples
-            if vlen > 1:
-                offset = offset * vlen
-                tags = [StreamTag(t.offset * vlen, t.key, t.value) for t in tags]
             out += self._align(offset)
         item_bytes = ITEM_BYTES * self.config.vlen
         if data.nbytes % item_bytes:
@@ -130,8 +135,9 @@ class GrStreamDecoder(Decoder):
             detail = f"{data.nbytes} bytes is not a whole number of {item_bytes}-byte items"
             return out + [self._reject("bad_payload_size", detail + ("; open burst lost" if lost else ""))]
         self._started = True
+        end = self._cutter.offset + data.nbytes // ITEM_BYTES
         for tag in tags:
-            problem = self._cutter.add_tag(tag)
+            problem = self._too_far_ahead(tag, end) or self._cutter.add_tag(tag)
             if problem:
                 out.append(self._reject("bad_tag", problem))
         samples = np.frombuffer(data, dtype=np.complex64)
@@ -163,6 +169,14 @@ class GrStreamDecoder(Decoder):
 
     def _reject(self, reason: str, detail: str) -> Reject:
         return Reject(reason, detail, stream=self.config.stream)
+
+    def _too_far_ahead(self, tag: StreamTag, end: int) -> str | None:
+        """A tag more than max_burst_samples past its message's end has a garbage offset: kept, it
+        would wait for samples that never come (a length or start/end tag blocking the cutter)."""
+        limit = self.config.cutter.max_burst_samples
+        if tag.offset - end > limit:
+            return f"{tag.key} tag at {tag.offset} lies more than max_burst_samples={limit} past the message's end at {end}"
+        return None
 
     def _align(self, offset: int) -> list[Reject]:
         """Follow the publisher's item offset; a jump means samples were lost."""
