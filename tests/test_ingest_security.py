@@ -189,6 +189,12 @@ def test_check_config_reads_the_curve_key_files(keys, tmp_path, capsys) -> None:
     cfg.write_text(f"[security]\ncurve_control = true\nsecret_key_file = \"{keys.server_sec}\"\n"
                    f"authorized_keys_dir = \"{keys.allowed}\"\n")
     assert main(["serve", "--config", str(cfg), "--check-config"]) == 0
+    # one damaged client key: zmq.auth loads the folder whole, and refused every client with
+    # only a log line (sixty-sixth session); named now, before the start
+    (keys.allowed / "broken.key").write_text("metadata\ncurve\n")
+    assert main(["serve", "--config", str(cfg), "--check-config"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read CURVE key file" in err and "broken.key" in err and "Traceback" not in err
 
 
 

@@ -211,6 +211,34 @@ def test_a_decoder_that_raises_costs_its_message_not_the_daemon(tiny_model_dir, 
     assert "RuntimeError: a decoder bug" in c.rejects[0]["detail"]
 
 
+def test_a_record_the_encoder_fails_on_goes_out_as_a_reject_and_the_daemon_goes_on(tiny_model_dir, tmp_path,
+                                                                                   monkeypatch, serving):
+    """If encoding a record raises (a 400-digit burst_id did in gr-pmt output before the
+    sixty-sixth session, and ended the inference thread), an internal_error reject goes out in
+    its place, counted, the health says so, and the bursts after it are answered."""
+    from rfclassify.serve import pipeline as pipeline_module
+
+    real = pipeline_module.encode
+
+    def fragile(topic, record):
+        if record.get("burst_id") == "boom":
+            raise RuntimeError("an encoder bug")
+        return real(topic, record)
+    monkeypatch.setattr(pipeline_module, "encode", fragile)
+    iq = _bursts(3, seed=5)[0].iq
+    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")) as (d, push, c):
+        for i, name in enumerate(("before", "boom", "after")):
+            push.send_multipart(encode_native(iq[i], _header(name)))
+        assert c.wait_for(3, 30), f"{c.count()} of 3"
+        st = d.status()
+        assert st["health"] == "degraded" and not d.pipeline.failed_threads()
+        assert "1 record(s) the output encoder failed on (sent as internal_error; see the log)" in st["health_reasons"]
+        c.stop()
+    assert sorted(r["burst_id"] for r in c.results) == ["after", "before"]
+    assert [(r["reason"], r["burst_id"]) for r in c.rejects] == [("internal_error", None)]
+    assert "could not encode its result record: RuntimeError" in c.rejects[0]["detail"]
+
+
 def test_status_reply_has_every_documented_field(daemon):
     st = _status(daemon)
     for key in ("health", "health_reasons", "version", "pid", "uptime_s", "engine", "input", "output",

@@ -110,11 +110,13 @@ def test_a_record_as_a_pmt_dict_holds_what_its_json_holds():
     for _ in range(100):
         deep = {"a": deep}
     record = {"burst_id": 2**64 - 1, "stream": None, "top": [{"label": "QPSK", "p": 0.5}],
-              "meta": {"nan": float("nan"), "huge": 10**30, "deep": deep, "empty": []}, "truth": None}
+              "meta": {"nan": float("nan"), "huge": 10**30, "deep": deep, "empty": []}, "truth": None,
+              "beyond": -10**400}
     (frame,) = encode_pmt(b"result", record)
     got = deserialize(frame, max_depth=1000)   # past our reader's guard (32); GNU Radio's has none
     expect = {"topic": "result", **json.loads(encode(b"result", record)[1])}
     expect["meta"]["huge"] = 1e30                                      # past uint64: a double
+    expect["beyond"] = "-1" + "0" * 400        # past a double too: its digits (OverflowError before)
     assert got == expect and got["burst_id"] == 2**64 - 1 and got["meta"]["nan"] == "nan"
     assert deserialize(encode_pmt(b"reject", {"burst_id": None, "reason": "too_short"})[0]) == {
         "topic": "reject", "burst_id": None, "reason": "too_short"}
@@ -199,6 +201,23 @@ def test_batcher_wait_deadline_and_per_bucket_override():
 
 
 # -- stats -----------------------------------------------------------------------------------
+def test_ground_truth_labels_past_the_limit_share_one_row():
+    """A sender whose label field varies (any string is a label) fills MAX_TRUTH_CLASSES rows;
+    the rest are counted in one, and the overall accuracy still counts every burst. Each new
+    label added a row forever before the sixty-sixth session."""
+    from rfclassify.serve.stats import MAX_TRUTH_CLASSES, OTHER_TRUTH
+
+    s = DaemonStats()
+    s.add_result("QPSK", 0.0, 0.0, 0.0, truth_label="QPSK")
+    for i in range(MAX_TRUTH_CLASSES + 500):
+        s.add_result("QPSK", 0.0, 0.0, 0.0, truth_label=f"label-{i}")
+    s.add_result("QPSK", 0.0, 0.0, 0.0, truth_label="QPSK")       # a row it already has: its own
+    acc = s.snapshot()["accuracy"]
+    assert len(acc["per_class"]) == MAX_TRUTH_CLASSES + 1 and acc["n"] == MAX_TRUTH_CLASSES + 502
+    assert acc["per_class"][OTHER_TRUTH]["n"] == 501 and acc["per_class"][OTHER_TRUTH]["accuracy"] == 0
+    assert acc["per_class"]["QPSK"] == {"accuracy": 1.0, "n": 2, "best_guess": 1.0}
+
+
 def test_percentiles_and_live_accuracy():
     assert percentile([], 50) is None
     assert percentile(list(range(1, 101)), 99) == 99 and percentile(list(range(1, 101)), 50) == 50
@@ -815,6 +834,19 @@ def test_simulate_rejects_unknown_classes(capsys):
 
     assert main(["simulate", "--classes", "QPSK,NOPE", "--count", "1"]) == 2
     assert "unknown label 'NOPE'" in capsys.readouterr().err
+    for rate in ("0", "-1"):   # every burst would be a bad_header reject (sent, exit 0, before the 66th session)
+        assert main(["simulate", "--sample-rate", rate, "--count", "1"]) == 2
+        assert "sample rate must be > 0 Hz" in capsys.readouterr().err
+
+
+def test_config_strings_with_a_nul_are_refused_on_one_line():
+    """TOML writes "\\u0000"; no path, endpoint or label holds one. capture.dir with one passed
+    --check-config and ended the start in a ValueError traceback before the sixty-sixth session."""
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"capture": {"dir": "/tmp/\0x"}, "model": {"dir": "a\0"}})
+    lines = str(err.value).splitlines()
+    assert sorted(lines) == ["config: capture.dir: must not contain a NUL character",
+                             "config: model.dir: must not contain a NUL character"], lines
 
 
 def test_default_control_endpoint_falls_back_to_the_user_runtime_dir(tmp_path, monkeypatch):

@@ -253,6 +253,11 @@ def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
 
 def _check_value(value: Any, meta: Any, where: str, errors: list[str]) -> bool:
     choices, lo, hi = meta.get("choices"), meta.get("lo"), meta.get("hi")
+    if isinstance(value, str) and "\0" in value:
+        # TOML's "\u0000": no path, endpoint or label holds one (capture.dir ended the start in
+        # a ValueError traceback before the sixty-sixth session)
+        errors.append(f"{where}: must not contain a NUL character")
+        return False
     if isinstance(value, float) and not math.isfinite(value):
         # TOML has nan and inf; a NaN passes every range test (a NaN max_wait_ms never sends a batch)
         errors.append(f"{where}: must be a finite number; got {value!r}")

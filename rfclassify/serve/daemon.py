@@ -258,6 +258,9 @@ class Daemon:
             reasons.append(f"{self.pipeline.refiner_errors} batch(es) the refiner failed on (network alone)")
         if self.pipeline.decoder_errors:
             reasons.append(f"{self.pipeline.decoder_errors} message(s) the decoder failed on (rejected; see the log)")
+        if self.pipeline.encoder_errors:
+            reasons.append(f"{self.pipeline.encoder_errors} record(s) the output encoder failed on (sent as "
+                           "internal_error; see the log)")
         clf = getattr(e, "classifier", None)
         breaks = getattr(clf, "refiner_pool_breaks", 0)
         if breaks and not clf.refiner_workers:

@@ -155,6 +155,7 @@ class Pipeline:
         self.inference_errors = 0
         self.refiner_errors = 0           # batches the refiner failed on (left to the network)
         self.decoder_errors = 0           # messages the decoder raised on (rejected, internal_error)
+        self.encoder_errors = 0           # records the output encoder raised on (sent as internal_error)
         self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
         self.output_endpoint = ""
         self._stop_ingest = threading.Event()
@@ -250,8 +251,23 @@ class Pipeline:
         self._publish(REJECT_TOPIC, reject_record(rej))
 
     def _publish(self, topic: bytes, record: dict[str, Any]) -> None:
-        # serialized here, in output.format, so the queue can count bytes: echoed `meta` may be large
-        frames = self._encode(topic, record)
+        # serialized here, in output.format, so the queue can count bytes: echoed `meta` may be large.
+        # A record the encoder fails on (a bug an echoed value found) goes out as an internal_error
+        # reject without its echoes, counted (health: degraded), not the thread that publishes it.
+        try:
+            frames = self._encode(topic, record)
+        except Exception as exc:  # noqa: BLE001 - one record must not stop the daemon
+            self.encoder_errors += 1
+            if self.encoder_errors <= 10 or self.encoder_errors % 1000 == 0:
+                log.exception("the %s encoder failed on a %s record (%d so far); an internal_error reject "
+                              "goes out instead", self.config.output.format, topic.decode(), self.encoder_errors)
+            plain = Reject("internal_error", f"the daemon could not encode its {topic.decode()} record: "
+                           f"{type(exc).__name__}", stream=record.get("stream") if isinstance(
+                               record.get("stream"), str) else None)
+            try:
+                frames = self._encode(REJECT_TOPIC, reject_record(plain))
+            except Exception:  # noqa: BLE001 - nothing left to send
+                return
         self.publish_q.put(frames, len(frames[-1]))
 
     def _enqueue(self, outputs: list[Burst | Reject], overhead_bytes: int = 0) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 from typing import Any
 
+from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject
 
 RESULT_TOPIC = b"result"
@@ -92,16 +93,26 @@ _PMT_SYMBOL_BYTES = 65535   # a serialized symbol's length is 16 bits
 
 def _pmt_ready(value: Any) -> Any:
     """value with what a PMT cannot hold made what it can: an integer past int64/uint64 a
-    double, a string (or key) longer than a symbol's 65,535 UTF-8 bytes cut, ending in "..."."""
+    double, or its digits as a string past a double's range too (a 400-digit burst_id raised
+    OverflowError and ended the inference thread before the sixty-sixth session), a string (or
+    key) longer than a symbol's 65,535 UTF-8 bytes cut, ending in "..."."""
     if isinstance(value, dict):
         return {_pmt_ready(k): _pmt_ready(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_pmt_ready(v) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
-        return float(value)
+        as_double = as_finite_float(value)
+        return _pmt_ready(_digits(value)) if as_double is None else as_double
     if isinstance(value, str) and len(value) > _PMT_SYMBOL_BYTES // 4 and len(value.encode()) > _PMT_SYMBOL_BYTES:
         return value.encode()[:_PMT_SYMBOL_BYTES - 3].decode(errors="ignore") + "..."
     return value
+
+
+def _digits(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:     # past Python's digit limit for int -> str
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
 
 
 def _nests_past(value: Any, depth: int) -> bool:

@@ -105,12 +105,17 @@ def client_security(server_key_file: str | os.PathLike[str],
 
 
 def check_authorized_keys_dir(authorized_keys_dir: str | os.PathLike[str]) -> Path:
-    """The folder of admitted clients' public keys; ConfigError where it is not one or holds none."""
+    """The folder of admitted clients' public keys; ConfigError where it is not one, holds none,
+    or holds one zmq.auth cannot read: it loads the folder whole, and one bad file refused every
+    client, with only a line in the log (before the sixty-sixth session)."""
     d = Path(authorized_keys_dir)
     if not d.is_dir():
         raise ConfigError(f"authorized keys directory not found: {d}")
-    if not any(d.glob("*.key")):
+    keys = sorted(d.glob("*.key"))
+    if not keys:
         raise ConfigError(f"no client public keys (*.key) in {d}")
+    for key in keys:
+        _load(key, need_secret=False)
     return d
 
 

@@ -62,6 +62,8 @@ class SimulateOptions:
         if 0 < self.rate_bursts_per_s < 1e-3:   # a burst every 1e300 s overflowed time.sleep
             raise ConfigError(f"rate must be 0 (as fast as possible) or at least 0.001 bursts/s, "
                               f"got {self.rate_bursts_per_s:g}")
+        if not self.sample_rate_hz > 0:   # every burst sent would be a bad_header reject
+            raise ConfigError(f"sample rate must be > 0 Hz, got {self.sample_rate_hz:g}")
         if not 1 <= self.length_min_samples <= self.length_max_samples:
             raise ConfigError("need 1 <= length-min <= length-max")
         if self.snr_min_db > self.snr_max_db:
