@@ -175,7 +175,8 @@ class GrStreamDecoder(Decoder):
         would wait for samples that never come (a length or start/end tag blocking the cutter)."""
         limit = self.config.cutter.max_burst_samples
         if tag.offset - end > limit:
-            return f"{tag.key} tag at {tag.offset} lies more than max_burst_samples={limit} past the message's end at {end}"
+            return (f"{tag.key} tag at {tag.offset} lies more than max_burst_samples={limit} past the "
+                    f"message's end at {end}")
         return None
 
     def _align(self, offset: int) -> list[Reject]:
