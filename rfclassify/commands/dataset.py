@@ -129,8 +129,9 @@ def _command_line(args: argparse.Namespace) -> str:
         flag = "--" + key.replace("_", "-")
         if value is True:
             words.append(flag)
-        elif value is not False:
-            words += [flag, str(value)]
+        elif value is not False:   # --snr=-10,0: a value starting with '-' read as an option otherwise
+            text = str(value)
+            words += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
     return shlex.join(words)
 
 

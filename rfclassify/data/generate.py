@@ -67,6 +67,8 @@ class GenerateSpec:
             raise InputError("the SNR grid is empty")
         if not all(np.isfinite(snrs)):
             raise InputError("SNR values must be finite numbers")
+        if len(set(np.float32(snrs).tolist())) != len(snrs):   # as the file stores them
+            raise InputError("duplicate value in the SNR grid (a cell would get twice --per-cell bursts)")
         object.__setattr__(self, "snr_grid_db", snrs)
         if self.per_cell < 1:
             raise InputError(f"--per-cell must be >= 1, got {self.per_cell}")
@@ -316,6 +318,11 @@ def check_output(out: str | os.PathLike[str], force: bool) -> Path:
     schema.check_replaceable(path)
     if path.exists() and not force:
         raise InputError(f"{path} exists; use --force to overwrite it")
+    folder = path.absolute().parent   # before any work (gnuradio found out after its flowgraph ran)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot be written ({folder} is not a writable folder)")
     return path
 
 

@@ -67,10 +67,14 @@ class GnuRadioSpec:
         if unsupported:
             raise InputError(f"GNU Radio cannot make {', '.join(unsupported)} here; "
                              f"it can make {', '.join(GNURADIO_LABELS)}")
+        if len(set(classes)) != len(classes):
+            raise InputError("duplicate class in --classes")
         object.__setattr__(self, "classes", tuple(classes))
         snrs = tuple(float(s) for s in self.snr_grid_db)
         if not snrs or not all(np.isfinite(snrs)):
             raise InputError("the SNR grid must be a non-empty list of finite numbers")
+        if len(set(np.float32(snrs).tolist())) != len(snrs):   # as the file stores them
+            raise InputError("duplicate value in the SNR grid (a cell would get twice --per-cell bursts)")
         object.__setattr__(self, "snr_grid_db", snrs)
         if self.per_cell < 1:
             raise InputError(f"--per-cell must be >= 1, got {self.per_cell}")

@@ -75,7 +75,7 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
             for chunk in iter_file_bursts(name, reading=reading):
                 iq, labels, snr = [], [], []
                 for burst in chunk:
-                    why = _skip_reason(burst.truth_label, burst.iq.size)
+                    why = _skip_reason(burst.truth_label, burst.iq)
                     if why:
                         report.skipped[why] += 1
                         continue
@@ -96,12 +96,16 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
     return report
 
 
-def _skip_reason(truth: str | None, n_samples: int) -> str:
-    """Why a burst is not imported ('' when it is)."""
+def _skip_reason(truth: str | None, iq: np.ndarray) -> str:
+    """Why a burst is not imported ('' when it is): classify rejects a burst with a NaN or an
+    infinity (non_finite), and training or evaluating on one gives NaN (imported before the
+    sixty-sixth session)."""
     if truth not in LABELS:
         return "no label the model classifies"
-    if n_samples < schema.MIN_BURST_SAMPLES:
+    if iq.size < schema.MIN_BURST_SAMPLES:
         return f"shorter than {schema.MIN_BURST_SAMPLES} samples"
+    if not np.all(np.isfinite(iq)):
+        return "non-finite samples (NaN or infinity)"
     return ""
 
 

@@ -57,8 +57,10 @@ class DatasetReader:
             self.snr_db = self._column(schema.SNR_DB, np.float32)
             self.channel_index = self._column(schema.CHANNEL_INDEX, np.int8)
             n = self.offsets.size
+            params = self._f[schema.PARAMS]
+            params.dtype   # its field names decoded here, not first when .params is read
             if not (self.lengths.size == self.label_index.size == self.snr_db.size == n
-                    == self.channel_index.size == self._f[schema.PARAMS].shape[0]):
+                    == self.channel_index.size == params.shape[0]):
                 raise InputError(f"{self.path}: corrupt dataset, per-example arrays differ in length")
             total = self._f[schema.IQ].shape[0]
             if n and (self.offsets.min() < 0 or int((self.offsets + self.lengths).max()) > total):
@@ -68,7 +70,9 @@ class DatasetReader:
             if n and self.lengths.min() < 0:
                 raise InputError(f"{self.path}: corrupt dataset, a negative burst length")
             self._iq_mem = self._f[schema.IQ][()] if in_memory else None
-        except (KeyError, OSError) as exc:
+        except (KeyError, OSError, RuntimeError, ValueError, UnicodeDecodeError) as exc:
+            # h5py's errors for damaged files: RuntimeError (a bad heap), ValueError and
+            # UnicodeDecodeError (a damaged compound type); each was a traceback before the 66th session
             self._f.close()
             raise InputError(f"{self.path}: corrupt dataset ({exc})") from None
         except BaseException:
@@ -110,7 +114,10 @@ class DatasetReader:
     def params(self) -> np.ndarray:
         """(N,) structured array of generation parameters (loaded on first use)."""
         if self._params is None:
-            self._params = self._f[schema.PARAMS][()]
+            try:
+                self._params = self._f[schema.PARAMS][()]
+            except (OSError, RuntimeError, ValueError, UnicodeDecodeError) as exc:
+                raise InputError(f"{self.path}: corrupt dataset, /{schema.PARAMS} unreadable ({exc})") from None
         return self._params
 
     def buckets(self, policy: BucketPolicy | None = None) -> np.ndarray:
@@ -140,12 +147,16 @@ class DatasetReader:
         idx = np.where(idx < 0, idx + len(self), idx)
         out: list[np.ndarray | None] = [None] * idx.size
         order = np.argsort(idx, kind="stable")
-        # Bursts are stored back to back: each run of adjacent examples is one sample range.
+        # Bursts are usually stored back to back: each run of adjacent examples whose samples
+        # follow each other is one sample range. The schema does not promise that order (read
+        # gave empty bursts for a file whose offsets did not follow it before the 66th session).
         runs: list[tuple[int, int, np.ndarray]] = []  # (lo, hi, positions in `out`)
         run_start = 0
         for k in range(1, order.size + 1):
-            if k < order.size and idx[order[k]] - idx[order[k - 1]] in (0, 1):
-                continue
+            if k < order.size:
+                a, b = idx[order[k - 1]], idx[order[k]]
+                if a == b or (b == a + 1 and self.offsets[b] == self.offsets[a] + self.lengths[a]):
+                    continue
             first, last = idx[order[run_start]], idx[order[k - 1]]
             runs.append((int(self.offsets[first]), int(self.offsets[last] + self.lengths[last]),
                          order[run_start:k]))

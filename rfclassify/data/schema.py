@@ -172,9 +172,12 @@ class DatasetWriter:
         self.path = Path(path)
         check_replaceable(self.path)
         self.tmp_path = self.path.with_name(self.path.name + ".partial")
-        self.tmp_path.parent.mkdir(parents=True, exist_ok=True)
         self._param_dtype = hdf5_param_dtype(np.dtype(param_dtype))
-        self._f = h5py.File(self.tmp_path, "w")
+        try:   # h5py's OSError names no file, which the CLI would report as an internal error
+            self.tmp_path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = h5py.File(self.tmp_path, "w")
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot be written ({exc.strerror or exc})") from None
         for key, value in attrs.to_hdf5().items():
             self._f.attrs[key] = value
         comp = {} if compression == "none" else {"compression": compression, "shuffle": True}

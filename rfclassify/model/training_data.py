@@ -34,7 +34,7 @@ import numpy as np
 from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
 from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
-from rfclassify.labels import LABELS
+from rfclassify.labels import LABEL_TO_INDEX, LABELS
 
 Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
 
@@ -386,6 +386,13 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
     policy = recipe.policy
     rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
     with DatasetReader(path) as reader:
+        # the file's label indices count its own `labels` list; the network's, LABELS (the two
+        # were taken as one before the sixty-sixth session: a file listing them in another order
+        # trained every burst against the wrong class)
+        to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels], np.int64)
+        foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
+        if foreign:
+            raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
         pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
         # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
         # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
@@ -403,5 +410,5 @@ def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
                                                indices=pools[b], normalize=True,
                                                normalization=recipe.normalization)
                 batch = next(iters[b])
-            yield {"x": to_model_input(batch.iq), "label": batch.label_index.astype(np.int64),
+            yield {"x": to_model_input(batch.iq), "label": to_model[batch.label_index],
                    "snr_db": batch.snr_db.astype(np.float32)}  # NaN (no noise): no SNR loss
