@@ -309,6 +309,9 @@ def test_prune_keeps_every_engine_of_the_models_files_and_removes_what_nothing_r
     (cache / "timing-8.6.2-0123456789abcdef.cache").write_bytes(b"t")
     (cache / "rfc-old-gpu-fp32-all-0123456789abcdef.json").write_text("{}")          # its engine is gone
     (cache / "rfc-old-gpu-int8-all-0123456789abcdef.engine").write_bytes(b"e")        # no record, old model
+    for name, digests in (("listed", ["model.onnx"]), ("text", "model.onnx")):   # damaged records
+        (cache / f"{name}.engine").write_bytes(b"e")
+        (cache / f"{name}.json").write_text(json.dumps({"digests": digests}))
     mine = cache / f"{tp.engine_name_prefix(meta.model_id)}gpu-fp16-all-0123456789abcdef.engine"
     mine.write_bytes(b"e")                  # no record (a build cut before it), this model's name: kept
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
@@ -321,7 +324,7 @@ def test_prune_keeps_every_engine_of_the_models_files_and_removes_what_nothing_r
 
     stale = names(stale_files(cache, model_dir, meta.model_id))
     assert set(stale) == {"rfc-old-gpu-fp32-all-0123456789abcdef.json", "rfc-old-gpu-int8-all-0123456789abcdef.engine",
-                          f".x.engine.{gone}.tmp"}, stale
+                          f".x.engine.{gone}.tmp", "listed.engine", "listed.json", "text.engine", "text.json"}, stale
     assert "engine is gone" in stale["rfc-old-gpu-fp32-all-0123456789abcdef.json"]
     assert f"process {gone} is gone" in stale[f".x.engine.{gone}.tmp"]
 

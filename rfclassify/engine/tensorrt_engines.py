@@ -204,8 +204,12 @@ def stale_files(cache_dir: Path, model_dir: Path, model_id: str,
                 if side.is_file():
                     out.append((side, "its record"))
             continue
-        changed = sorted(f for f, d in (record.get("digests") or {}).items() if digest(f) != d)
-        if changed or not record.get("digests"):
+        digests = record.get("digests")
+        if not isinstance(digests, dict) or not all(isinstance(f, str) and isinstance(d, str)
+                                                    for f, d in digests.items()):
+            digests = {}    # a damaged record: it names nothing this model can vouch for
+        changed = sorted(f for f, d in digests.items() if digest(f) != d)
+        if changed or not digests:
             why = f"built from {', '.join(changed)} as {model_dir} no longer has it" if changed else \
                 "its record names no files it was built from"
         elif tensorrt_version and str(record.get("tensorrt")) != tensorrt_version:
