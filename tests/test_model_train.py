@@ -652,3 +652,26 @@ def test_resume_from_something_that_is_not_a_checkpoint_is_one_line(tmp_path, ca
                      "--device", "cpu", "--resume", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"rfclassify train: error: {path} ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_new_network_in_a_folder_of_an_exported_one_leaves_no_old_graph_to_serve(tmp_path, capsys):
+    """train into a folder where an earlier network was exported: its model.onnx (which every
+    model.json names) served the old network under the new id before the sixty-sixth session."""
+    out = tmp_path / "run"
+    args = ["train", "--out", str(out), "--steps", "2", "--workers", "0", "--batch-size", "4", "--buckets", "128",
+            "--val-per-bucket", "4", "--device", "cpu"]
+    assert main([*args, "--seed", "1"]) == 0
+    assert main(["export", "--model-dir", str(out), "--out", str(out)]) == 0
+    assert (out / "model.onnx").is_file() and (out / "static").is_dir()
+    capsys.readouterr()
+    assert main([*args, "--seed", "2"]) == 0
+    assert "removed the earlier network's model.onnx, export_report.json, static/" in capsys.readouterr().out
+    assert not (out / "model.onnx").exists() and not (out / "static").exists()
+    assert main(["export", "--model-dir", str(out), "--out", str(out)]) == 0
+    from rfclassify.engine.classifier import Classifier
+
+    burst = np.exp(2j * np.pi * np.random.default_rng(0).random(256)).astype(np.complex64)
+    with Classifier.load(out, backend="onnxruntime", precision="fp32") as ort, \
+            Classifier.load(out, backend="torch", device="cpu") as eager:
+        np.testing.assert_allclose(ort.classify([burst])[0].probabilities,
+                                   eager.classify([burst])[0].probabilities, atol=1e-4)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import queue
+import shutil
 import sys
 import threading
 import time
@@ -538,6 +539,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     cal = calibrate(np.concatenate(all_logits), np.concatenate(all_labels))
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     model_id = f"rfc-resnet-{datetime.now(timezone.utc):%Y%m%d}-{weights_digest(state)[:8]}"
+    _remove_stale_products(out)
     torch.save(state, out / "model.pt")
     model_cpu = model.to("cpu")
     flops = flops_per_bucket(model_cpu, recipe.buckets_samples)
@@ -663,6 +665,28 @@ def _weight_average(model: Any, cfg: TrainConfig, ck: dict[str, Any] | None, ste
         print(f"the weight average starts at step {step} (half-life {cfg.ema_half_life_steps} steps)", flush=True)
     return WeightAverage(model, cfg.ema_half_life_steps, kept["weights"] if kept else None,
                          since_step=kept["since_step"] if kept else step)
+
+
+def _remove_stale_products(out: Path) -> None:
+    """Remove from `out` what export, calibrate and fit-refiner made of the network trained there
+    before: the new model.json names model.onnx as every model does, and the old graph would have
+    served under the new id (and been calibrated, evaluated, put on its card) before the
+    sixty-sixth session."""
+    from rfclassify.engine.refiner import LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE, REFINER_FILE
+    from rfclassify.quant.cpu_int8 import INT8_ONNX_FILE
+    from rfclassify.quant.tensorrt_int8 import CALIBRATION_CACHE_FILE, TRT_QDQ_FILE
+
+    names = ("model.onnx", "export_report.json", INT8_ONNX_FILE, TRT_QDQ_FILE, CALIBRATION_CACHE_FILE,
+             REFINER_FILE, LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FILE)
+    gone = [n for n in names if (out / n).is_file()]
+    for name in gone:
+        (out / name).unlink()
+    if (out / "static").is_dir():
+        shutil.rmtree(out / "static")
+        gone.append("static/")
+    if gone:
+        print(f"removed the earlier network's {', '.join(gone)} from {out}: they are not this network's "
+              "(run export again)", flush=True)
 
 
 def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, history: list[dict[str, float]],
