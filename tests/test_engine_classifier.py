@@ -269,6 +269,15 @@ def test_fewer_than_two_labels_is_a_config_error_before_any_backend_loads(tiny_m
      "arch.stages[0].dilations[0] must be an integer in 1..4096, got 0"),
     ({"refiner": {"file": "refiner.npz", "light": 3}}, "refiner.light must be a JSON object, got 3"),
     ({"low_order_refiner": {"file": 7}}, "low_order_refiner.file must be a string, got 7"),
+    # sixty-sixth session: evaluate's KeyError, and the TensorRT plan's and calibrate's tracebacks
+    ({"labels": ["OOK", "FOO"]}, 'labels must be rfclassify\'s label names (rfclassify.labels.LABELS); not: ["FOO"]'),
+    ({"labels": ["OOK", "QPSK", "OOK"]}, 'labels must not repeat, got ["OOK", "QPSK", "OOK"]'),
+    ({"extra": {"export": [1]}}, "extra.export must be a JSON object, got [1]"),
+    ({"extra": {"export": {"static_batch": "x"}}}, 'extra.export.static_batch must be an integer >= 1 or null, got "x"'),
+    ({"extra": {"export": {"static_files": "abc"}}},
+     'extra.export.static_files must map bucket names to strings, got "abc"'),
+    ({"extra": {"tensorrt_int8": {"qdq_file": 5}}}, "extra.tensorrt_int8.qdq_file must be a string, got 5"),
+    ({"extra": {"int8": []}}, "extra.int8 must be a JSON object, got []"),
 ])
 def test_a_hand_edited_model_json_is_checked_field_by_field(tiny_model_dir, tmp_path, capsys, edit, message):
     """docs/model.md invites editing unknown_threshold in model.json: a value that would serve

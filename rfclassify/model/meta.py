@@ -170,11 +170,46 @@ def _problems(data: dict[str, Any]) -> list[str]:
     labels = data.get("labels", LABELS)
     if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
         out.append(f"labels must be a list of strings, got {quoted(labels)}")
+    else:   # results, evaluation and the refiners index LABELS by name (evaluate's KeyError before the 66th session)
+        unknown = [x for x in labels if x not in LABELS]
+        if unknown:
+            out.append(f"labels must be rfclassify's label names (rfclassify.labels.LABELS); not: {quoted(unknown)}")
+        if len(set(labels)) != len(labels):
+            out.append(f"labels must not repeat, got {quoted(labels)}")
+    extra = data.get("extra")
+    if isinstance(extra, dict):
+        out += _extra_problems(extra)
     buckets = data.get("buckets_samples", [1])
     if not isinstance(buckets, list | tuple) or not buckets or not all(
             isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in buckets) \
             or list(buckets) != sorted(set(buckets)):
         out.append(f"buckets_samples must be increasing positive integers, got {quoted(buckets)}")
+    return out
+
+
+def _extra_problems(extra: dict[str, Any]) -> list[str]:
+    """The types of the records export and calibrate keep in extra, which the TensorRT plan and
+    calibrate read (a damaged one was an AttributeError, ValueError or TypeError there before the
+    sixty-sixth session)."""
+    out: list[str] = []
+    for key in ("export", "int8", "tensorrt_int8"):
+        record = extra.get(key)
+        if record is None:
+            continue
+        if not isinstance(record, dict):
+            out.append(f"extra.{key} must be a JSON object, got {quoted(record)}")
+            continue
+        for name, value in record.items():
+            if name.endswith("_file") and not isinstance(value, str):
+                out.append(f"extra.{key}.{name} must be a string, got {quoted(value)}")
+        for name in ("static_files", "static_sha256"):
+            value = record.get(name)
+            if value is not None and not (isinstance(value, dict) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+                out.append(f"extra.{key}.{name} must map bucket names to strings, got {quoted(value)}")
+        batch = record.get("static_batch")
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+            out.append(f"extra.{key}.static_batch must be an integer >= 1 or null, got {quoted(batch)}")
     return out
 
 
