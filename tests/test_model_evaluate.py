@@ -151,6 +151,42 @@ def test_bursts_of_labels_the_model_lacks_are_counted_and_a_file_of_none_is_refu
 
 
 
+def test_where_results_cannot_go_or_would_collide_is_refused_before_the_evaluation(
+        tiny_model_dir, tiny_dataset, tmp_path, capsys, monkeypatch):
+    """An --out (or --card-dir) that is a file failed after the whole evaluation (an hour on the
+    test split); two datasets of one file name were evaluated into one folder, the first lost;
+    a file whose every burst was rejected was written up as NaNs (sixty-sixth session)."""
+    import h5py
+
+    import rfclassify.model.evaluate as evaluate_module
+
+    ran = []
+    real = evaluate_module.evaluate_file
+    monkeypatch.setattr(evaluate_module, "evaluate_file", lambda *a, **k: ran.append(a) or real(*a, **k))
+    (tmp_path / "afile").write_text("")
+    base = ["evaluate", str(tiny_dataset), "--model-dir", str(tiny_model_dir), "--no-plots"]
+    assert main([*base, "--out", str(tmp_path / "afile")]) == 2
+    assert "--out" in capsys.readouterr().err and not ran
+    assert main([*base, "--out", str(tmp_path / "ev"), "--card", "--card-dir", str(tmp_path / "afile")]) == 2
+    assert "--card-dir" in capsys.readouterr().err and not ran
+    (tmp_path / "sub").mkdir()
+    shutil.copy(tiny_dataset, tmp_path / "sub" / tiny_dataset.name)
+    copy = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, copy)
+    assert main(["evaluate", str(tiny_dataset), "--model-dir", str(copy), "--no-plots",
+                 "--extra-eval", str(tmp_path / "sub" / tiny_dataset.name)]) == 2
+    assert "would both be evaluated into" in capsys.readouterr().err and not ran
+    silent = tmp_path / "silent.h5"
+    shutil.copy(tiny_dataset, silent)
+    with h5py.File(silent, "a") as f:
+        f["iq"][...] = 0
+    assert main(["evaluate", str(silent), "--model-dir", str(tiny_model_dir), "--no-plots",
+                 "--out", str(tmp_path / "ev0")]) == 2
+    err = capsys.readouterr().err
+    assert "every burst of a label this model classifies was rejected (zero_power" in err
+    assert not (tmp_path / "ev0" / "evaluation.json").exists()
+
+
 def test_a_bad_extra_dataset_fails_before_any_evaluation(tiny_model_dir, tiny_dataset, tmp_path, capsys):
     """It failed after the main file's evaluation (minutes on a full test split) and left no card."""
     bad = tmp_path / "bad.h5"

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
-from rfclassify._exceptions import MissingDependencyError
+from rfclassify._exceptions import InputError, MissingDependencyError
 from rfclassify._optional import require
 from rfclassify.engine.options import model_dir_path
 from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
@@ -100,6 +100,18 @@ def _card_figures(out: Path, figures: list[str], card_dir: Path, stem: str) -> l
     return [os.path.relpath(out / f, card_dir) for f in figures]
 
 
+def _check_folder(folder: Path, what: str) -> None:
+    """InputError unless `folder` is one, or can be made: the nearest part of it that exists is a
+    folder this process may write in."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{what} {folder} is a file, not a folder")
+    base = folder.absolute()
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {folder} cannot be written ({base} is not a writable folder)")
+
+
 def run(args: argparse.Namespace) -> int:
     from rfclassify.data.reader import DatasetReader
     from rfclassify.model.evaluate import evaluate_file
@@ -116,10 +128,22 @@ def run(args: argparse.Namespace) -> int:
         # every file opened (and checked) first: a bad --extra-eval failed after the main file's
         # evaluation, minutes of it on a full test split, and left no card
         DatasetReader(path).close()
+    datasets = [args.dataset, *args.extra_eval]
+    outs = [Path(args.out) if (args.out and i == 0) else model_dir / "eval" / Path(path).stem
+            for i, path in enumerate(datasets)]
+    # where the results go, checked before the evaluation too: an --out that is a file failed
+    # after it, and two datasets of one name wrote one folder, the first lost (sixty-sixth session)
+    seen: dict[Path, str] = {}
+    for i, (path, out) in enumerate(zip(datasets, outs, strict=True)):
+        _check_folder(out, "--out" if i == 0 and args.out else "the evaluation folder")
+        if out.resolve() in seen:
+            raise InputError(f"{path} and {seen[out.resolve()]} would both be evaluated into {out}; "
+                             "rename one (its file name names the folder) or give the first --out")
+        seen[out.resolve()] = str(path)
+    if args.card:
+        _check_folder(card_dir, "--card-dir")
     results = []
-    for i, path in enumerate([args.dataset, *args.extra_eval]):
-        out = Path(args.out) if (args.out and i == 0) else None
-        out = out or model_dir / "eval" / Path(path).stem
+    for i, (path, out) in enumerate(zip(datasets, outs, strict=True)):
         res = evaluate_file(path, model_dir, backend=args.backend, precision=args.precision, out_dir=out,
                             name=args.name if i == 0 else None, refiner=not args.no_refiner,
                             refiner_sequence=not args.light_refiner, predictions=args.predictions,

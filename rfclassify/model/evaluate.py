@@ -218,6 +218,9 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                 bucket[i] = clf.policy.bucket_for_length(r.n_samples)
                 probs[i] = r.probabilities
         elapsed = time.perf_counter() - t0
+        if not ((pred >= 0) & (y >= 0)).any():   # every scorable burst rejected: NaNs, not an evaluation
+            raise InputError(f"{path}: nothing to evaluate: every burst of a label this model classifies was "
+                             f"rejected ({', '.join(f'{k} {v}' for k, v in sorted(rejects.items()))})")
         run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,
                "model": clf.model_id, "temperature": clf.meta.temperature,
                "unknown_threshold": clf.meta.unknown_threshold,
