@@ -47,6 +47,27 @@ def test_an_opset_outside_what_the_exporter_writes_is_a_config_error(net, tmp_pa
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_a_model_export_cannot_make_is_refused_before_its_out_is_touched(tiny_model_dir, tmp_path, capsys):
+    """An opset out of range left --out half made (weights and refiners, no model.json), and a
+    bucket the network's downsampling does not divide ended in a ValueError traceback
+    (sixty-sixth session)."""
+    import json
+    import shutil
+
+    from rfclassify.cli import main
+
+    assert main(["export", "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "o5"), "--opset", "5"]) == 2
+    assert "opset must be in 17.." in capsys.readouterr().err and not (tmp_path / "o5").exists()
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model)
+    data = json.loads((model / "model.json").read_text())
+    (model / "model.json").write_text(json.dumps({**data, "buckets_samples": [100, 1024]}))
+    assert main(["export", "--model-dir", str(model), "--out", str(tmp_path / "b100")]) == 2
+    err = capsys.readouterr().err
+    assert "buckets [100] of model.json are not multiples" in err and "Traceback" not in err
+    assert not (tmp_path / "b100").exists()
+
+
 def test_dynamic_export_parity_and_axes(net, tmp_path):
     path = export_onnx(net, tmp_path / "m.onnx")
     assert "BatchNormalization" not in _ops(path)

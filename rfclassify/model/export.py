@@ -43,22 +43,28 @@ def fold_batchnorm(model: Any) -> Any:
     return folded
 
 
+def check_opset(opset: int) -> None:
+    """ConfigError unless this torch exports `opset` (17 up to its ONNX_MAX_OPSET: 23 for torch
+    2.13; past it a RuntimeError out of the exporter)."""
+    torch = require("torch", "ONNX export")
+    top = getattr(getattr(torch.onnx, "_constants", None), "ONNX_MAX_OPSET", None)
+    if opset < 17 or (top is not None and opset > top):
+        raise ConfigError(f"opset must be in 17..{top or 'the most this torch exports'}, got {opset}")
+
+
 def export_onnx(model: Any, path: str | os.PathLike[str], opset: int = 17,
                 static_length: int | None = None, batch_size: int | None = None) -> Path:
     """Write `model` (BN folded) as ONNX to `path`; see the module docstring for the two forms.
 
     `batch_size` fixes the batch dimension (only meaningful with `static_length`)."""
     torch = require("torch", "ONNX export")
-    # the most this torch exports (23 for torch 2.13; past it a RuntimeError out of the exporter)
-    top = getattr(getattr(torch.onnx, "_constants", None), "ONNX_MAX_OPSET", None)
-    if opset < 17 or (top is not None and opset > top):
-        raise ConfigError(f"opset must be in 17..{top or 'the most this torch exports'}, got {opset}")
+    check_opset(opset)
     net = fold_batchnorm(model)
     if static_length is not None:
         ds = getattr(net, "downsample", 1)
         if static_length % ds:
-            raise ValueError(f"static_length {static_length} is not a multiple of the "
-                             f"network's downsampling factor {ds}")
+            raise ConfigError(f"static_length {static_length} is not a multiple of the "
+                              f"network's downsampling factor {ds}")
         net.static_length = int(static_length)
         net.squeeze_outputs = False
     length = int(static_length or 1024)
@@ -138,6 +144,14 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     from rfclassify.model.network import load_trained
 
     model, meta = load_trained(model_dir)
+    # refused before anything is copied or written (an --out half made, a traceback for a bucket,
+    # before the sixty-sixth session)
+    check_opset(opset)
+    factor = getattr(model, "downsample", 1)
+    uneven = [b for b in meta.buckets_samples if b % factor]
+    if uneven:
+        raise ConfigError(f"buckets {uneven} of model.json are not multiples of the network's downsampling "
+                          f"factor {factor}: no static graph can be made for them")
     out = Path(out_dir or model_dir)
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() != Path(model_dir).resolve():
