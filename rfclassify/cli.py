@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rfclassify: error: {exc}", file=sys.stderr)
         return 1
     args = parser.parse_args(argv)
+    args._argv = argv   # the words as given, for a command that records itself or checks their order
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -370,3 +370,12 @@ def test_prune_says_which_file_it_could_not_remove(shipped_tensorrt_files, tmp_p
     assert main(["engine", "prune", "--model-dir", str(model_dir), "--cache-dir", str(cache)]) == 1
     err = capsys.readouterr().err
     assert "cannot remove" in err and "Permission denied" in err and "Traceback" not in err
+
+
+def test_inspect_says_a_folder_is_not_an_engine(tmp_path, capsys):
+    """`engine inspect DIR` said the folder does not exist (sixty-sixth session)."""
+    assert main(["engine", "inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a file" in err and "does not exist" not in err
+    assert main(["engine", "inspect", str(tmp_path / "none.engine")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -675,3 +675,13 @@ def test_a_new_network_in_a_folder_of_an_exported_one_leaves_no_old_graph_to_ser
             Classifier.load(out, backend="torch", device="cpu") as eager:
         np.testing.assert_allclose(ort.classify([burst])[0].probabilities,
                                    eager.classify([burst])[0].probabilities, atol=1e-4)
+
+
+def test_the_recorded_command_is_the_one_given_with_the_global_options(tmp_path, monkeypatch):
+    """`rfclassify -v train ...` recorded no command (only argv starting with train counted)."""
+    out = tmp_path / "run"
+    argv = ["-v", "train", "--out", str(out), "--steps", "1", "--workers", "0", "--batch-size", "4",
+            "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+    monkeypatch.setattr(sys, "argv", ["rfclassify", *argv])
+    assert main(argv) == 0
+    assert ModelMeta.load(out).extra["training"]["command"] == "rfclassify " + shlex.join(argv)

@@ -444,6 +444,17 @@ def test_bench_daemon_json_dash_prints_the_report_alone_on_stdout(tiny_model_dir
     assert "daemon, fixed" in captured.err and not (tmp_path / "-").exists()
 
 
+def test_bench_options_before_the_word_daemon_are_refused_not_dropped(tiny_model_dir, tmp_path, capsys):
+    """`bench --model-dir M --json F daemon` measured the shipped model and wrote no F: the daemon
+    benchmark's defaults took the place of options given before its word (sixty-sixth session)."""
+    from rfclassify.cli import main
+
+    assert main(["bench", "--model-dir", str(tiny_model_dir), "--json", str(tmp_path / "bd.json"),
+                 "daemon", "--rate", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "--model-dir, --json before 'daemon' would be ignored" in err and not (tmp_path / "bd.json").exists()
+
+
 def test_bench_daemon_measures_the_daemon_keeping_bursts(tiny_model_dir, tmp_path, capsys):
     from rfclassify.cli import main
 

@@ -64,6 +64,13 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "bench_mode", None) == "daemon":
         if importlib.util.find_spec(DAEMON_MODULE) is None:
             raise ConfigError(_MISSING_DAEMON)
+        words = list(getattr(args, "_argv", ()))
+        if "bench" in words and "daemon" in words[words.index("bench"):]:
+            early = [w for w in words[words.index("bench") + 1:words.index("daemon", words.index("bench"))]
+                     if w.startswith("-")]
+            if early:   # the daemon's own defaults took their place, without a word (sixty-sixth session)
+                raise ConfigError(f"{', '.join(early)} before 'daemon' would be ignored: options of the daemon "
+                                  "benchmark go after the word, `rfclassify bench daemon --model-dir ...`")
         return int(importlib.import_module(DAEMON_MODULE).run(args))
     from rfclassify.engine.bench import TABLE_HEADER, BenchConfig, format_row, run_bench
     from rfclassify.model.meta import default_model_dir

@@ -155,7 +155,8 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     path = Path(args.engine)
     if not path.is_file():
-        raise InputError(f"{path} does not exist")
+        raise InputError(f"{path} is not a file (an engine; without one, inspect lists the cache: --cache-dir DIR)"
+                         if path.exists() else f"{path} does not exist")
     side = path.with_suffix(".json")
     try:
         record = json.loads(side.read_text()) if side.is_file() else {}

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import shlex
-import sys
 from typing import TYPE_CHECKING, Any
 
 from rfclassify._argtypes import MAX_WIDTH, count, finite_float, int_range, learning_rate, path_text, seed, worker_count
@@ -131,7 +130,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         snr_focus=tuple(args.snr_focus) if args.snr_focus else None,
         schedule=args.schedule, warmup_steps=args.warmup_steps, decay_steps=args.decay_steps,
         stop_after_s=args.stop_after_s, ema_half_life_steps=args.ema_half_life_steps,
-        command="rfclassify " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["train"] else "",
+        # as given (`rfclassify -v train ...` recorded nothing before the sixty-sixth session)
+        command="rfclassify " + shlex.join(args._argv) if getattr(args, "_argv", None) else "",
     )
 
 
