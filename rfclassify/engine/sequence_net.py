@@ -263,7 +263,10 @@ class SequenceNet:
         if not path.is_file():
             raise ModelNotFoundError(f"no sequence network at {path}; train one with `rfclassify fit-sequence`")
         try:
-            with np.load(path, allow_pickle=False) as z:
+            loaded = np.load(path, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):   # a bare .npy array (a TypeError before the 66th session)
+                raise ValueError("an array, not an .npz archive of arrays")
+            with loaded as z:
                 return cls.from_arrays(z, str(path))
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network {path}: {exc}") from None

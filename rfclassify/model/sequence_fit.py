@@ -419,6 +419,12 @@ def fit_sequence_net(out_path: str | Path, cfg: SequenceFitConfig = SequenceFitC
     jobs = _jobs(cfg.bursts, cfg.seed, cfg, overrides, cfg.snr_range_db, cfg.max_keep, None)
     dev = torch.device(cfg.device)
     _StreamedSet.check_fits(jobs, cfg.max_keep, front_channels(cfg.front), dev)   # before any data is made
+    n_eval = cfg.eval_per_length * len(cfg.lengths)   # made in this process's memory, before training
+    need = n_eval * (front_channels(cfg.front) * cfg.max_keep * 4 + 2 * 8)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:   # it grew until the kernel stepped in, without a word, before the sixty-sixth session
+        raise MemoryError(f"the evaluation set of {n_eval} bursts needs {need / 2**30:.1f} GiB and this machine "
+                          f"has {have / 2**30:.1f} GiB: ask for a smaller --eval-per-length")
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     ev_seqs, ev_y, ev_len = make_sequences(cfg.eval_per_length * len(cfg.lengths), cfg.seed + 7_000_000, cfg,

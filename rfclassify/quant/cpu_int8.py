@@ -44,7 +44,7 @@ import numpy as np
 
 from rfclassify._atomic import write_atomic
 from rfclassify._digest import file_sha256
-from rfclassify._exceptions import ConfigError, InputError, MessageError
+from rfclassify._exceptions import ConfigError, InputError, MessageError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
@@ -346,6 +346,23 @@ def agreement_of(reference: Callable[[np.ndarray], Sequence[np.ndarray]],
     return report
 
 
+def _check_graphs(model_dir: str | os.PathLike[str], meta: ModelMeta) -> None:
+    """ModelNotFoundError naming model.onnx or a static graph that does not parse, before any
+    INT8 file is replaced: a damaged static graph failed after both INT8 graphs were rewritten
+    and before model.json was, which then refused them (a protobuf traceback, sixty-sixth session)."""
+    onnx = require("onnx", "INT8 calibration")
+    static = (meta.extra.get("export") or {}).get("static_files") or {}
+    for name in [meta.onnx_file, *static.values()]:
+        path = Path(model_dir) / name
+        if not path.is_file() and name != meta.onnx_file:
+            continue   # a static graph not exported: write_artifacts leaves it out
+        try:
+            onnx.load(str(path), load_external_data=False)
+        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its kin
+            raise ModelNotFoundError(f"{path}: not a readable ONNX graph ({type(exc).__name__}: {exc}); "
+                                     "export the model again (`rfclassify export`)") from None
+
+
 def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os.PathLike[str] | None = None,
                         max_bursts: int | None = None) -> dict[str, Any]:
     """Calibrate the model in model_dir and write its INT8 graph (INT8_ONNX_FILE) beside model.onnx;
@@ -357,6 +374,7 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     fp32 = Path(model_dir) / meta.onnx_file
     if not fp32.is_file():
         raise ConfigError(f"{fp32} does not exist: export the model first (`rfclassify export`)")
+    _check_graphs(model_dir, meta)
     cal = Path(calibration) if calibration is not None else default_calibration_path()
     windows, read = calibration_windows(cal, meta, max_bursts)
     out = Path(model_dir) / INT8_ONNX_FILE

@@ -46,6 +46,7 @@ def create_key_pair(directory: str | os.PathLike[str], name: str = "rfclassify",
         finally:
             os.umask(old_umask)
         os.chmod(pub_path, 0o644)
+        os.chmod(sec_path, 0o600)   # a replaced file kept its old mode: umask only shapes new ones
     except OSError as exc:
         raise ConfigError(f"cannot write keys to {d}: {exc.strerror or exc}") from None
     return Path(pub_path), Path(sec_path)
