@@ -131,3 +131,23 @@ def test_close_stops_a_waiting_restart_and_shuts_down_a_pool_that_was_starting()
 
 def test_a_serving_batch_goes_to_the_pool_one_burst_a_task_and_a_fits_thousands_in_chunks():
     assert [map_chunksize(n) for n in (0, 1, 64, 255, 256, 1_000, 60_000)] == [1, 1, 1, 1, 1, 3, 234]
+
+
+def test_a_refiner_worker_ignores_ctrl_c_which_the_daemon_handles():
+    """Ctrl-C reaches the whole process group: each worker died with a KeyboardInterrupt
+    traceback on the terminal while the daemon drained (sixty-sixth session)."""
+    import os
+    import signal
+    import time
+
+    from rfclassify.engine.refiner import start_pool
+
+    pool = start_pool(1)
+    try:
+        (pid,) = [p.pid for p in pool._processes.values()]
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert pool.submit(abs, -3).result(timeout=30) == 3      # the worker lives and works
+        assert pid in [p.pid for p in pool._processes.values()]
+    finally:
+        pool.shutdown()

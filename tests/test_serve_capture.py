@@ -134,6 +134,33 @@ def test_a_writer_that_falls_behind_skips_bursts_and_counts_them(tmp_path, monke
     assert small.skipped == 1 and small.kept == 0
 
 
+def test_the_queue_is_bounded_in_bytes_and_the_folder_by_data_and_metadata(tmp_path, monkeypatch):
+    """64 queued bursts of any size were held while a slow disk wrote (4 GiB of 64 MiB messages
+    outside the memory bound), and a burst whose samples alone fit max_bytes but not with its
+    metadata was kept, the folder left over the limit (sixty-sixth session)."""
+    gate = threading.Event()
+    real = BurstCapture._write
+
+    def slow(self, *args):
+        gate.wait(10)
+        real(self, *args)
+    monkeypatch.setattr(BurstCapture, "_write", slow)
+    monkeypatch.setattr(capture_module, "QUEUE_BYTES", 4 * MiB)
+    cap = BurstCapture(CaptureConfig(dir=str(tmp_path / "q"), labels="*"), "m-1")
+    bursts = [_burst(MiB // 8, seed) for seed in range(10)]          # 1 MiB of samples each
+    for b in bursts:
+        cap.offer(b, _record(b, "FM", 0.9))
+    gate.set()
+    cap.close()
+    assert cap.kept == 4 and cap.skipped == 6      # four MiB queued at most, not ten
+    monkeypatch.setattr(BurstCapture, "_write", real)
+    fits = _burst(MiB // 8 - 16, 0)                 # its samples fit 1 MiB; with its metadata not
+    tight = BurstCapture(CaptureConfig(dir=str(tmp_path / "t"), labels="*", max_bytes=MiB), "m-1")
+    tight.offer(fits, _record(fits, "FM"))
+    tight.close()
+    assert tight.skipped == 1 and tight.kept == 0 and tight.bytes <= MiB and not _kept(tmp_path / "t")
+
+
 def test_a_write_that_fails_is_counted_and_the_writer_goes_on(tmp_path):
     folder = tmp_path / "kept"
     cap = BurstCapture(CaptureConfig(dir=str(folder), labels="*"), "m-1")

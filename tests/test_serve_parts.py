@@ -723,6 +723,24 @@ def test_control_socket_file_is_private_in_the_fallback_dir(tmp_path):
 
 
 
+def test_a_control_endpoint_naming_a_file_is_refused_and_the_file_kept(tmp_path):
+    """A mistyped control endpoint naming an existing file replaced it with the socket, which the
+    stop then removed: the file was lost (sixty-sixth session)."""
+    import zmq
+
+    from rfclassify.serve.control import ControlServer
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    ctx = zmq.Context()
+    try:
+        with pytest.raises(ConfigError, match="exists and is not a socket"):
+            ControlServer(ctx, f"ipc://{notes}", lambda req: {}).start()
+    finally:
+        ctx.term()
+    assert notes.read_text() == "keep me"
+
+
 def test_a_malformed_control_request_gets_an_error_reply_and_the_socket_answers_on(tmp_path):
     """A request of several frames, JSON nested past the parser's depth, or not an object:
     each is answered with an error, and the next status request is answered (either of the

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -212,6 +213,9 @@ def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], r
     through `started` (a shared count) and `all_started` (an event), until all `workers`
     have started (see start_pool)."""
     global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_em_ranker
+    # Ctrl-C reaches the whole process group: the daemon drains, and a worker must not die with
+    # a KeyboardInterrupt traceback on the terminal meanwhile (two did, sixty-sixth session)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
     _worker_em_ranker = em_ranker
     keep_one_blas_thread()

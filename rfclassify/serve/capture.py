@@ -42,6 +42,9 @@ from rfclassify.serve.config import CaptureConfig, capture_labels
 log = logging.getLogger(__name__)
 
 QUEUE_BURSTS = 64          # bursts waiting for the writer before more are skipped
+#: and their samples' bytes: 64 bursts of 64 MiB (the largest message) held 4 GiB outside the
+#: daemon's memory bound while a slow disk wrote (sixty-sixth session)
+QUEUE_BYTES = 64 * 2**20
 _NAME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z_\d+_[A-Za-z0-9_-]+$")   # a recording of ours (its stem)
 _SKIPPED_FIELDS = ("latency_ms",)    # the rest of a result record goes into the annotation
 _END = object()
@@ -76,6 +79,8 @@ class BurstCapture:
         self.last_error = ""
         self._seq = 0
         self._queue: queue.Queue[Any] = queue.Queue(QUEUE_BURSTS)
+        self._queued_bytes = 0             # samples of the bursts in _queue
+        self._queued_lock = threading.Lock()
         self._thread = threading.Thread(target=self._write_loop, name="capture", daemon=True)
         self._thread.start()
 
@@ -91,9 +96,17 @@ class BurstCapture:
             self.skipped += 1
             return
         received = time.time() - (time.monotonic() - burst.received_s) if burst.received_s else time.time()
+        nbytes = burst.n_samples * 8
+        with self._queued_lock:
+            if self._queued_bytes + nbytes > QUEUE_BYTES:
+                self.skipped += 1
+                return
+            self._queued_bytes += nbytes
         try:
             self._queue.put_nowait((burst, record, received))
         except queue.Full:
+            with self._queued_lock:
+                self._queued_bytes -= nbytes
             self.skipped += 1
 
     def close(self, timeout_s: float = 2.0) -> None:
@@ -120,6 +133,9 @@ class BurstCapture:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 if self.failed <= 10 or self.failed % 1000 == 0:
                     log.error("capture: could not keep a burst (%d so far): %s", self.failed, self.last_error)
+            finally:
+                with self._queued_lock:
+                    self._queued_bytes -= burst.n_samples * 8
 
     def _write(self, burst: Burst, record: dict[str, Any], received: float) -> None:
         iq = np.ascontiguousarray(burst.iq, dtype="<c8")
@@ -128,12 +144,18 @@ class BurstCapture:
         self._seq += 1
         stem = f"{when:%Y%m%dT%H%M%S.%fZ}_{self._seq}_{label}"
         meta = _metadata(burst, record, when, self._generator)
+        text = json.dumps(meta, indent=2, allow_nan=False) + "\n"
+        if iq.nbytes + len(text.encode("utf-8")) > self.max_bytes:
+            # with its metadata it alone would fill the folder: kept, it stayed over max_bytes
+            # with everything else deleted (sixty-sixth session)
+            self.skipped += 1
+            return
         data_path, meta_path = self.dir / f"{stem}.sigmf-data", self.dir / f"{stem}.sigmf-meta"
         tmp = self.dir / f".{stem}.tmp"
         try:   # the data first, so that a metadata file always has its data
             iq.tofile(tmp)
             os.replace(tmp, data_path)
-            tmp.write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, meta_path)
         except BaseException:
             tmp.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -127,6 +128,13 @@ def _refuse_if_served(endpoint: str) -> None:
     raise ConfigError(f"another rfclassify daemon already answers on {endpoint}")
 
 
+def _is_socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 class ControlServer:
     """A REP socket served by its own thread; `handler(request) -> reply` builds each answer."""
 
@@ -159,7 +167,10 @@ class ControlServer:
             sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
             if self._secure is not None:
                 self._secure(sock, "control")
-            if path is not None and path.exists():
+            if path is not None and (path.exists() or path.is_symlink()):
+                if not _is_socket(path):   # a mistyped endpoint naming a file: it was replaced (66th session)
+                    raise ConfigError(f"control endpoint {self.endpoint}: {path} exists and is not a socket; "
+                                      "name another path")
                 _refuse_if_served(self.endpoint)
                 path.unlink()        # a stale socket of a daemon that died; bind would fail
 
@@ -198,7 +209,7 @@ class ControlServer:
         finally:
             sock.close(linger=0)
             path = ipc_path(self.endpoint)
-            if path is not None:
+            if path is not None and _is_socket(path):   # ours: nothing else is removed
                 try:
                     path.unlink()
                 except OSError:
