@@ -1,5 +1,5 @@
-"""argparse types for the numbers and paths the subcommands take (stdlib and rfclassify._cpus only:
-`status` imports it)."""
+"""argparse types for the numbers and paths the subcommands take (stdlib, rfclassify._cpus and
+rfclassify._paths only: `status` imports it)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rfclassify._cpus import MAX_REFINER_WORKERS, MAX_THREADS
+from rfclassify._paths import nearest_existing
 
 
 def finite_float(text: str) -> float:
@@ -96,9 +97,7 @@ def output_file(text: str) -> Path:
         return p
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; name a file")
-    parent = p.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
+    parent = nearest_existing(p.parent)
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"{parent} is not a directory, so {text} cannot be written")
     return p

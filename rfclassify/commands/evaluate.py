@@ -10,6 +10,7 @@ from pathlib import Path
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
 from rfclassify._exceptions import InputError, MissingDependencyError
 from rfclassify._optional import require
+from rfclassify._paths import nearest_existing, writable_folder
 from rfclassify.engine.options import model_dir_path
 from rfclassify.engine.select import BACKEND_CHOICES, PRECISION_CHOICES
 
@@ -105,10 +106,8 @@ def _check_folder(folder: Path, what: str) -> None:
     folder this process may write in."""
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{what} {folder} is a file, not a folder")
-    base = folder.absolute()
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+    base = nearest_existing(folder.absolute())
+    if not writable_folder(base):
         raise InputError(f"{what} {folder} cannot be written ({base} is not a writable folder)")
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._paths import nearest_existing, writable_folder
 from rfclassify import __version__
 from rfclassify._exceptions import InputError
 from rfclassify.data import schema
@@ -318,10 +319,8 @@ def check_output(out: str | os.PathLike[str], force: bool) -> Path:
     schema.check_replaceable(path)
     if path.exists() and not force:
         raise InputError(f"{path} exists; use --force to overwrite it")
-    folder = path.absolute().parent   # before any work (gnuradio found out after its flowgraph ran)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not os.access(folder, os.W_OK | os.X_OK):
+    folder = nearest_existing(path.absolute().parent)   # before any work (gnuradio: after its flowgraph)
+    if not writable_folder(folder):
         raise InputError(f"{path}: cannot be written ({folder} is not a writable folder)")
     return path
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
+from rfclassify._paths import nearest_existing, writable_folder
 from rfclassify.serve.bursts import Burst
 from rfclassify.serve.config import CaptureConfig, capture_labels
 
@@ -176,10 +177,8 @@ def check_folder(folder: str) -> None:
     """ConfigError unless the capture folder could be made and written, without making it
     (`serve --check-config`): it is a writable folder, or the nearest part of its path that
     exists is one."""
-    path = Path(folder).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+    path = nearest_existing(Path(folder).absolute())
+    if not writable_folder(path):
         raise ConfigError(f"capture.dir: cannot write bursts to {folder} ({path} is "
                           f"{'not a folder' if not path.is_dir() else 'not writable'})")
 
