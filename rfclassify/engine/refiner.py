@@ -54,6 +54,7 @@ from rfclassify._atomic import replacing
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify._npz import open_npz
 from rfclassify.dsp import em_channel
 from rfclassify.dsp.em_channel import ALL_BURSTS, FAST_CLASSES
 from rfclassify.dsp.class_equalizer import class_scores, scorable
@@ -578,7 +579,7 @@ class Refiner:
         except OSError as exc:  # a name past the file system's limits, an unreadable file
             raise ModelNotFoundError(f"cannot read the refiner {path}: {exc.strerror}") from None
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with open_npz(path) as z:
                 labels = tuple(str(s) for s in z["labels"])
                 arrays = {k: np.asarray(z[k], np.float32) for k in _ARRAYS}
                 min_samples = int(z["min_samples"])

@@ -33,6 +33,7 @@ import numpy as np
 
 from rfclassify._atomic import replacing
 from rfclassify._exceptions import ModelNotFoundError
+from rfclassify._npz import open_npz
 from rfclassify.dsp.power_lines import N_FEATURES as N_POWER_LINE_FEATURES
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, FRONTS, front_channels
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
@@ -263,10 +264,7 @@ class SequenceNet:
         if not path.is_file():
             raise ModelNotFoundError(f"no sequence network at {path}; train one with `rfclassify fit-sequence`")
         try:
-            loaded = np.load(path, allow_pickle=False)
-            if not isinstance(loaded, np.lib.npyio.NpzFile):   # a bare .npy array (a TypeError before the 66th session)
-                raise ValueError("an array, not an .npz archive of arrays")
-            with loaded as z:
+            with open_npz(path) as z:
                 return cls.from_arrays(z, str(path))
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(f"cannot read the sequence network {path}: {exc}") from None

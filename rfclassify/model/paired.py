@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._exceptions import ConfigError
+from rfclassify._npz import open_npz
 from rfclassify.model.evaluate import HIGH_SNR_DB, snr_bin_centres
 
 PREDICTIONS_FILE = "predictions.npz"
@@ -55,7 +56,7 @@ def load_predictions(path: str | Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / PREDICTIONS_FILE
     try:
-        with np.load(path) as z:
+        with open_npz(path) as z:
             out: dict[str, Any] = {k: z[k] for k in _FIELDS}
             out["dataset"] = str(z["dataset"])
             out.update({k: z[k] for k in _OPTIONAL_FIELDS if k in z.files})

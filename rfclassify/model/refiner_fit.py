@@ -38,6 +38,7 @@ import numpy as np
 
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError
+from rfclassify._npz import open_npz
 from rfclassify._optional import require
 from rfclassify.dsp import em_channel as em_scores
 from rfclassify.dsp.symbol_clock import N_INVARIANTS
@@ -495,14 +496,6 @@ def save_examples(path: str | Path, ex: dict[str, np.ndarray], key: dict[str, An
     return path
 
 
-def _npz(loaded: Any) -> Any:
-    """What np.load read, where it is an archive of arrays; a bare array (.npy) is a ValueError
-    (it cannot be opened as one: a TypeError traceback before the sixty-sixth session)."""
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ValueError("an array, not an .npz archive of arrays")
-    return loaded
-
-
 def load_examples(path: str | Path, key: dict[str, Any], em_recomputed: bool = False
                   ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
     """Examples save_examples wrote, how they were made and their key. ConfigError for a
@@ -510,7 +503,7 @@ def load_examples(path: str | Path, key: dict[str, Any], em_recomputed: bool = F
     sequence network, rate rule, classes or equalizer), naming what differs; with
     em_recomputed, the EM_RECOMPUTED entries may differ."""
     try:
-        with _npz(np.load(Path(path))) as z:
+        with open_npz(Path(path)) as z:
             ex = {k: z[k] for k in _EXAMPLE_ARRAYS}
             if "em_picks" in z:
                 ex["em_picks"] = z["em_picks"]
