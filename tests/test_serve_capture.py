@@ -111,7 +111,8 @@ def test_the_oldest_recordings_go_when_the_folder_is_full_and_others_files_stay(
     assert again.deleted == 1 and not ours[0].exists() and ours[1].exists()
 
 
-def test_a_writer_that_falls_behind_skips_bursts_and_counts_them(tmp_path, monkeypatch):
+def _hold_the_writer(monkeypatch) -> threading.Event:
+    """The writer waits (a slow disk) until the event returned is set."""
     gate = threading.Event()
     real = BurstCapture._write
 
@@ -119,6 +120,11 @@ def test_a_writer_that_falls_behind_skips_bursts_and_counts_them(tmp_path, monke
         gate.wait(10)
         real(self, *args)
     monkeypatch.setattr(BurstCapture, "_write", slow)
+    return gate
+
+
+def test_a_writer_that_falls_behind_skips_bursts_and_counts_them(tmp_path, monkeypatch):
+    gate = _hold_the_writer(monkeypatch)
     cap = BurstCapture(CaptureConfig(dir=str(tmp_path), labels="*"), "m-1")
     bursts = [_burst(100, seed) for seed in range(capture_module.QUEUE_BURSTS + 10)]
     for b in bursts:
@@ -138,13 +144,7 @@ def test_the_queue_is_bounded_in_bytes_and_the_folder_by_data_and_metadata(tmp_p
     """64 queued bursts of any size were held while a slow disk wrote (4 GiB of 64 MiB messages
     outside the memory bound), and a burst whose samples alone fit max_bytes but not with its
     metadata was kept, the folder left over the limit (sixty-sixth session)."""
-    gate = threading.Event()
-    real = BurstCapture._write
-
-    def slow(self, *args):
-        gate.wait(10)
-        real(self, *args)
-    monkeypatch.setattr(BurstCapture, "_write", slow)
+    gate = _hold_the_writer(monkeypatch)
     monkeypatch.setattr(capture_module, "QUEUE_BYTES", 4 * MiB)
     cap = BurstCapture(CaptureConfig(dir=str(tmp_path / "q"), labels="*"), "m-1")
     bursts = [_burst(MiB // 8, seed) for seed in range(10)]          # 1 MiB of samples each
@@ -153,7 +153,7 @@ def test_the_queue_is_bounded_in_bytes_and_the_folder_by_data_and_metadata(tmp_p
     gate.set()
     cap.close()
     assert cap.kept == 4 and cap.skipped == 6      # four MiB queued at most, not ten
-    monkeypatch.setattr(BurstCapture, "_write", real)
+    monkeypatch.undo()                               # the writer as it is, at its own pace
     fits = _burst(MiB // 8 - 16, 0)                 # its samples fit 1 MiB; with its metadata not
     tight = BurstCapture(CaptureConfig(dir=str(tmp_path / "t"), labels="*", max_bytes=MiB), "m-1")
     tight.offer(fits, _record(fits, "FM"))
