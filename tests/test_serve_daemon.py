@@ -381,6 +381,69 @@ def test_a_metrics_connection_that_sends_nothing_is_closed(daemon, monkeypatch):
         m.stop()
 
 
+def test_a_metrics_client_trickling_bytes_is_closed_at_the_deadline(daemon, monkeypatch):
+    """The limit is on the whole connection, not on each read: a client sending a byte of its
+    request line every 0.2 s never hit a per-read timeout and held its thread for as long as it
+    liked (the sixty-sixth session's review)."""
+    import socket
+
+    import rfclassify.serve.metrics as metrics
+
+    monkeypatch.setattr(metrics, "CLIENT_TIMEOUT_S", 1.0)
+    m = metrics.MetricsServer("127.0.0.1:0", daemon)
+    m.start()
+    host, port = m.address.rsplit(":", 1)
+    try:
+        t0 = time.monotonic()
+        closed = False
+        with socket.create_connection((host, int(port)), timeout=0.2) as slow:
+            while time.monotonic() - t0 < 8 and not closed:
+                try:
+                    slow.sendall(b"G")
+                    closed = slow.recv(1024) == b""
+                except socket.timeout:
+                    pass
+                except OSError:                 # reset or broken pipe: closed as well
+                    closed = True
+        assert closed, "the trickling client kept its connection for 8 s"
+        assert time.monotonic() - t0 < 6
+    finally:
+        m.stop()
+
+
+def test_metrics_connections_past_the_cap_are_closed_on_arrival(daemon, monkeypatch):
+    """Each connection holds a thread until its deadline; past MAX_CONNECTIONS open at once a
+    new one is closed at once, and the endpoint serves again when the others are gone."""
+    import socket
+    import urllib.request
+
+    import rfclassify.serve.metrics as metrics
+
+    monkeypatch.setattr(metrics, "CLIENT_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(metrics, "MAX_CONNECTIONS", 2, raising=False)
+    m = metrics.MetricsServer("127.0.0.1:0", daemon)
+    m.start()
+    host, port = m.address.rsplit(":", 1)
+    try:
+        idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(2)]
+        for s in idle:
+            s.sendall(b"GET /metr")
+        time.sleep(0.3)                         # both accepted and holding their slots
+        extra = socket.create_connection((host, int(port)), timeout=30)
+        t0 = time.monotonic()
+        extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert extra.recv(1024) == b""          # no reply: closed on arrival
+        assert time.monotonic() - t0 < 1.0      # not at the deadline
+        extra.close()
+        for s in idle:
+            assert s.recv(1024) == b""          # closed at their deadline, slots given back
+            s.close()
+        with urllib.request.urlopen(f"http://{m.address}/metrics", timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        m.stop()
+
+
 def test_a_scraper_that_leaves_mid_reply_costs_no_traceback(daemon, capsys):
     """Each connection reset while the reply was written printed socketserver's traceback block
     on the daemon's stderr (its journal): 14 of 20 resets before the fifty-eighth session."""

@@ -35,9 +35,12 @@ from rfclassify.serve.stats import LATENCY_BUCKETS_S
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# a connection that sends no complete request within this many seconds is closed: each open
-# one holds a thread, and a box left for months must not collect them from a stuck scraper
+# a connection is closed this many seconds after it opened, whatever it sent meanwhile: each
+# open one holds a thread, and a box left for months must not collect them from a stuck scraper
+# or one trickling a byte every few seconds (a per-read timeout never fired on that one)
 CLIENT_TIMEOUT_S = 10.0
+# connections served at once; more are closed on arrival (a Prometheus scrape is one at a time)
+MAX_CONNECTIONS = 16
 HEALTH_STATES = ("starting", "ok", "degraded", "failed")
 
 
@@ -139,6 +142,15 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
     return w.text()
 
 
+def _hang_up(connection: socket.socket) -> None:
+    """Ends a connection past its deadline: the handler's blocked read or write returns (EOF or
+    an error the server logs at debug) and its thread finishes."""
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass                                    # already closed by the handler
+
+
 class _MetricsHTTPServer(ThreadingHTTPServer):
     """ThreadingHTTPServer whose failed requests are log lines, not tracebacks on stderr: a
     scraper that goes away mid-reply (a Prometheus timeout, a port scan) printed socketserver's
@@ -146,6 +158,31 @@ class _MetricsHTTPServer(ThreadingHTTPServer):
     session)."""
 
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            log.debug("metrics: %d connections open, closing the one from %s", MAX_CONNECTIONS, client_address[0])
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()               # no thread started: give its slot back here
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        deadline = threading.Timer(CLIENT_TIMEOUT_S, _hang_up, (request,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            deadline.cancel()
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
