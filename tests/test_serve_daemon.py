@@ -184,8 +184,12 @@ def test_a_header_meta_json_cannot_hold_is_echoed_as_strict_json(daemon, sender,
 
 def test_a_decoder_that_raises_costs_its_message_not_the_daemon(tiny_model_dir, tmp_path, monkeypatch, serving):
     """Decoders reject bad input themselves; if one raises anyway (a bug some input found),
-    that message is rejected as internal_error and counted, the health says so, and the
-    messages after it are classified: the ingest thread does not die with it."""
+    that message is rejected as internal_error and counted, the health says so for
+    health.error_window_s (for good before the sixty-seventh session), and the messages after it
+    are classified: the ingest thread does not die with it."""
+    from dataclasses import replace
+
+    from rfclassify.serve.config import HealthConfig
     from rfclassify.serve.native import NativeDecoder
 
     real = NativeDecoder.decode
@@ -196,15 +200,23 @@ def test_a_decoder_that_raises_costs_its_message_not_the_daemon(tiny_model_dir, 
         return real(self, frames, received_s)
     monkeypatch.setattr(NativeDecoder, "decode", fragile)
     iq = _bursts(2, seed=5)[0].iq
-    with serving(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime")) as (d, push, c):
+    cfg = replace(local_config(tmp_path, model_dir=str(tiny_model_dir), backend="onnxruntime"),
+                  health=HealthConfig(error_window_s=2.0))
+    with serving(cfg) as (d, push, c):
         push.send_multipart(encode_native(iq[0], _header("before")))
         push.send_multipart([b'{"boom": 1}', iq[0].tobytes()])
         push.send_multipart(encode_native(iq[1], _header("after")))
         assert c.wait_for(3, 30), f"{c.count()} of 3"
         st = d.status()
         assert st["health"] == "degraded" and not d.pipeline.failed_threads()
-        assert "1 message(s) the decoder failed on (rejected; see the log)" in st["health_reasons"]
+        assert any(r.startswith("1 message(s) the decoder failed on (rejected; see the log) since start, the last ")
+                   for r in st["health_reasons"]), st["health_reasons"]
         assert st["counters"]["rejected"] == {"internal_error": 1}
+        deadline = time.monotonic() + 10
+        while d.health()[0] != "ok" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert d.health() == ("ok", []), "the error still degrades the health past its window"
+        assert d.status()["counters"]["rejected"] == {"internal_error": 1}     # the count stays
         c.stop()
     assert sorted(r["burst_id"] for r in c.results) == ["after", "before"]
     assert [r["reason"] for r in c.rejects] == ["internal_error"]
@@ -232,7 +244,8 @@ def test_a_record_the_encoder_fails_on_goes_out_as_a_reject_and_the_daemon_goes_
         assert c.wait_for(3, 30), f"{c.count()} of 3"
         st = d.status()
         assert st["health"] == "degraded" and not d.pipeline.failed_threads()
-        assert "1 record(s) the output encoder failed on (sent as internal_error; see the log)" in st["health_reasons"]
+        assert any(r.startswith("1 record(s) the output encoder failed on (sent as internal_error; see the log) "
+                                "since start") for r in st["health_reasons"]), st["health_reasons"]
         c.stop()
     assert sorted(r["burst_id"] for r in c.results) == ["after", "before"]
     assert [(r["reason"], r["burst_id"]) for r in c.rejects] == [("internal_error", None)]

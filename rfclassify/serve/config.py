@@ -182,6 +182,7 @@ class ShutdownConfig:
 class HealthConfig:
     heartbeat_stale_s: float = field(default=10.0, metadata=_check(lo=0.5, hi=3600.0))
     drop_window_s: float = field(default=60.0, metadata=_check(lo=1.0, hi=3600.0))
+    error_window_s: float = field(default=3600.0, metadata=_check(lo=1.0, hi=30 * 86400.0))
     tegrastats: bool = True
 
 
@@ -439,7 +440,7 @@ def apply_overrides(cfg: DaemonConfig, overrides: dict[str, Any]) -> DaemonConfi
 RELOADABLE: tuple[str, ...] = (
     "logging.level", "batching.max_batch", "batching.max_wait_ms", "batching.buckets",
     "queues.overload", "model.unknown_threshold", "health.heartbeat_stale_s",
-    "health.drop_window_s",
+    "health.drop_window_s", "health.error_window_s",
 )
 
 

@@ -252,15 +252,7 @@ class Daemon:
         drops = self.stats.recent_drops(self.config.health.drop_window_s)
         if drops:
             reasons.append(f"{drops} drop(s) in the last {self.config.health.drop_window_s:g} s")
-        if self.pipeline.inference_errors:
-            reasons.append(f"{self.pipeline.inference_errors} failed inference batch(es)")
-        if self.pipeline.refiner_errors:
-            reasons.append(f"{self.pipeline.refiner_errors} batch(es) the refiner failed on (network alone)")
-        if self.pipeline.decoder_errors:
-            reasons.append(f"{self.pipeline.decoder_errors} message(s) the decoder failed on (rejected; see the log)")
-        if self.pipeline.encoder_errors:
-            reasons.append(f"{self.pipeline.encoder_errors} record(s) the output encoder failed on (sent as "
-                           "internal_error; see the log)")
+        reasons += self._recent_errors()
         clf = getattr(e, "classifier", None)
         breaks = getattr(clf, "refiner_pool_breaks", 0)
         if breaks and not clf.refiner_workers:
@@ -269,6 +261,24 @@ class Daemon:
         if self.state == "stopping":
             reasons.append("shutting down")
         return ("degraded" if reasons else "ok"), reasons
+
+    def _recent_errors(self) -> list[str]:
+        """A reason for each kind of pipeline error seen within health.error_window_s: a box up
+        for months showed `degraded` for good after one (until the sixty-seventh session)."""
+        p = self.pipeline
+        assert p is not None
+        now, window = time.monotonic(), self.config.health.error_window_s
+        reasons = []
+        for kind, count, what in (
+                ("inference", p.inference_errors, "failed inference batch(es)"),
+                ("refiner", p.refiner_errors, "batch(es) the refiner failed on (network alone)"),
+                ("decoder", p.decoder_errors, "message(s) the decoder failed on (rejected; see the log)"),
+                ("encoder", p.encoder_errors, "record(s) the output encoder failed on (sent as internal_error; "
+                                              "see the log)")):
+            last = p.last_error_s.get(kind)
+            if last is not None and now - last <= window:
+                reasons.append(f"{count} {what} since start, the last {now - last:.0f} s ago")
+        return reasons
 
     def status(self) -> dict[str, Any]:
         """The reply to a `status` request (see docs/daemon.md for every field)."""

@@ -156,6 +156,9 @@ class Pipeline:
         self.refiner_errors = 0           # batches the refiner failed on (left to the network)
         self.decoder_errors = 0           # messages the decoder raised on (rejected, internal_error)
         self.encoder_errors = 0           # records the output encoder raised on (sent as internal_error)
+        # when the last error of each kind (inference, refiner, decoder, encoder) happened
+        # (time.monotonic()): the health counts an error for health.error_window_s, not for good
+        self.last_error_s: dict[str, float] = {}
         self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
         self.output_endpoint = ""
         self._stop_ingest = threading.Event()
@@ -258,6 +261,7 @@ class Pipeline:
             frames = self._encode(topic, record)
         except Exception as exc:  # noqa: BLE001 - one record must not stop the daemon
             self.encoder_errors += 1
+            self.last_error_s["encoder"] = time.monotonic()
             if self.encoder_errors <= 10 or self.encoder_errors % 1000 == 0:
                 log.exception("the %s encoder failed on a %s record (%d so far); an internal_error reject "
                               "goes out instead", self.config.output.format, topic.decode(), self.encoder_errors)
@@ -354,6 +358,7 @@ class Pipeline:
             return step(*args)
         except Exception as exc:  # noqa: BLE001 - one message must not stop the daemon
             self.decoder_errors += 1
+            self.last_error_s["decoder"] = time.monotonic()
             if self.decoder_errors <= 10 or self.decoder_errors % 1000 == 0:
                 log.exception("the %s decoder failed on a message (%d so far); it is rejected",
                               self.config.input.format, self.decoder_errors)
@@ -433,6 +438,7 @@ class Pipeline:
             logits, snr_db = self.engine.infer_batch(batch)
         except Exception as exc:  # noqa: BLE001 - a backend fault rejects the batch, the daemon lives
             self.inference_errors += 1
+            self.last_error_s["inference"] = time.monotonic()
             log.exception("inference failed on a batch of %d bursts", len(batch.items))
             self._reject_batch(batch, f"inference failed: {exc}")
             return
@@ -466,6 +472,7 @@ class Pipeline:
             error: Exception = exc
             if self.engine.refines:
                 self.refiner_errors += 1
+                self.last_error_s["refiner"] = time.monotonic()
                 log.exception("refiner failed on a batch of %d bursts; the network decides them alone",
                               len(batch.items))
                 try:
@@ -473,6 +480,7 @@ class Pipeline:
                 except Exception as exc2:  # noqa: BLE001
                     error = exc2
         self.inference_errors += 1
+        self.last_error_s["inference"] = time.monotonic()
         log.error("could not make results for a batch of %d bursts: %s", len(batch.items), error)
         self._reject_batch(batch, f"inference failed: {error}")
         return None
