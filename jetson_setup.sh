@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# One-shot provisioning of a Jetson AGX Orin for rfclassify (JetPack 5.1 / 6.x).
+# One-shot provisioning of a Jetson AGX Orin for rfclassify (JetPack 6.x: Python >= 3.10).
 #
 #   sudo ./jetson_setup.sh [--prefix /opt/rfclassify] [--power-mode N] [--no-start] [--dry-run] [--force]
 #                          [--cuda-dir /usr/local/cuda]
 #
 # What it does, in order:
 #   1. checks it runs as root on a Jetson (/etc/nv_tegra_release), reports the L4T release, and
-#      checks the CUDA toolkit pycuda compiles against (CUDA_DIR: nvcc and cuda.h);
+#      checks python3 is 3.10 or newer (JetPack 5.x has 3.8) and the CUDA toolkit pycuda
+#      compiles against (CUDA_DIR: nvcc and cuda.h);
 #   2. installs from apt: python3-venv, python3-pip, the TensorRT Python bindings
 #      (python3-libnvinfer) and build tools for pycuda;
 #   3. creates a virtualenv in PREFIX/venv with --system-site-packages (TensorRT's bindings come
-#      from apt, not PyPI) and installs this checkout with the 'cpu' and 'jetson' extras;
+#      from apt, not PyPI) and installs this checkout with the 'cpu' and 'jetson' extras, and
+#      /usr/local/bin/rfclassify, which runs it with the service's model and engine cache
+#      (RFCLASSIFY_MODEL_DIR, RFCLASSIFY_ENGINE_CACHE) unless the environment names others;
 #   4. copies models/ and docs/ to PREFIX, prints the TensorRT engines the first start will build
 #      (`rfclassify engine build --plan`: stops here if a file they need is missing), creates the
 #      system user/group "rfclassify" in the video (and, where it exists, render) groups so the
 #      service can reach the GPU and DLA;
-#   5. installs systemd/rfclassify.service, a drop-in pointing at PREFIX, and the example config
+#   5. installs systemd/rfclassify.service, a drop-in pointing at PREFIX (and adding the render
+#      group where it exists), and the example config
 #      as /etc/rfclassify/rfclassify.toml (an existing config is kept); enables and starts it.
 #
 # NOT RUN ON A JETSON: no Jetson was available when this was written. The script was checked with
@@ -70,6 +74,19 @@ else
     echo "jetson_setup.sh: /etc/nv_tegra_release not found: this is not a Jetson (use --force to continue anyway)" >&2
     exit 2
 fi
+# the package needs Python 3.10 (JetPack 6); JetPack 5's python3 is 3.8, and TensorRT's apt
+# bindings exist only for the system python3, so a newer interpreter cannot stand in for it
+if python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "Python: $(python3 -V 2>&1)"
+else
+    old_python="jetson_setup.sh: rfclassify needs Python >= 3.10 (JetPack 6.x); python3 here is $(python3 -V 2>&1 || echo missing)"
+    if [ "$DRY_RUN" = 1 ]; then
+        echo "(dry run) $old_python"
+    else
+        echo "$old_python" >&2
+        exit 2
+    fi
+fi
 # pycuda is compiled here, against the toolkit of the first nvcc on PATH (pycuda 2026.1 takes its
 # CUDA root from there and ignores a CUDA_ROOT variable), so check for it before changing anything.
 if [ -x "$CUDA_DIR/bin/nvcc" ] && [ -f "$CUDA_DIR/include/cuda.h" ]; then
@@ -95,7 +112,22 @@ run python3 -m venv --system-site-packages "$PREFIX/venv"
 run "$PREFIX/venv/bin/python" -m pip install --upgrade pip
 # pycuda compiles against the toolkit of the nvcc first on PATH (checked above).
 run env PATH="$CUDA_DIR/bin:$PATH" "$PREFIX/venv/bin/python" -m pip install "$SRC[cpu,jetson]"
-run ln -sf "$PREFIX/venv/bin/rfclassify" /usr/local/bin/rfclassify
+# From a shell, the service's model and engine cache (the unit sets its own): without them
+# `serve --check-config` looked for the model in site-packages and `engine build` filled
+# ~/.cache, which the service never reads.
+wrapper="#!/bin/sh
+# rfclassify as jetson_setup.sh installed it: the service's model and engine cache by default.
+: \"\${RFCLASSIFY_MODEL_DIR:=$PREFIX/models}\"
+: \"\${RFCLASSIFY_ENGINE_CACHE:=/var/lib/rfclassify/engines}\"
+export RFCLASSIFY_MODEL_DIR RFCLASSIFY_ENGINE_CACHE
+exec \"$PREFIX/venv/bin/rfclassify\" \"\$@\""
+if [ "$DRY_RUN" = 1 ]; then
+    printf '+ write /usr/local/bin/rfclassify (mode 0755):\n%s\n' "$wrapper"
+else
+    rm -f /usr/local/bin/rfclassify      # the symlink earlier versions made would be written through
+    printf '%s\n' "$wrapper" > /usr/local/bin/rfclassify
+    chmod 0755 /usr/local/bin/rfclassify
+fi
 
 step "copying the shipped model and docs"
 run mkdir -p "$PREFIX/models" "$PREFIX/docs"
@@ -103,7 +135,7 @@ run cp -r "$SRC/models/." "$PREFIX/models/"
 run cp -r "$SRC/docs/." "$PREFIX/docs/"
 
 step "the TensorRT engines the service builds on its first start (minutes; then cached)"
-run "$PREFIX/venv/bin/rfclassify" engine build --plan --model-dir "$PREFIX/models"
+run "$PREFIX/venv/bin/rfclassify" engine build --plan --model-dir "$PREFIX/models" --cache-dir /var/lib/rfclassify/engines
 
 step "service identity: user and group rfclassify, in the GPU groups"
 groups="video"
@@ -122,6 +154,10 @@ dropin="[Service]
 Environment=RFCLASSIFY_MODEL_DIR=$PREFIX/models
 ExecStart=
 ExecStart=$PREFIX/venv/bin/rfclassify serve --config \${RFCLASSIFY_CONFIG}"
+if [ "$groups" = "video,render" ]; then
+    dropin="$dropin
+SupplementaryGroups=render"
+fi
 if [ "$DRY_RUN" = 1 ]; then
     printf '+ write /etc/systemd/system/rfclassify.service.d/prefix.conf:\n%s\n' "$dropin"
 else

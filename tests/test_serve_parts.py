@@ -791,7 +791,8 @@ def test_unit_file_has_the_service_contract():
     expected = {"Type": "notify", "NotifyAccess": "main", "Restart": "on-failure", "DynamicUser": "yes",
                 "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "NoNewPrivileges": "yes",
                 "StateDirectory": "rfclassify", "RuntimeDirectory": "rfclassify", "CapabilityBoundingSet": "",
-                "SupplementaryGroups": "video render", "ExecReload": "/bin/kill -HUP $MAINPID"}
+                "SupplementaryGroups": "video", "ExecReload": "/bin/kill -HUP $MAINPID",
+                "RestartPreventExitStatus": "2"}
     for key, value in expected.items():
         assert svc.get(key) == value, key
     text = (REPO / "systemd" / "rfclassify.service").read_text()   # repeated keys: configparser keeps one

@@ -37,13 +37,14 @@ def _free_port() -> int:
 class ServeProcess:
     """`python -m rfclassify serve` on free loopback ports with a config file."""
 
-    def __init__(self, tmp: Path, model_dir: Path, config: str = "", env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, model_dir: Path, config: str = "", env: dict[str, str] | None = None,
+                 prefix: tuple[str, ...] = ()) -> None:
         self.input = f"tcp://127.0.0.1:{_free_port()}"
         self.output = f"tcp://127.0.0.1:{_free_port()}"
         self.control = f"ipc://{tmp}/control"
         cfg = tmp / "rfclassify.toml"
         cfg.write_text(config)
-        cmd = [sys.executable, "-m", "rfclassify", "serve", "--config", str(cfg), "--input", self.input,
+        cmd = [*prefix, sys.executable, "-m", "rfclassify", "serve", "--config", str(cfg), "--input", self.input,
                "--input-mode", "pull", "--input-bind", "--output", self.output, "--control", self.control,
                "--model-dir", str(model_dir), "--backend", "onnxruntime"]
         self.log = open(tmp / "serve.log", "w+")
@@ -156,6 +157,66 @@ def test_notify_ready_watchdog_and_sigterm_drains_in_flight_bursts(tiny_model_di
         stop.set()
         srv.kill()
         nsock.close()
+
+
+def test_sigterm_while_the_model_loads_stops_without_serving(tmp_path):
+    """A stop during the start (minutes of TensorRT engine builds on a Jetson's first start)
+    abandons it: before the sixty-seventh session the daemon finished loading, sent READY=1 and
+    only then drained, while systemd waited out TimeoutStopSec and killed it."""
+    notify_path = tmp_path / "notify.sock"
+    nsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    nsock.bind(str(notify_path))
+    nsock.settimeout(0.2)
+    models = Path(__file__).resolve().parents[1] / "models"     # the shipped model: seconds to load here
+    srv = ServeProcess(tmp_path, models, "[model]\nrefiner_workers = 1\n", env={"NOTIFY_SOCKET": str(notify_path)})
+    try:
+        deadline = time.monotonic() + 60
+        while "control socket on" not in srv.output_text() and time.monotonic() < deadline:
+            assert srv.proc.poll() is None, srv.output_text()
+            time.sleep(0.02)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60) == 0, srv.output_text()
+        out = srv.output_text()
+        assert "SIGTERM while starting: stopped before serving" in out, out
+        assert "serving:" not in out and "Traceback" not in out, out
+        messages = []
+        while True:
+            try:
+                messages.append(nsock.recv(4096).decode())
+            except (socket.timeout, OSError):
+                break
+        assert not any(m.startswith("READY=1") for m in messages), messages
+        assert any(m.startswith("STOPPING=1") for m in messages), messages
+    finally:
+        srv.kill()
+        nsock.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine not in ("x86_64", "aarch64"),
+                    reason="the seccomp stand-in for RestrictAddressFamilies= knows Linux x86_64/aarch64 only")
+def test_the_daemon_serves_under_the_units_address_families(tiny_model_dir, tmp_path):
+    """systemd's RestrictAddressFamilies= makes socket() of any other family fail; libzmq's tcp
+    bind resolves the address with getifaddrs(), a netlink socket, and aborted the process when
+    that failed (zeromq/libzmq#4737): under the unit before the sixty-seventh session the
+    daemon loaded its model, then died with SIGABRT on every start."""
+    unit = (Path(__file__).resolve().parents[1] / "systemd" / "rfclassify.service").read_text()
+    (line,) = [ln for ln in unit.splitlines() if ln.startswith("RestrictAddressFamilies=")]
+    families = line.split("=", 1)[1].split()
+    helper = str(Path(__file__).with_name("restrict_address_families.py"))
+    srv = ServeProcess(tmp_path, tiny_model_dir, prefix=(sys.executable, helper, *families, "--"))
+    push = _push(srv.input)
+    collector = ResultCollector(srv.output)
+    try:
+        srv.wait_ready()
+        collector.start()
+        time.sleep(0.3)
+        push.send_multipart(encode_native(_noise(1024, 1), {"sample_rate": 1e6, "burst_id": "sandboxed"}))
+        assert collector.wait_for(1, 20), srv.output_text()
+        assert collector.results[0]["burst_id"] == "sandboxed"
+    finally:
+        push.close()
+        collector.stop()
+        srv.kill()
 
 
 def test_overload_keeps_memory_bounded_and_counts_drops(tiny_model_dir, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Any
@@ -12,6 +13,8 @@ from rfclassify.engine.options import add_model_arguments
 from rfclassify.serve.config import INPUT_FORMATS, INPUT_MODES, OUTPUT_FORMATS, OVERLOAD_POLICIES
 
 CONFIG_ENV = "RFCLASSIFY_CONFIG"
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,9 +95,13 @@ def run(args: argparse.Namespace) -> int:
         for warning in config.batching.unused_overrides(meta.buckets_samples):
             print(f"warning: {warning}", file=sys.stderr)
         return 0
-    from rfclassify.serve.daemon import Daemon
+    from rfclassify.serve.daemon import Daemon, StoppedWhileStarting
 
     daemon = Daemon(config, config_path=path, overrides=overrides)
     daemon.install_signal_handlers()
-    daemon.start()
+    try:
+        daemon.start()
+    except StoppedWhileStarting as exc:     # start() has stopped what it had started
+        log.info("%s while starting: stopped before serving", exc)
+        return 0
     return daemon.serve_forever()

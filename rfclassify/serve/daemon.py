@@ -70,6 +70,13 @@ def _gpu_present() -> bool:
     return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu"))
 
 
+class StoppedWhileStarting(BaseException):
+    """Raised in the main thread by SIGTERM/SIGINT while the daemon starts: loading the model
+    (minutes of TensorRT engine builds on a first start) ends at the next Python step instead of
+    running to READY=1 while systemd waits out its stop timeout. A BaseException, so that no
+    `except Exception` on the way swallows it."""
+
+
 class Daemon:
     """A running rfclassify service. `start()`, then `stop()`; `serve_forever()` for the CLI."""
 
@@ -99,13 +106,13 @@ class Daemon:
     def start(self) -> None:
         cfg = self.config
         logging.getLogger().setLevel(cfg.logging.level.upper())
-        self.control = ControlServer(self.context, cfg.control.endpoint, self.handle_request,
-                                     self._security if cfg.security.curve_control else None)
-        self.control.start()
-        log.info("control socket on %s", self.control.endpoint)
-        if cfg.health.tegrastats:
-            self.tegra.start()
         try:
+            self.control = ControlServer(self.context, cfg.control.endpoint, self.handle_request,
+                                         self._security if cfg.security.curve_control else None)
+            self.control.start()
+            log.info("control socket on %s", self.control.endpoint)
+            if cfg.health.tegrastats:
+                self.tegra.start()
             if self.engine is None:
                 self.notifier.status("loading the model")
                 self.engine = load_engine(cfg)
@@ -168,13 +175,19 @@ class Daemon:
     def request_stop(self) -> None:
         self._stop.set()
 
+    def _on_stop_signal(self, signum: int, _frame: Any) -> None:
+        self.request_stop()
+        if self.state == "starting":
+            raise StoppedWhileStarting(signal.Signals(signum).name)
+
     def request_reload(self) -> None:
         self._reload.set()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT -> drain and stop, SIGHUP -> reload (main thread only)."""
-        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
-        signal.signal(signal.SIGINT, lambda *_: self.request_stop())
+        """SIGTERM/SIGINT -> drain and stop (while starting: abandon the start, see
+        StoppedWhileStarting), SIGHUP -> reload (main thread only)."""
+        signal.signal(signal.SIGTERM, self._on_stop_signal)
+        signal.signal(signal.SIGINT, self._on_stop_signal)
         signal.signal(signal.SIGHUP, lambda *_: self.request_reload())
 
     def serve_forever(self) -> int:
