@@ -176,6 +176,16 @@ def test_where_results_cannot_go_or_would_collide_is_refused_before_the_evaluati
     assert main(["evaluate", str(tiny_dataset), "--model-dir", str(copy), "--no-plots",
                  "--extra-eval", str(tmp_path / "sub" / tiny_dataset.name)]) == 2
     assert "would both be evaluated into" in capsys.readouterr().err and not ran
+    # with the first given --out the folders differ, but the card keeps evaluations by name: the
+    # second replaced the first until the sixty-seventh session
+    card_args = ["evaluate", str(tiny_dataset), "--model-dir", str(copy), "--no-plots", "--card",
+                 "--extra-eval", str(tmp_path / "sub" / tiny_dataset.name), "--out", str(tmp_path / "first")]
+    assert main(card_args) == 2
+    assert f"would both be the card's evaluation 'synth:{tiny_dataset.stem}'" in capsys.readouterr().err and not ran
+    assert main([*card_args, "--name", "first"]) == 0            # named apart: both in the card
+    capsys.readouterr()
+    assert {"first", f"synth:{tiny_dataset.stem}"} <= set(json.loads((copy / "model_card.json").read_text())["evaluations"])
+    ran.clear()
     silent = tmp_path / "silent.h5"
     shutil.copy(tiny_dataset, silent)
     with h5py.File(silent, "a") as f:

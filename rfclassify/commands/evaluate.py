@@ -123,11 +123,19 @@ def run(args: argparse.Namespace) -> int:
             require("matplotlib", "the figures")
         except MissingDependencyError as exc:
             raise MissingDependencyError(f"{exc}, or pass --no-plots") from None
-    for path in [args.dataset, *args.extra_eval]:
+    datasets = [args.dataset, *args.extra_eval]
+    names: dict[str, str] = {}      # the card's name of each evaluation -> its file
+    for i, path in enumerate(datasets):
         # every file opened (and checked) first: a bad --extra-eval failed after the main file's
         # evaluation, minutes of it on a full test split, and left no card
-        DatasetReader(path).close()
-    datasets = [args.dataset, *args.extra_eval]
+        reader = DatasetReader(path)
+        name = (args.name if i == 0 and args.name else None) or f"{reader.attrs.source}:{Path(path).stem}"
+        reader.close()
+        if args.card and name in names:
+            # the card keeps evaluations by name: the second replaced the first (sixty-sixth note)
+            raise InputError(f"{path} and {names[name]} would both be the card's evaluation {name!r}; "
+                             "give the first a --name or rename one")
+        names[name] = str(path)
     outs = [Path(args.out) if (args.out and i == 0) else model_dir / "eval" / Path(path).stem
             for i, path in enumerate(datasets)]
     # where the results go, checked before the evaluation too: an --out that is a file failed
