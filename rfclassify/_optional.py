@@ -18,19 +18,23 @@ _EXTRA_FOR = {
 }
 
 
+def install_hint(module: str) -> str:
+    """What to run to install `module` (its top-level package): the rfclassify extra that brings
+    it, or, for TensorRT, which no extra can (jetson_setup.sh takes it from apt)."""
+    top = module.split(".")[0]
+    if top == "tensorrt":
+        return "TensorRT comes with JetPack: apt-get install python3-libnvinfer"
+    extra = _EXTRA_FOR.get(top, "")
+    return f"pip install 'rfclassify[{extra}]'" if extra else f"pip install {top}"
+
+
 def require(module: str, purpose: str = "") -> ModuleType:
     """Import `module` or raise MissingDependencyError naming the install command."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        top = module.split(".")[0]
-        if top == "tensorrt":
-            hint = "TensorRT comes with JetPack: apt-get install python3-libnvinfer"
-        else:
-            extra = _EXTRA_FOR.get(top, "")
-            hint = f"pip install 'rfclassify[{extra}]'" if extra else f"pip install {top}"
         what = f" (needed for {purpose})" if purpose else ""
-        raise MissingDependencyError(f"{top} is not installed{what}; {hint}") from exc
+        raise MissingDependencyError(f"{module.split('.')[0]} is not installed{what}; {install_hint(module)}") from exc
 
 
 def available(module: str) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 
@@ -130,3 +133,113 @@ def test_cuda_graph_batch_sizes_always_cover_max_batch_size(meta, tiny_model_dir
     eager = TorchBackend(meta, tiny_model_dir, device="cuda:0", max_batch_size=100, cuda_graphs=False)
     assert eager.warmup_batch_sizes == (1,)
     assert TorchBackend(meta, tiny_model_dir, device="cpu").warmup_batch_sizes == (1,)
+
+
+def _graph(path, *, n_logits=28, batch="batch", length="length", op=None, opset=17):
+    """A small ONNX graph with the model's input and output names: iq (batch, 2, 1, length) ->
+    logits (batch, n_logits), each channel's mean times a matrix, and snr_db (batch,) their mean;
+    or, with `op`, that one operator of `opset` on the input as logits (an operator ONNX Runtime
+    has no CPU kernel for)."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    iq = helper.make_tensor_value_info("iq", TensorProto.FLOAT, [batch, 2, 1, length])
+    outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("snr_db", TensorProto.FLOAT, None)]
+    if op:
+        nodes, init = [helper.make_node(op, ["iq"], ["logits"]), helper.make_node("Identity", ["iq"], ["snr_db"])], []
+    else:
+        w = np.random.default_rng(0).standard_normal((2, n_logits)).astype(np.float32)
+        nodes = [helper.make_node("ReduceMean", ["iq"], ["m"], axes=[2, 3], keepdims=0),
+                 helper.make_node("MatMul", ["m", "w"], ["logits"]),
+                 helper.make_node("ReduceMean", ["logits"], ["snr_db"], axes=[1], keepdims=0)]
+        init = [numpy_helper.from_array(w, "w")]
+    graph = helper.make_graph(nodes, "g", [iq], outs, init)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+
+
+@pytest.fixture
+def model_copy(tiny_model_dir, tmp_path):
+    return shutil.copytree(tiny_model_dir, tmp_path / "model")
+
+
+def test_the_graph_checks_pass_a_graph_that_fits(meta, model_copy):
+    _graph(model_copy / "model.onnx")
+    with OnnxRuntimeBackend(meta, model_copy, threads=1) as backend:
+        logits, snr_db = backend.infer(_x(3, 256))
+    assert logits.shape == (3, 28) and snr_db.shape == (3,)
+
+
+@pytest.mark.parametrize(("graph", "match"), [
+    # another network's graph beside this model.json: was "internal error: onnxruntime backend
+    # returned shapes (1, 24)" at the first burst
+    ({"n_logits": 24}, r"'logits' have shape \['batch', 24\], not \(batch, 28\)"),
+    # a static graph (static/model_L128.onnx) as model.onnx: was onnxruntime's traceback on a longer burst
+    ({"length": 128}, "length axis is fixed at 128, and this backend feeds 128 to 4096"),
+    ({"batch": 8}, "batch axis is fixed at 8, and this backend feeds 1 to 1024"),
+])
+def test_a_graph_of_another_network_is_refused_at_load_as_the_users_files(meta, model_copy, graph, match):
+    _graph(model_copy / "model.onnx", **graph)
+    backend = OnnxRuntimeBackend(meta, model_copy, threads=1)
+    with pytest.raises(ModelNotFoundError, match="model.onnx is not an ONNX graph of this model: .*" + match):
+        backend.load()
+    assert not backend.loaded
+
+
+def test_a_fixed_batch_of_one_is_a_fit_where_one_is_all_it_is_fed(meta, model_copy):
+    _graph(model_copy / "model.onnx", batch=1)
+    with OnnxRuntimeBackend(meta, model_copy, threads=1, max_batch_size=1) as backend:
+        assert backend.infer(_x(1, 128))[0].shape == (1, 28)
+
+
+def test_the_int8_graph_has_the_same_checks(meta, model_copy):
+    # a model.json without extra.int8 trusts its int8_onnx_file as it stands (cpu_int8.int8_problem)
+    _graph(model_copy / "model_int8.onnx", n_logits=24)
+    int8 = meta.with_updates(int8_onnx_file="model_int8.onnx")
+    with pytest.raises(ModelNotFoundError, match="model_int8.onnx is not an ONNX graph of this model"):
+        OnnxRuntimeBackend(int8, model_copy, precision="int8", threads=1).load()
+
+
+def test_an_operator_without_a_cpu_kernel_is_the_files_fault(meta, model_copy):
+    # onnxruntime's NOT_IMPLEMENTED (Abs of opset 1) was "internal error", exit 1
+    _graph(model_copy / "model.onnx", op="Abs", opset=1)
+    with pytest.raises(ModelNotFoundError, match="model.onnx is damaged or not an ONNX graph.*NOT_IMPLEMENTED"):
+        OnnxRuntimeBackend(meta, model_copy, threads=1).load()
+
+
+@pytest.mark.parametrize("backend", [OnnxRuntimeBackend, TorchBackend])
+def test_arch_n_classes_other_than_the_label_count_is_refused_before_any_burst(model_copy, backend):
+    # both backends failed at the first inference ("internal error ... returned shapes (1, 24)")
+    data = json.loads((model_copy / "model.json").read_text())
+    data["arch"]["n_classes"] = 24
+    (model_copy / "model.json").write_text(json.dumps(data))
+    with pytest.raises(ModelNotFoundError, match="arch.n_classes is 24 but labels lists 28"):
+        backend(ModelMeta.load(model_copy), model_copy)
+
+
+def test_an_unfit_model_dir_is_one_line_and_exit_2(model_copy, tmp_path, capsys):
+    from rfclassify.cli import main
+
+    _graph(model_copy / "model.onnx", n_logits=24)
+    burst = tmp_path / "burst.npy"
+    np.save(burst, np.exp(1j * np.linspace(0, 300, 1024)).astype(np.complex64))
+    assert main(["classify", str(burst), "--model-dir", str(model_copy), "--backend", "onnxruntime"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not an ONNX graph of this model" in err and "internal error" not in err
+
+
+def test_torch_threads_none_or_0_take_the_usable_cores_not_an_earlier_loads(meta, tiny_model_dir, monkeypatch):
+    # torch's thread count is the process's: a load with threads None kept an earlier load's 1
+    torch = pytest.importorskip("torch")
+    import rfclassify.engine.torch_backend as torch_backend
+
+    monkeypatch.setattr(torch_backend, "usable_cpu_count", lambda: 3)
+    before = torch.get_num_threads()
+    try:
+        with TorchBackend(meta, tiny_model_dir, threads=1):
+            assert torch.get_num_threads() == 1
+        for threads in (None, 0):
+            with TorchBackend(meta, tiny_model_dir, threads=threads):
+                assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)

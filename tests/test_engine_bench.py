@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import pytest
 
 from rfclassify.cli import main
 
@@ -41,6 +42,40 @@ def test_bench_bad_options_exit_2(tiny_model_dir, capsys):
     assert main(["bench", "--model-dir", str(tiny_model_dir), "--buckets", "100"]) == 2
     assert "not buckets of the model" in capsys.readouterr().err
     assert main(["bench", "--model-dir", str(tiny_model_dir), "--precisions", "fp8"]) == 2
+
+
+def test_bench_refuses_auto_offering_only_the_backends_it_measures(tiny_model_dir, capsys):
+    # was "unknown backend 'auto'; choose from auto, tensorrt, torch, onnxruntime"
+    assert main(["bench", "--model-dir", str(tiny_model_dir), "--backends", "onnxruntime,auto", *TINY]) == 2
+    assert capsys.readouterr().err.endswith("unknown backends ['auto']; choose from tensorrt, torch, onnxruntime\n")
+
+
+def test_bench_gives_the_callers_torch_thread_count_back(tiny_model_dir, capsys):
+    # torch's thread count is the process's; the baseline's --threads 1 stayed after the benchmark
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        assert main(["bench", "--model-dir", str(tiny_model_dir), "--backends", "onnxruntime", "--precisions", "fp32",
+                     "--device", "cpu", "--seconds", "0.02", "--buckets", "128", "--batch-sizes", "1",
+                     "--threads", "1", "--json", "-"]) == 0
+        assert json.loads(capsys.readouterr().out)["threads"] == 1
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_machine_record_names_the_gpu_measured(monkeypatch):
+    # it named GPU 0 whichever GPU was measured
+    torch = pytest.importorskip("torch")
+    from rfclassify.engine.bench import machine_info
+
+    names = {0: "NVIDIA H100", 1: "NVIDIA L4"}
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: names[0 if i is None else i])
+    assert machine_info({"cuda:1"})["gpu"] == "NVIDIA L4"
+    assert machine_info({"cuda", "cpu"})["gpu"] == "NVIDIA H100"
+    assert machine_info({"cuda:1", "cuda:0"})["gpu"] == "cuda:0: NVIDIA H100; cuda:1: NVIDIA L4"
+    assert "gpu" not in machine_info({"cpu"})
 
 
 def test_bench_daemon_without_its_module_is_a_clear_error(capsys, monkeypatch):

@@ -87,12 +87,36 @@ def test_an_uninstalled_library_of_an_explicit_backend_is_a_missing_dependency(m
         select.select_backend(meta, tiny_model_dir, backend="torch", device="cpu")
 
 
+@pytest.mark.parametrize(("name", "extra"), [
+    ("torch", "pip install 'rfclassify[train]'"), ("onnxruntime", "pip install 'rfclassify[cpu]'"),
+    ("tensorrt", "apt-get install python3-libnvinfer")])
+def test_a_missing_library_names_what_to_install(monkeypatch, name, extra):
+    # torch's and onnxruntime's said "is not installed" and no more; tensorrt's "does not import"
+    monkeypatch.setattr(select, "available", lambda module: False)
+    assert select.unusable(name, "cpu" if name == "onnxruntime" else "cuda:0").message.endswith(extra)
+
+
+@pytest.mark.parametrize(("backend", "kind"), [("torch", ProblemKind.NOT_INSTALLED),
+                                               ("tensorrt", ProblemKind.DOES_NOT_IMPORT)])
+def test_an_explicit_backend_whose_library_is_missing_on_every_device_is_a_missing_dependency(
+        meta, tiny_model_dir, monkeypatch, backend, kind):
+    # torch without a device tries cuda:0 and cpu: two skipped candidates made it "no backend can run here"
+    monkeypatch.setattr(select, "available", lambda module: False)
+    with pytest.raises(MissingDependencyError) as caught:
+        select.select_backend(meta, tiny_model_dir, backend=backend)
+    assert select.unusable(backend, "cuda:0").kind is kind
+    message = str(caught.value)
+    assert message.startswith(f"backend {backend}: ") and message.count(" not") == 1   # said once, not per device
+    assert ("rfclassify[train]" if backend == "torch" else "python3-libnvinfer") in message
+
+
 @pytest.mark.parametrize(("kind", "message", "error"), [
     # message matching would raise MissingDependencyError for the first, ConfigError for the second
     (ProblemKind.NO_DEVICE, "the GPU driver is not installed", ConfigError),
     (ProblemKind.NOT_INSTALLED, "onnxruntime is missing", MissingDependencyError),
     # ... and ModelNotFoundError for this one, which names a file that does exist
-    (ProblemKind.DOES_NOT_IMPORT, "model.onnx does not exist in the wheel's data", ConfigError),
+    (ProblemKind.DOES_NOT_IMPORT, "model.onnx does not exist in the wheel's data", MissingDependencyError),
+    (ProblemKind.PRECISION_UNSUPPORTED, "torch is not installed", ConfigError),
 ])
 def test_the_problem_kind_not_its_wording_picks_the_error(meta, tiny_model_dir, monkeypatch, kind, message, error):
     monkeypatch.setattr(select, "unusable", lambda name, dev: Problem(kind, message))
@@ -112,6 +136,9 @@ def test_missing_model_files_of_an_explicit_backend_are_model_not_found_whatever
 def test_unknown_names_are_config_errors(meta, tiny_model_dir, monkeypatch):
     with pytest.raises(ConfigError, match="unknown backend"):
         select.select_backend(meta, tiny_model_dir, backend="tflite")
+    # 'auto' is a rule, not a backend class: its refusal offered 'auto' among the choices
+    with pytest.raises(ConfigError, match="unknown backend 'auto'; choose from tensorrt, torch, onnxruntime$"):
+        select.backend_class("auto")
     with pytest.raises(ConfigError, match="unknown precision"):
         select.select_backend(meta, tiny_model_dir, precision="fp8")
     monkeypatch.setitem(select._BACKENDS, "tensorrt", ("rfclassify.engine.no_such_backend", "X"))
@@ -134,7 +161,9 @@ def test_precision_order_for_torch_on_cuda(meta, tiny_model_dir):
     assert select._precision_for(TorchBackend, meta, tiny_model_dir, "cpu", "fp16", True)[0] == "fp32"
 
 
-@pytest.mark.parametrize("device", ["gpu", "cpu:0", "cuda:x", "cuda:"])
+@pytest.mark.parametrize("device", ["gpu", "cpu:0", "cuda:x", "cuda:",
+                                    # str.isdigit took these; int() or torch then raised a traceback
+                                    "cuda:00", "cuda:01", "cuda:\u0661", "cuda:\u00b2", "cuda:1 ", "CUDA"])
 def test_bad_device_strings_are_config_errors(meta, tiny_model_dir, device):
     with pytest.raises(ConfigError, match="unknown device"):
         select.select_backend(meta, tiny_model_dir, device=device)
@@ -143,9 +172,10 @@ def test_bad_device_strings_are_config_errors(meta, tiny_model_dir, device):
 def test_device_index_reads_the_gpu_number_of_a_valid_name_only():
     from rfclassify.engine.devices import device_index
 
-    assert (device_index("cuda"), device_index("cuda:0"), device_index("cuda:3")) == (0, 0, 3)
-    with pytest.raises(ConfigError, match="unknown device"):
-        device_index("cuda:x")
+    assert [device_index(d) for d in ("cuda", "cuda:0", "cuda:3", "cuda:10")] == [0, 0, 3, 10]
+    for bad in ("cuda:x", "cuda:\u00b2", "cuda:01"):
+        with pytest.raises(ConfigError, match="unknown device"):
+            device_index(bad)
 
 
 @pytest.mark.parametrize("device", ["bogus", "gpu", "cpu:0", "cuda:x"])

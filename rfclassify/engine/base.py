@@ -18,7 +18,8 @@ import numpy as np
 
 from rfclassify._exceptions import BackendError, ConfigError, InputError, ModelNotFoundError
 from rfclassify.engine.devices import device_kind
-from rfclassify.model.meta import ModelMeta
+from rfclassify.model.meta import META_FILE, ModelMeta
+from rfclassify.model.network import arch_with_defaults
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ class Backend:
         if precision not in allowed:
             raise ConfigError(
                 f"backend {self.name} on {kind} supports {', '.join(allowed)}, not {precision}")
+        n_classes = arch_with_defaults(meta.arch)["n_classes"]
+        if n_classes != len(meta.labels):
+            # the network gives one logit per label: every batch would fail, so say it before one runs
+            raise ModelNotFoundError(
+                f"{Path(model_dir) / META_FILE}: arch.n_classes is {n_classes} but labels lists "
+                f"{len(meta.labels)}; the network must give one logit per label")
         problem = self.artifact_problem(meta, model_dir, precision, dla_core=self.dla_core)
         if problem:
             raise ModelNotFoundError(problem)

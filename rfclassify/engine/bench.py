@@ -10,11 +10,12 @@ ratios baseline/backend (>1 means the backend is faster).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ from rfclassify._exceptions import ConfigError
 from rfclassify._cpus import cpu_description, usable_cpu_count
 from rfclassify._optional import require
 from rfclassify.engine.base import PRECISIONS
-from rfclassify.engine.devices import device_kind
-from rfclassify.engine.select import backend_class, candidates, unusable
+from rfclassify.engine.devices import device_index, device_kind
+from rfclassify.engine.select import BACKEND_CHOICES, backend_class, candidates, unusable
 from rfclassify.model.meta import ModelMeta
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ class BenchConfig:
         unknown = [p for p in self.precisions or () if p not in PRECISIONS]
         if unknown:
             raise ConfigError(f"unknown precisions {unknown}; choose from {', '.join(PRECISIONS)}")
+        backends = [b for b in BACKEND_CHOICES if b != "auto"]   # each is measured by its name
+        unknown = [b for b in self.backends if b not in backends]
+        if unknown:
+            raise ConfigError(f"unknown backends {unknown}; choose from {', '.join(backends)}")
 
 
 def percentiles_ms(call_s: np.ndarray) -> dict[str, float]:
@@ -127,41 +132,58 @@ def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
     skipped: list[dict[str, str]] = []
     baselines: dict[str, Callable[[np.ndarray], Any]] = {}
     devices_used: set[str] = set()
-    for name in config.backends:
-        device, why = _device_for(name, config.device)
-        if device is None:
-            skipped.append({"backend": name, "precision": "*", "reason": why})
-            continue
-        cls = backend_class(name)
-        kind = device_kind(device)
-        batches = config.batch_sizes or ((1, 64, 1024) if kind == "cuda" else (1, 64))
-        for precision in config.precisions or cls.precisions_by_device.get(kind, ()):
-            if precision not in cls.precisions_by_device.get(kind, ()):
-                skipped.append({"backend": name, "precision": precision,
-                                "reason": f"not supported by {name} on {kind}"})
+    with _torch_threads_kept():
+        for name in config.backends:
+            device, why = _device_for(name, config.device)
+            if device is None:
+                skipped.append({"backend": name, "precision": "*", "reason": why})
                 continue
-            problem = cls.artifact_problem(meta, model_dir, precision)
-            if problem:
-                skipped.append({"backend": name, "precision": precision, "reason": problem})
-                continue
-            if device not in baselines:
-                baselines[device] = _eager_fp32(model_dir, device, threads)
-            base = baselines[device]
-            devices_used.add(device)
-            with cls(meta, model_dir, precision=precision, device=device,
-                     buckets_samples=config.buckets_samples, max_batch_size=max(batches),
-                     threads=threads) as backend:
-                for bucket in config.buckets_samples:
-                    for batch in batches:
-                        x = rng.standard_normal((batch, 2, 1, bucket)).astype(np.float32)
-                        b_stats, c_stats = measure_pair(lambda x=x: base(x), lambda x=x: backend.infer(x),
-                                                        config.seconds, batch)
-                        rows.append(_row(name, precision, device, bucket, batch, b_stats, c_stats))
-                        log.info("%s", format_row(rows[-1]))
+            cls = backend_class(name)
+            kind = device_kind(device)
+            batches = config.batch_sizes or ((1, 64, 1024) if kind == "cuda" else (1, 64))
+            for precision in config.precisions or cls.precisions_by_device.get(kind, ()):
+                if precision not in cls.precisions_by_device.get(kind, ()):
+                    skipped.append({"backend": name, "precision": precision,
+                                    "reason": f"not supported by {name} on {kind}"})
+                    continue
+                problem = cls.artifact_problem(meta, model_dir, precision)
+                if problem:
+                    skipped.append({"backend": name, "precision": precision, "reason": problem})
+                    continue
+                if device not in baselines:
+                    baselines[device] = _eager_fp32(model_dir, device, threads)
+                base = baselines[device]
+                devices_used.add(device)
+                with cls(meta, model_dir, precision=precision, device=device,
+                         buckets_samples=config.buckets_samples, max_batch_size=max(batches),
+                         threads=threads) as backend:
+                    for bucket in config.buckets_samples:
+                        for batch in batches:
+                            x = rng.standard_normal((batch, 2, 1, bucket)).astype(np.float32)
+                            b_stats, c_stats = measure_pair(lambda x=x: base(x), lambda x=x: backend.infer(x),
+                                                            config.seconds, batch)
+                            rows.append(_row(name, precision, device, bucket, batch, b_stats, c_stats))
+                            log.info("%s", format_row(rows[-1]))
     return {"model": meta.model_id, "model_dir": str(model_dir), "machine": machine_info(devices_used),
             "baseline": "torch eager fp32, same network, same device, same process, alternating call by call",
             "config": asdict(config), "threads": threads,
             "rows": rows, "skipped": skipped}
+
+
+@contextlib.contextmanager
+def _torch_threads_kept() -> Iterator[None]:
+    """torch's thread count is the process's: the baseline and the torch backend set it to the
+    benchmark's threads, and the caller gets its own back afterwards."""
+    try:
+        import torch
+    except ImportError:   # then no baseline runs, and nothing sets it
+        yield
+        return
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _row(name: str, precision: str, device: str, bucket: int, batch: int,
@@ -197,7 +219,8 @@ def machine_info(devices: set[str]) -> dict[str, Any]:
             info[mod] = __import__(mod).__version__
         except ImportError:
             info[mod] = None
-    if any(device_kind(d) == "cuda" for d in devices):
-        torch = require("torch")
-        info["gpu"] = torch.cuda.get_device_name(0)
+    gpus = sorted({device_index(d) for d in devices if device_kind(d) == "cuda"})
+    if gpus:   # the GPU(s) measured, not GPU 0 whichever was (rows name their device)
+        names = [require("torch").cuda.get_device_name(i) for i in gpus]
+        info["gpu"] = names[0] if len(gpus) == 1 else "; ".join(f"cuda:{i}: {n}" for i, n in zip(gpus, names))
     return info

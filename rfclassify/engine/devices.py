@@ -3,15 +3,20 @@ daemon's config can check model.device as it is read."""
 
 from __future__ import annotations
 
+import re
+
 from rfclassify._exceptions import ConfigError
+
+# N in ASCII digits without a leading zero: str.isdigit also took 'cuda:²' and 'cuda:١' (which
+# int() or torch then refused with a traceback) and 'cuda:01' (which torch refuses)
+_DEVICE = re.compile(r"cpu|cuda(?::(?:0|[1-9][0-9]*))?")
 
 
 def device_kind(device: str) -> str:
     """'cpu' or 'cuda' for a device string such as 'cpu', 'cuda', 'cuda:1'; ConfigError otherwise."""
-    kind, sep, index = device.partition(":")
-    if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
         raise ConfigError(f"unknown device {device!r}; use cpu, cuda or cuda:N")
-    return kind
+    return device.partition(":")[0]
 
 
 def device_index(device: str) -> int:

@@ -3,7 +3,9 @@
 fp32 runs ``models/model.onnx`` (dynamic batch and length). int8 runs the Q/DQ ONNX named by
 ``ModelMeta.int8_onnx_file``, which `rfclassify calibrate` makes (``rfclassify.quant.cpu_int8``);
 without it, or with one calibrated from another model.onnx, asking for int8 here is an error
-that says so (precision 'auto' then runs fp32).
+that says so (precision 'auto' then runs fp32). Either graph is checked against model.json when
+its session loads (``_graph_problem``), so another network's graph is the user's error then,
+not an internal one at the first burst.
 """
 
 from __future__ import annotations
@@ -67,23 +69,52 @@ class OnnxRuntimeBackend(Backend):
         # graph to slower uint8 x uint8 kernels to prevent int16 pair overflows that changed one
         # answer of the shipped graph in 27,428 bursts (benchmarks/no_vnni_overflow_probe.md)
         path = self.model_file(self.onnx_file)
-        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, InvalidProtobuf
+        from onnxruntime.capi.onnxruntime_pybind11_state import (
+            Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NotImplemented as OrtNotImplemented)
 
         try:
-            self._session = ort.InferenceSession(str(path), sess_options=opts,
-                                                 providers=["CPUExecutionProvider"])
-        except (InvalidProtobuf, InvalidGraph, InvalidArgument, Fail) as exc:
+            session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        except (InvalidProtobuf, InvalidGraph, InvalidArgument, Fail, OrtNotImplemented) as exc:
             # the file, not this program; onnxruntime before 1.31 reports an empty or graphless
-            # file as a plain FAIL "Load model from ... failed" (1.23 and 1.30 seen)
+            # file as a plain FAIL "Load model from ... failed" (1.23 and 1.30 seen); an operator
+            # with no CPU kernel (an old opset's Abs, say) is NOT_IMPLEMENTED
             if isinstance(exc, Fail) and "Load model from" not in str(exc):
                 raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
             raise ModelNotFoundError(f"{path} is damaged or not an ONNX graph of this model ({first_line(exc)}); "
                                      "export it again (`rfclassify export`) or restore the model") from None
         except Exception as exc:  # onnxruntime raises its own exception types
             raise BackendError(f"onnxruntime cannot load {path}: {exc}") from exc
-        names = [i.name for i in self._session.get_inputs()]
-        if names != [INPUT_NAME]:
-            raise BackendError(f"{path} has inputs {names}; expected [{INPUT_NAME!r}]")
+        problem = self._graph_problem(session)
+        if problem:
+            # another network's graph (or a static one) would fail only at the first burst
+            raise ModelNotFoundError(f"{path} is not an ONNX graph of this model: {problem}; "
+                                     "export it again (`rfclassify export`) or restore the model")
+        self._session = session
+
+    def _graph_problem(self, session: Any) -> str | None:
+        """Why the loaded graph cannot take this backend's input or give model.json's outputs, or
+        None: one float input 'iq' whose batch and length axes are not fixed at other sizes than
+        the ones fed, and outputs 'logits' (batch, one per label) and 'snr_db'."""
+        inputs = session.get_inputs()
+        if [i.name for i in inputs] != [INPUT_NAME]:
+            return f"its inputs are {[i.name for i in inputs]}, not [{INPUT_NAME!r}]"
+        shape = list(inputs[0].shape or ())
+        if inputs[0].type != "tensor(float)" or len(shape) != 4:
+            return f"its input {INPUT_NAME!r} is {inputs[0].type} {shape}, not float (batch, 2, 1, length)"
+        fed = (("batch", 1, self.max_batch_size), ("channel", 2, 2), ("row", 1, 1),
+               ("length", min(self.buckets_samples), max(self.buckets_samples)))
+        for dim, (axis, lo, hi) in zip(shape, fed):
+            if isinstance(dim, int) and not lo == dim == hi:
+                sizes = f"{lo}" if lo == hi else f"{lo} to {hi}"
+                return f"its input's {axis} axis is fixed at {dim}, and this backend feeds {sizes}"
+        outputs = {o.name: list(o.shape or ()) for o in session.get_outputs()}
+        if any(name not in outputs for name in OUTPUT_NAMES):
+            return f"its outputs are {list(outputs)}, not {list(OUTPUT_NAMES)}"
+        logits = outputs[OUTPUT_NAMES[0]]
+        if len(logits) != 2 or (isinstance(logits[1], int) and logits[1] != self.n_labels):
+            return (f"its {OUTPUT_NAMES[0]!r} have shape {logits}, not (batch, {self.n_labels}) for the "
+                    f"{self.n_labels} labels of model.json (another network's graph?)")
+        return None
 
     def _infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         logits, snr_db = self._session.run(list(OUTPUT_NAMES), {INPUT_NAME: x})

@@ -17,8 +17,9 @@ the backend cannot run is an error when the backend was named explicitly; with b
 ``Selection.precision`` / ``precision_reason`` say what actually runs.
 
 Each skipped candidate carries a typed ``Problem`` (a ``ProblemKind`` plus the message shown
-to the user). When the one candidate of an explicitly named backend cannot run, the kind picks
-the error: NOT_INSTALLED -> MissingDependencyError, MODEL_FILES_MISSING -> ModelNotFoundError,
+to the user, which names what to install where a library is missing). When an explicitly named
+backend cannot run, the kinds pick the error: NOT_INSTALLED or DOES_NOT_IMPORT on every device
+tried -> MissingDependencyError; MODEL_FILES_MISSING of its one candidate -> ModelNotFoundError;
 anything else (and every 'auto' failure) -> ConfigError.
 """
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
-from rfclassify._optional import available
+from rfclassify._optional import available, install_hint
 from rfclassify.engine.base import Backend
 from rfclassify.engine.devices import device_index, device_kind
 from rfclassify.model.meta import ModelMeta
@@ -86,8 +87,8 @@ class Problem:
 
 def backend_class(name: str) -> type[Backend]:
     """The Backend subclass called `name` (imports its module, not its heavy library)."""
-    if name not in _BACKENDS:
-        raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+    if name not in _BACKENDS:   # 'auto' is a rule for choosing one, not a backend of its own
+        raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(_BACKENDS)}")
     module, cls = _BACKENDS[name]
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f"the {name} backend is not part of this version of rfclassify")
@@ -101,15 +102,15 @@ def unusable(name: str, device: str) -> Problem | None:
         if importlib.util.find_spec(_BACKENDS["tensorrt"][0]) is None:
             return Problem(ProblemKind.NO_BACKEND_MODULE, "no tensorrt backend module in this version")
         if not available("tensorrt"):
-            return Problem(ProblemKind.DOES_NOT_IMPORT, "tensorrt does not import")
+            return Problem(ProblemKind.DOES_NOT_IMPORT, f"tensorrt does not import; {install_hint('tensorrt')}")
         if not available("pycuda.driver"):
-            return Problem(ProblemKind.NOT_INSTALLED, "pycuda is not installed (pip install 'rfclassify[jetson]')")
+            return Problem(ProblemKind.NOT_INSTALLED, f"pycuda is not installed; {install_hint('pycuda')}")
         if kind != "cuda":
             return Problem(ProblemKind.NO_DEVICE, "tensorrt needs a CUDA device")
         return None
     if name == "torch":
         if not available("torch"):
-            return Problem(ProblemKind.NOT_INSTALLED, "torch is not installed")
+            return Problem(ProblemKind.NOT_INSTALLED, f"torch is not installed; {install_hint('torch')}")
         if kind == "cuda":
             import torch
 
@@ -123,9 +124,10 @@ def unusable(name: str, device: str) -> Problem | None:
         if kind != "cpu":
             return Problem(ProblemKind.NO_DEVICE, "onnxruntime is used on the CPU only")
         if not available("onnxruntime"):
-            return Problem(ProblemKind.NOT_INSTALLED, "onnxruntime is not installed")
+            return Problem(ProblemKind.NOT_INSTALLED,
+                           f"onnxruntime is not installed; {install_hint('onnxruntime')}")
         return None
-    raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_CHOICES)}")
+    raise ConfigError(f"unknown backend {name!r}; choose from {', '.join(_BACKENDS)}")
 
 
 def torch_device(device: str) -> str:
@@ -198,7 +200,7 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
         raise ConfigError(f"unknown precision {precision!r}; choose from {', '.join(PRECISION_CHOICES)}")
     model_dir = Path(model_dir)
     skipped: list[str] = []
-    last_problem: Problem | None = None
+    problems: list[Problem] = []
     for name, dev in candidates(backend, device):
         problem = unusable(name, dev)
         if problem is None:
@@ -213,12 +215,14 @@ def select_backend(meta: ModelMeta, model_dir: str | Path, backend: str = "auto"
                 return Selection(name, dev, chosen, reason, why)
             problem = why
         skipped.append(f"{name} on {dev} skipped ({problem.message})")
-        last_problem = problem
-    # One explicitly named candidate: the kind of its problem picks the error type, so the
-    # user is told to install an extra or supply model files; anything else is a ConfigError.
-    if backend != "auto" and len(skipped) == 1 and last_problem is not None:
-        if last_problem.kind is ProblemKind.NOT_INSTALLED:
-            raise MissingDependencyError(f"backend {backend}: {last_problem.message}")
-        if last_problem.kind is ProblemKind.MODEL_FILES_MISSING:
-            raise ModelNotFoundError(f"backend {backend}, precision {precision}: {last_problem.message}")
+        problems.append(problem)
+    # An explicitly named backend: its library missing (on every device tried: torch tries two)
+    # is a MissingDependencyError naming what to install; its one candidate's model files
+    # missing a ModelNotFoundError; anything else is a ConfigError.
+    if backend != "auto" and problems:
+        if all(p.kind in (ProblemKind.NOT_INSTALLED, ProblemKind.DOES_NOT_IMPORT) for p in problems):
+            messages = dict.fromkeys(p.message for p in problems)   # torch's two devices: one line
+            raise MissingDependencyError(f"backend {backend}: " + "; ".join(messages))
+        if len(problems) == 1 and problems[0].kind is ProblemKind.MODEL_FILES_MISSING:
+            raise ModelNotFoundError(f"backend {backend}, precision {precision}: {problems[0].message}")
     raise ConfigError("no backend can run here: " + "; ".join(skipped))

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import BackendError, ConfigError
 from rfclassify._optional import require
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
@@ -45,7 +46,9 @@ class TorchBackend(Backend):
             sizes.append(self.max_batch_size)  # so every legal batch has a graph to pad up to
         self.graph_batch_sizes = tuple(sizes)
         self.cuda_graphs = bool(cuda_graphs) and self._cuda
-        self.threads = threads
+        # torch's thread count is the process's, not this backend's: a load sets it every time
+        # (None or 0: the cores this process may use), or it kept an earlier load's count
+        self.threads = int(threads) if threads else usable_cpu_count()
         self._net: Any = None
         self._dtype: Any = None
         self._graphs: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}
@@ -62,8 +65,7 @@ class TorchBackend(Backend):
 
     def _load(self) -> None:
         torch = require("torch", "the torch backend")
-        if self.threads:
-            torch.set_num_threads(int(self.threads))
+        torch.set_num_threads(self.threads)
         if self._cuda and not torch.cuda.is_available():
             raise ConfigError(f"device {self.device} asked for, but torch sees no CUDA GPU")
         from rfclassify.model.network import load_trained
