@@ -381,6 +381,52 @@ def test_unknown_threshold_can_be_overridden_at_run_time(tiny_model_dir):
             c.unknown_threshold = 1.5
 
 
+def test_bursts_of_any_dtype_and_scale_get_the_refined_answer_of_their_unit_scale():
+    """Until the sixty-seventh session only complex128 was brought to unit peak for the DC pass
+    and the refiners: a real float64 burst of 1e160 raised OverflowError in the leak-line test
+    and lost its call, real and complex64 bursts far from unit scale got other answers, and a
+    subnormal complex128 burst was a RuntimeWarning and a zero_power reject."""
+    import warnings
+
+    from rfclassify.dsp.synth import ChannelConfig, synthesize
+
+    iq = synthesize(["128QAM", "256QAM"], 1024, np.random.default_rng(29), snr_db=np.full(2, 25.0),
+                    channel=ChannelConfig(p_multipath=0.0)).iq
+    real = np.random.default_rng(8).standard_normal(1024) + 0.25        # real, a -12 dB DC line
+    ook = synthesize(["OOK"], 1024, np.random.default_rng(0), snr_db=np.array([15.0])).iq[0].real.astype(np.float64)
+    with Classifier.load(backend="onnxruntime", precision="fp32") as clf, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = clf.classify([iq[0], iq[1], real, ook])
+        cases = {"complex64 1e-20": ([iq[0] * np.float32(1e-20), iq[1] * np.float32(1e-20)], plain[:2]),
+                 "complex128 1e-310": ([iq[0].astype(np.complex128) * 1e-310], plain[:1]),
+                 "float64 1e160": ([real * 1e160, ook * 1e160], plain[2:]),
+                 "float64 1e-150": ([real * 1e-150, ook * 1e-150], plain[2:])}
+        for name, (bursts, want) in cases.items():
+            got = clf.classify(bursts)
+            assert [r.ok for r in got] == [True] * len(bursts), name
+            for g, w in zip(got, want, strict=True):
+                assert g.label == w.label, name
+                np.testing.assert_allclose(g.probabilities, w.probabilities, atol=1e-3, err_msg=name)
+
+
+def test_a_small_offset_of_a_quiet_burst_has_a_level_in_db():
+    """abs(offset) ** 2 fell to 0.0 under a power that did not: a math domain error from the
+    daemon-facing API (results_from_outputs) before the sixty-seventh session."""
+    from rfclassify.engine.dc_pass import offset_db
+
+    x = np.random.default_rng(1).standard_normal(1024) * 1e-160
+    assert offset_db(1e-165 + 0j, x) == pytest.approx(-100.0, abs=0.5)
+    assert offset_db(0j, x) == -np.inf
+
+
+@pytest.mark.parametrize("rate", [float("nan"), -5.0, 0, True, "1e6", 10**400])
+def test_a_sample_rate_that_is_not_a_positive_number_is_refused(clf, rate):
+    # nan, -5, 0, True and "1e6" were recorded as they came; 10**400 was an OverflowError
+    with pytest.raises(rfclassify.InputError, match="sample_rate must be a positive number"):
+        clf.classify([_burst(256, seed=1)], sample_rate=rate)
+    assert clf.classify([_burst(256, seed=1)], sample_rate=np.float32(2e6))[0].sample_rate_hz == 2e6
+
+
 def test_a_2d_array_is_a_batch_of_equal_length_bursts(clf):
     block = np.stack([_burst(512, seed=s) for s in range(3)])
     results = clf.classify(block)

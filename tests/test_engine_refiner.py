@@ -1960,3 +1960,37 @@ def test_a_refiner_file_keeps_its_em_count_and_older_files_read_as_three(tiny_mo
     rewrite(em_count=np.int64(5))
     with pytest.raises(ModelNotFoundError, match="fitted for 5 classes, not 1..4"):
         Refiner.load(model_dir, ModelMeta.load(model_dir).refiner, LABELS)
+
+
+def test_a_worker_killed_after_the_dc_pass_costs_no_second_dc_pass(monkeypatch):
+    """The DC pass cleans bursts in place; when the pool broke after it (in the refiners), the
+    retry without the pool ran the DC pass again on the cleaned bursts, took out a second
+    'offset' and changed the answers (before the sixty-seventh session)."""
+    import os
+    import signal
+
+    import rfclassify.engine.refiner as refiner_module
+    from rfclassify.dsp.synth import synthesize
+    from rfclassify.engine.classifier import Classifier
+
+    bursts = list(synthesize(["64QAM"] * 6, 2048, np.random.default_rng(19), snr_db=np.full(6, 25.0)).iq)
+    bursts = [b + np.complex64(0.2 * np.sqrt(np.mean(np.abs(b) ** 2)) * np.exp(1j * k))      # -14 dB DC
+              for k, b in enumerate(bursts)]
+    real = refiner_module.refine_routed
+    killed = []
+
+    def kill_first_worker(refiners, probs, snr, bursts, pool=None):
+        if pool is not None and not killed:           # the worker dies mid-batch, after the DC pass
+            for pid, proc in list(pool._processes.items()):
+                os.kill(pid, signal.SIGKILL)
+                proc.join()
+                killed.append(pid)
+        return real(refiners, probs, snr, bursts, pool)
+
+    with Classifier.load(backend="onnxruntime", refiner_skip_above=1.0) as here:
+        expected = [r.top for r in here.classify(bursts)]
+    with Classifier.load(backend="onnxruntime", refiner_skip_above=1.0, refiner_workers=1) as clf:
+        monkeypatch.setattr(refiner_module, "refine_routed", kill_first_worker)
+        got = [r.top for r in clf.classify(bursts)]
+        assert killed and clf.describe()["refiner_pool_breaks"] == 1
+    assert got == expected

@@ -54,7 +54,10 @@ def leak_line_offset(iq: np.ndarray) -> complex:
     if x.size == 0 or not np.all(np.isfinite(x)):
         return 0j
     mean = complex(x.mean())
-    weak = abs(mean) ** 2 < float(np.mean(np.abs(x) ** 2)) * 10 ** (LEAK_MAX_DB / 10)
+    # magnitudes, not squares: abs(mean) ** 2 of a burst past 1e154 raised OverflowError
+    with np.errstate(over="ignore"):
+        rms = math.sqrt(float(np.mean(np.abs(x) ** 2)))
+    weak = abs(mean) < rms * 10 ** (LEAK_MAX_DB / 20)
     return mean if weak and sc.zero_hz_line_ratio(x) > sc.DC_LINE_RATIO else 0j
 
 

@@ -150,6 +150,35 @@ def _normalize_rows(x: np.ndarray, normalization: str) -> tuple[np.ndarray, np.n
     return x, live[:, 0]
 
 
+# Bursts whose peak lies outside this range have powers (or statistics of higher powers) that
+# float64 cannot hold or that fall under its floors; the rules applied to them are scale-free,
+# so such a burst is read at unit peak instead (to_unit_peak).
+SAFE_PEAK = (1e-10, 1e100)
+
+
+def to_unit_peak(x: np.ndarray) -> np.ndarray:
+    """x scaled by a power of two to a peak in [0.5, 1), exactly and in its own dtype (np.ldexp:
+    dividing by a subnormal peak overflowed through its reciprocal); x itself when its peak is
+    zero or not finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        peak = float(np.max(np.abs(x))) if x.size else 0.0
+    if not (peak > 0 and math.isfinite(peak)):
+        return x
+    shift = -int(np.frexp(peak)[1])
+    if not np.iscomplexobj(x):
+        return np.ldexp(x, shift)
+    y = np.empty_like(x)
+    y.real, y.imag = np.ldexp(x.real, shift), np.ldexp(x.imag, shift)
+    return y
+
+
+def outside_safe_peak(x: np.ndarray) -> bool:
+    """Whether burst x has a nonzero finite peak outside SAFE_PEAK."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        peak = float(np.max(np.abs(x))) if x.size else 0.0
+    return peak > 0 and math.isfinite(peak) and not SAFE_PEAK[0] < peak < SAFE_PEAK[1]
+
+
 def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
     """Normalized complex64 copy of a 1-D burst (module docstring); MessageError if it can't be normalized."""
     x = np.asarray(iq)
@@ -162,12 +191,12 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
         if not np.all(np.isfinite(x)):
             raise MessageError("non_finite", "burst contains NaN or Inf samples")
         y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
-    if not live[0] and x.size:
+    if not live[0] and x.size and outside_safe_peak(x):
         # the rule is scale-free, so a burst whose power float64 cannot hold (|x| beyond about
-        # 1e150, or power under its 1e-30 floor) is normalized again from its peak's scale
-        peak = float(np.max(np.abs(x)))
-        if peak > 0 and not 1e-10 < peak < 1e100:
-            y, live = _normalize_rows(x[None, :] / peak, normalization)
+        # 1e150, or power under its 1e-30 floor) is normalized again at unit peak (a subnormal
+        # one was a RuntimeWarning and a zero_power reject before the sixty-seventh session)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            y, live = _normalize_rows(to_unit_peak(x)[None, :], normalization)
     if not live[0]:
         raise MessageError("zero_power", "burst has no power after DC removal")
     return y[0].astype(np.complex64)

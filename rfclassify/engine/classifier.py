@@ -24,7 +24,6 @@ The daemon batches windows across bursts itself with ``infer_windows`` and
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 import threading
 from collections.abc import Sequence
@@ -36,7 +35,9 @@ import numpy as np
 
 from rfclassify._cpus import MAX_THREADS, refiner_worker_count
 from rfclassify._exceptions import ConfigError, InputError, MessageError
-from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input
+from rfclassify._numbers import as_finite_float
+from rfclassify.dsp.windows import (BucketPolicy, BurstWindows, burst_to_windows, outside_safe_peak, to_model_input,
+                                    to_unit_peak)
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
 from rfclassify.engine.results import (
     ClassificationResult,
@@ -99,16 +100,13 @@ def skip_sure(probs: Sequence[np.ndarray], bursts: Sequence[np.ndarray | None],
 
 
 def within_float_range(x: np.ndarray) -> np.ndarray:
-    """Burst x as the DC pass and the refiners read it: as it is, unless it is double precision
-    with a peak the network's normalization had to rescale (windows.normalize_burst: beyond
-    about 1e100, or under 1e-10), whose powers float64 cannot hold; then divided by its peak
+    """Burst x as the DC pass and the refiners read it: as it is, unless its peak is outside
+    windows.SAFE_PEAK, where their powers overflow or fall under their floors; then at unit peak
     (their statistics are scale-free). A complex128 burst of 1e160 raised OverflowError in the
-    DC pass and lost every burst of its call before the sixty-sixth session."""
-    if x.dtype.itemsize <= 8 or x.size == 0:     # float32 and narrower: squares fit a float64
-        return x
-    with np.errstate(over="ignore", invalid="ignore"):
-        peak = float(np.max(np.abs(x)))
-    return x / peak if math.isfinite(peak) and peak > 0 and not 1e-10 < peak < 1e100 else x
+    DC pass and lost every burst of its call before the sixty-sixth session; until the
+    sixty-seventh only complex128 was rescaled, so a real float64 burst of 1e160 did the same,
+    and a complex64 or real burst at 1e-20 got other answers than at unit scale."""
+    return to_unit_peak(x) if outside_safe_peak(x) else x
 
 
 class Classifier:
@@ -371,7 +369,9 @@ class Classifier:
         """
         if isinstance(bursts, np.ndarray) and bursts.ndim == 1:
             raise InputError("classify takes a sequence of bursts; wrap a single burst in a list")
-        rate = float(sample_rate) if sample_rate is not None else None
+        rate = None if sample_rate is None else as_finite_float(sample_rate)
+        if sample_rate is not None and not (rate is not None and rate > 0):
+            raise InputError(f"sample_rate must be a positive number of Hz or None, not {sample_rate!r}")
         cut: list[BurstWindows | ClassificationResult] = []
         raw: list[np.ndarray | None] = []
         for burst in bursts:
@@ -475,10 +475,14 @@ class Classifier:
                 self._skip_counts[1] += len(skipped)
             pool = self._refiner_pool
             executor = pool.executor if pool is not None else None
+            # the DC pass updates these lists in place: a retry must start from them as they were
+            # (it ran twice on the bursts it had cleaned before the sixty-seventh session)
+            before = (list(probs), list(snrs), list(n_windows), list(sure))
             try:
                 probs = self._refine(probs, snrs, n_windows, sure, executor)
             except BrokenExecutor:  # a worker died (killed, out of memory): this batch without the pool
                 pool.broke(executor)    # which starts a new one in the background
+                probs, snrs, n_windows, sure = (list(v) for v in before)
                 probs = self._refine(probs, snrs, n_windows, sure, None)
             for i in skipped:
                 probs[i] = sharpened(probs[i], self.meta.refiner_skip_temperature)

@@ -127,7 +127,9 @@ def offset_db(offset: complex, iq: np.ndarray) -> float:
         power = float(np.mean(np.abs(np.asarray(iq, dtype=np.complex128)) ** 2)) if np.size(iq) else 0.0
     if offset == 0 or not power > 0 or not math.isfinite(power):
         return -math.inf
-    return 10 * math.log10(abs(offset) ** 2 / power)
+    # in logs: abs(offset) ** 2 of a burst near 1e-160 fell to 0.0 under a power that did not
+    # (math domain error before the sixty-seventh session)
+    return 20 * math.log10(abs(offset)) - 10 * math.log10(power)
 
 
 def offsets_to_remove(probs: Sequence[np.ndarray], snr_db: Sequence[float], bursts: Sequence[np.ndarray | None],
