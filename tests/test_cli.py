@@ -226,3 +226,74 @@ def test_fitting_without_torch_says_so_before_making_any_data(argv, purpose, tmp
     assert cli.main([*argv, "--model-dir", str(model_dir)]) == 2
     assert capsys.readouterr().err == (f"rfclassify {argv[0]}: error: torch is not installed (needed for {purpose}); "
                                        "pip install 'rfclassify[train]'\n")
+
+
+# rfclassify.serve.simulate (no test file of its own: its options are tested above, its
+# sending end to end in test_serve_daemon.py)
+
+def test_simulated_snr_header_is_the_snr_of_the_samples_sent(monkeypatch):
+    """Bursts are made at their length group's longest length and cropped; the SNR held over
+    the whole made burst, so the header's ground truth was off by up to 7 dB (AM-SSB-WC) for
+    the samples sent (before the sixty-seventh session)."""
+    import copy
+
+    import numpy as np
+
+    from rfclassify.serve import simulate
+
+    real = simulate.synthesize
+    clean = []
+
+    def synthesize(labels, n, rng, snr_db, channel, **kwargs):
+        quiet = real(labels, n, copy.deepcopy(rng), None, channel, **kwargs)   # the same burst without noise
+        clean.extend(quiet.iq)
+        return real(labels, n, rng, snr_db, channel, **kwargs)
+
+    monkeypatch.setattr(simulate, "synthesize", synthesize)
+    opts = simulate.SimulateOptions(classes=("AM-SSB-WC", "AM-DSB-WC", "QPSK"), clean_channel=True,
+                                    snr_min_db=10.0, snr_max_db=10.0, length_min_samples=257, length_max_samples=512)
+    bursts = simulate.BurstSource(opts).batch(48)
+    assert len(clean) == len(bursts) == 48
+    for (iq, label, snr_db), c in zip(bursts, clean, strict=True):
+        c = c[: iq.size].astype(np.complex128)
+        realized = 10 * np.log10(np.mean(np.abs(c) ** 2) / np.mean(np.abs(iq - c) ** 2))
+        assert snr_db == 10.0 and realized == pytest.approx(10.0, abs=0.02), label
+
+
+@pytest.mark.parametrize("clean_channel", [False, True])
+@pytest.mark.parametrize("dtype, full_scale", [("ci16_le", 32767), ("ci8", 127)])
+def test_simulated_integer_samples_rarely_clip(clean_channel, dtype, full_scale):
+    """The default channel's +-20 dB receiver gain (the clean one: none, on unit power plus
+    noise) left a fifth of the bursts with more than 10 % of their integers at full scale
+    after encode_native (before the sixty-seventh session); the quantizer's AGC sets the level."""
+    import numpy as np
+
+    from rfclassify.serve.native import encode_native
+    from rfclassify.serve.simulate import BurstSource, SimulateOptions
+
+    source = BurstSource(SimulateOptions(dtype=dtype, seed=1, clean_channel=clean_channel))
+    at_full = []
+    for iq, _, _ in source.batch(128):
+        ints = np.frombuffer(encode_native(iq, {"sample_rate": 1e6}, dtype)[1], "<i2" if dtype == "ci16_le" else "i1")
+        at_full.append(np.mean(np.abs(ints.astype(int)) >= full_scale))
+    assert np.mean(at_full) < 1e-3 and max(at_full) < 0.05
+
+
+def test_simulated_snr_beyond_the_synthesizers_bound_is_refused(capsys):
+    """--snr-min -1000 sent NaN bursts with numpy's warnings and exit 0; the options refused
+    1e39 with the synthesizer's 'pass None for no noise' (before the sixty-seventh session)."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.serve.simulate import SimulateOptions
+
+    for argv, needle in [(["--snr-min", "-1000", "--snr-max", "-1000"], "--snr-min: must be in -200..200, got -1000"),
+                         (["--snr-max", "1e39"], "--snr-max: must be in -200..200, got 1e39")]:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["simulate", "--count", "1", *argv])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and needle in err and err.count("\n") == 1, err
+    with pytest.raises(ConfigError, match="snr-min and snr-max must lie in -200..200 dB"):
+        SimulateOptions(snr_min_db=-1000.0, snr_max_db=-1000.0)
+    from rfclassify.commands.dataset import SNR_LIMIT_DB
+    from rfclassify.dsp.synth import SNR_LIMIT_DB as SYNTH_LIMIT_DB
+
+    assert SNR_LIMIT_DB == SYNTH_LIMIT_DB

@@ -97,6 +97,10 @@ def test_workers_never_fork_the_threaded_parent(tmp_path, monkeypatch):
     # a grid built for ever, and an SNR that became an infinite noise scale in the synthesizer
     (["--snr-step", "1e-300"], "the SNR grid would hold 5e+301 values; at most 10000"),
     (["--snr=1e300"], "SNR values must be at most 10000 numbers in -200..200 dB"),
+    # an OverflowError traceback, exit 1: the point count was inf (sixty-seventh session)
+    (["--snr-min", "0", "--snr-max", "10", "--snr-step", "1e-320"], "the SNR grid would hold inf values"),
+    (["--snr-min=-1e308", "--snr-max", "1e308"], "--snr-min and --snr-max must lie in -200..200 dB"),
+    (["--snr-min=-300", "--snr-max", "0", "--snr-step", "100"], "--snr-min and --snr-max must lie in -200..200 dB"),
     (["--length-min", "1"], "burst lengths must be"),
     (["--lengths", "128,-5"], "burst lengths must be"),
     (["--length-min", "4096", "--length-max", "1024"], "above --length-max"),

@@ -1,6 +1,8 @@
 """The impairment chain: each family applied with its recorded parameter, exact SNR,
-determinism, argument checks. Impaired bursts are compared with the same seed's clean burst
-(the modulators draw from their own stream, so switching a family on changes only it)."""
+determinism, argument checks. Impaired bursts are compared with the same seed's clean burst:
+the modulators draw from their own stream, so the modulated signal is the same under any
+channel. (Within the channel stream multipath and phase noise do move later families' draws:
+tested below, and the reason no test here compares two impaired channels.)"""
 
 from __future__ import annotations
 
@@ -245,6 +247,13 @@ def test_large_mixed_batch_spans_chunks() -> None:
     ({"snr_db": np.array([])}, "snr_db is empty"),
     ({"snr_db": np.array([1.0, np.nan])}, "finite"),
     ({"snr_db": np.array([1.0, 2.0, 3.0])}, "3 values for 2 labels"),
+    # numpy's ValueError; past about -385 dB, non-finite bursts (sixty-seventh session)
+    ({"snr_db": "ten"}, 'snr_db must be numbers in dB, got "ten"'),
+    ({"snr_db": np.array([1.0, -400.0])}, "snr_db must lie in -200..200 dB, got -400"),
+    ({"snr_db": 1e39}, "snr_db must lie in -200..200 dB"),
+    ({"kept_samples": np.array([64, 65])}, "kept_samples must be 2 integers in 1..64"),
+    ({"kept_samples": np.array([10])}, "kept_samples must be 2 integers in 1..64"),
+    ({"kept_samples": np.array([10.0, 20.0])}, "kept_samples must be 2 integers in 1..64"),
 ])
 def test_bad_arguments_raise_input_error(kwargs: dict, fragment: str) -> None:
     args = {"labels": ["QPSK", "FM"], "n_samples": 64, "rng": np.random.default_rng(0)} | kwargs
@@ -339,3 +348,115 @@ def test_settings_past_physical_bounds_are_config_errors(field, value):
     with pytest.raises(ConfigError, match=f"ChannelConfig.{field} must lie in"):
         ChannelConfig(**{field: value})
     ChannelConfig(dc_offset_db_range=(-40.0, 6.0))     # the shipped recipe's override stays valid
+
+
+def test_snr_at_the_bound_gives_finite_bursts() -> None:
+    for snr_db in (-200.0, 200.0):
+        batch = synthesize(SIGNAL_LABELS, 256, np.random.default_rng(0), snr_db=snr_db)
+        assert np.all(np.isfinite(batch.iq))
+        gap = batch.params["signal_power_db"] - batch.params["noise_power_db"]
+        assert np.allclose(gap, snr_db, atol=0.01)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("gain_db_range", 5),                 # TypeError: object of type 'int' has no len()
+    ("gain_db_range", ("a", "b")),        # TypeError from np.isfinite
+    ("sro_ppm_max", "100"),               # TypeError from np.isfinite
+    ("sro_ppm_max", [1, 2]),              # ValueError: truth value of an array
+    ("max_taps", True),                   # accepted as one tap
+    ("p_cfo", True),
+    ("p_cfo", "0.5"),
+])
+def test_values_of_the_wrong_kind_are_config_errors(field, value):
+    """Before the sixty-seventh session these raised numpy's TypeError / ValueError or were
+    accepted as a number."""
+    with pytest.raises(ConfigError, match=f"ChannelConfig.{field} must") as err:
+        ChannelConfig(**{field: value})
+    assert "\n" not in str(err.value)
+    assert ChannelConfig(gain_db_range=[-10, np.float32(5)]).gain_db_range == (-10.0, 5.0)
+    assert ChannelConfig(max_taps=np.int64(4), sro_ppm_max=np.float32(50)).max_taps == 4
+
+
+def test_doppler_is_bounded_by_what_the_fading_grid_represents():
+    """Fading is evaluated every 16 samples: past 1/32 cycles/sample it aliased (0.25 was read
+    as about 0.04), and it keeps the Clarke correlation only up to about 1/64."""
+    for bad in ((0.02, 0.03), (1e-3, 0.25)):
+        with pytest.raises(ConfigError, match="doppler_cyc_per_sample_range must lie in 0..0.015625"):
+            ChannelConfig(doppler_cyc_per_sample_range=bad)
+    assert ChannelConfig().doppler_cyc_per_sample_range[1] < 1 / 64 / 10   # the default, far below
+    ChannelConfig(doppler_cyc_per_sample_range=(1e-3, 1 / 64))
+
+
+def test_kept_samples_make_the_snr_exact_over_the_kept_part() -> None:
+    """rfclassify simulate crops a batch made at its longest length; the SNR held over the whole
+    burst, so a burst whose power varies (AM-SSB-WC) was off by up to 7 dB in what was sent."""
+    cfg = ChannelConfig().without("dc_offset", "quantization")
+    labels = SIGNAL_LABELS * 2
+    kept = np.random.default_rng(1).integers(257, 513, len(labels))
+    clean = synthesize(labels, 512, np.random.default_rng(3), channel=cfg, kept_samples=kept)
+    noisy = synthesize(labels, 512, np.random.default_rng(3), 10.0, cfg, kept_samples=kept)
+    for c, x, k in zip(clean.iq, noisy.iq, kept, strict=True):
+        c, x = c[:k].astype(np.complex128), x[:k].astype(np.complex128)
+        realized = 10 * np.log10(np.mean(np.abs(c) ** 2) / np.mean(np.abs(x - c) ** 2))
+        assert realized == pytest.approx(10.0, abs=0.01)
+    gap = noisy.params["signal_power_db"] - noisy.params["noise_power_db"]
+    assert np.allclose(gap, 10.0, atol=1e-3)
+    # Kept at full length is the same as not given.
+    a = synthesize(labels, 128, np.random.default_rng(4), 5.0, kept_samples=np.full(len(labels), 128))
+    b = synthesize(labels, 128, np.random.default_rng(4), 5.0)
+    assert np.allclose(a.iq, b.iq, rtol=1e-5, atol=1e-6)
+
+
+def test_which_channel_draws_move_when_a_family_is_switched_on() -> None:
+    """docs/synthesizer.md: the families share one channel generator, drawn in chain order;
+    every family draws its parameters for every burst, applied or not, except the per-tap
+    fading of multipath and the Wiener steps of phase noise, which move every later family."""
+    base_families = ("cfo", "iq_imbalance", "dc_offset", "gain")
+
+    def run(*extra: str) -> SynthBatch:
+        return synthesize(["QPSK"] * 8, 256, np.random.default_rng(7), 10.0,
+                          ChannelConfig.only(*base_families, *extra))
+
+    base = run()
+    same = lambda a, b, k: np.array_equal(a.params[k], b.params[k], equal_nan=True)  # noqa: E731
+    later = ("iq_gain_imbalance_db", "dc_offset_db", "receiver_gain_db")
+    for extra in ("pa", "timing", "sro", "phase"):    # (quantization records its AGC gain instead)
+        other = run(extra)
+        assert same(base, other, "cfo_cyc_per_sample") and all(same(base, other, k) for k in later), extra
+    with_multipath = run("multipath")
+    assert not same(base, with_multipath, "cfo_cyc_per_sample")
+    assert not any(same(base, with_multipath, k) for k in later)
+    with_phase_noise = run("phase_noise")
+    assert same(base, with_phase_noise, "cfo_cyc_per_sample")
+    assert not any(same(base, with_phase_noise, k) for k in later)
+    # The modulation stream never moves: every family against the clean burst is a fair test.
+    for other in (with_multipath, with_phase_noise):
+        assert same(base, other, "samples_per_symbol") and same(base, other, "rolloff")
+
+
+def test_rician_power_split_is_as_documented() -> None:
+    """docs/synthesizer.md chain step 3: scattered taps carry p_l / (K+1), tap 0 adds a line
+    of sight of power p_0 K / (K+1); the recorded K is tap 0's own K-factor."""
+    from rfclassify.dsp import channel
+
+    tau, k_db = 3.0, 10.0
+    cfg = dataclasses.replace(ChannelConfig.only("multipath"), p_rician=1.0, k_factor_db_range=(k_db, k_db),
+                              delay_spread_samples_range=(tau, tau), doppler_cyc_per_sample_range=(1e-7, 1e-7))
+    pad, k_lin = cfg.max_taps - 1, 10 ** (k_db / 10)
+    x = np.zeros((3000, pad + 32), np.complex64)
+    x[:, pad] = 1                                       # an impulse: y[:, l] is tap l
+    y, p = channel.multipath(x, pad, cfg, np.random.default_rng(0))
+    assert np.all(p["n_taps"] == 16) and np.all(p["k_factor_db"] == k_db)
+    pdp = np.exp(-np.arange(16) / tau)
+    pdp /= pdp.sum()
+    h = y[:, :16].astype(np.complex128)
+    power = np.mean(np.abs(h) ** 2, axis=0)
+    assert power[0] == pytest.approx(pdp[0], rel=0.05)                        # LOS + scattered
+    assert power[1:] == pytest.approx(pdp[1:] / (k_lin + 1), rel=0.15)          # scattered only
+    assert power.sum() == pytest.approx((pdp[0] * k_lin + 1) / (k_lin + 1), rel=0.05)
+    # Tap 0 is a ray of power L plus scattering of mean power s: across bursts |h0|^2 varies
+    # by about s^2 + 2 L s, which splits its mean power into L = K s.
+    los_power = pdp[0] * k_lin / (k_lin + 1)
+    scattered0 = pdp[0] / (k_lin + 1)
+    var = np.var(np.abs(h[:, 0]) ** 2)
+    assert var == pytest.approx(scattered0 ** 2 + 2 * los_power * scattered0, rel=0.15)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,20 @@ def test_fm_deviation_matches_parameter() -> None:
         assert dev == pytest.approx(float(p["mod_index"] * p["message_bandwidth_cyc_per_sample"]),
                                     rel=1e-4)
         assert dev + p["message_bandwidth_cyc_per_sample"] <= 0.4 + 1e-6
+
+
+def test_fm_on_one_or_two_generated_samples_keeps_a_positive_deviation() -> None:
+    """With max_taps <= 2 a one- or two-sample burst has W = 1/n above 0.36, where the Carson
+    cap 0.4 / W - 1 is negative: the recorded beta and deviation were negative (before the
+    sixty-seventh session). The floor is the narrow band's 0.1; longer bursts never reach it."""
+    for max_taps, n in ((1, 1), (1, 2), (2, 1)):
+        cfg = dataclasses.replace(CLEAN, max_taps=max_taps)
+        p = synthesize(["FM"] * 4, n, np.random.default_rng(0), channel=cfg).params
+        assert np.all(p["mod_index"] == np.float32(0.1))
+        assert np.allclose(p["peak_deviation_cyc_per_sample"], 0.1 * p["message_bandwidth_cyc_per_sample"])
+    p = synthesize(["FM"] * 64, 3, np.random.default_rng(0), channel=ChannelConfig(max_taps=1)).params
+    carson = p["peak_deviation_cyc_per_sample"] + p["message_bandwidth_cyc_per_sample"]
+    assert np.all(p["mod_index"] >= np.float32(0.1)) and np.all(carson <= 0.4 + 1e-6)
 
 
 def test_occupied_bandwidth_scales_with_symbol_rate_and_rolloff() -> None:

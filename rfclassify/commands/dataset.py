@@ -81,7 +81,8 @@ def _add_snr_args(p: argparse.ArgumentParser, default_min: float, default_max: f
 
 
 #: SNR values a grid may hold, dB, and how many (1e300 dB became an infinite noise scale deep in
-#: the synthesizer; a step of 1e-300 dB built a grid for ever)
+#: the synthesizer; a step of 1e-300 dB built a grid for ever). The synthesizer's own bound,
+#: rfclassify.dsp.synth.SNR_LIMIT_DB (not imported: this module stays free of numpy).
 SNR_LIMIT_DB = 200.0
 MAX_SNR_POINTS = 10_000
 
@@ -100,10 +101,15 @@ def snr_grid(args: argparse.Namespace) -> tuple[float, ...]:
             raise InputError(f"--snr-step must be > 0, got {args.snr_step:g}")
         if args.snr_min > args.snr_max:
             raise InputError(f"--snr-min {args.snr_min:g} is above --snr-max {args.snr_max:g}: the SNR grid is empty")
-        n = int((args.snr_max - args.snr_min) / args.snr_step + 1e-9) + 1
-        if n > MAX_SNR_POINTS:
-            raise InputError(f"the SNR grid would hold {n:.3g} values; at most {MAX_SNR_POINTS} (a larger --snr-step)")
-        grid = tuple(round(args.snr_min + k * args.snr_step, 6) for k in range(n))
+        if not (abs(args.snr_min) <= SNR_LIMIT_DB and abs(args.snr_max) <= SNR_LIMIT_DB):
+            raise InputError(f"--snr-min and --snr-max must lie in -{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB")
+        # Compared as a float: a step of 1e-320 dB, or a span of 2e308 dB, made it inf, which
+        # int() refused with an OverflowError traceback (before the sixty-seventh session).
+        steps = (args.snr_max - args.snr_min) / args.snr_step + 1e-9
+        if steps >= MAX_SNR_POINTS:
+            raise InputError(f"the SNR grid would hold {steps + 1:.3g} values; at most {MAX_SNR_POINTS} "
+                             "(a larger --snr-step)")
+        grid = tuple(round(args.snr_min + k * args.snr_step, 6) for k in range(int(steps) + 1))
     if len(grid) > MAX_SNR_POINTS or not all(abs(v) <= SNR_LIMIT_DB for v in grid):
         # NaN fails the comparison too
         raise InputError(f"SNR values must be at most {MAX_SNR_POINTS} numbers in "

@@ -7,6 +7,7 @@ import sys
 import time
 
 from rfclassify._argtypes import count, finite_float, float_range, seed
+from rfclassify.commands.dataset import SNR_LIMIT_DB
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=count(0), default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
     parser.add_argument("--classes", default="all", metavar="LIST",
                         help="comma-separated labels to draw from (default all)")
-    parser.add_argument("--snr-min", type=finite_float, default=0.0, metavar="DB", help="default 0")
-    parser.add_argument("--snr-max", type=finite_float, default=20.0, metavar="DB", help="default 20")
+    # the synthesizer's bound: -1000 dB sent NaN bursts (before the sixty-seventh session)
+    snr_db = float_range(-SNR_LIMIT_DB, SNR_LIMIT_DB)
+    parser.add_argument("--snr-min", type=snr_db, default=0.0, metavar="DB", help="default 0")
+    parser.add_argument("--snr-max", type=snr_db, default=20.0, metavar="DB", help="default 20")
     parser.add_argument("--length-min", type=count(), default=256, metavar="SAMPLES", help="default 256")
     parser.add_argument("--length-max", type=count(), default=2048, metavar="SAMPLES", help="default 2048")
     parser.add_argument("--pattern", choices=("random", "cycle"), default="random",

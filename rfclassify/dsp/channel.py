@@ -37,7 +37,10 @@ _PHYSICAL_BOUNDS: dict[str, tuple[float, float]] = {
     "pa_am_pm_deg_range": (-180.0, 180.0),
     "k_factor_db_range": (-60.0, 60.0),
     "delay_spread_samples_range": (0.0, 1000.0),
-    "doppler_cyc_per_sample_range": (0.0, 0.5),
+    # The fading is evaluated every FADING_GRID_SAMPLES samples and interpolated: past 1/64
+    # cycles/sample (four grid points a Doppler period) it no longer has the Clarke spectrum, and
+    # past 1/32 it aliased (before the sixty-seventh session the bound was 0.5).
+    "doppler_cyc_per_sample_range": (0.0, 1 / (4 * FADING_GRID_SAMPLES)),
     "cfo_drift_cyc_per_sample2_max": (0.0, 1e-3),
     "phase_noise_deg_per_sqrt_sample_range": (0.0, 180.0),
     "iq_gain_imbalance_db_max": (0.0, 20.0),
@@ -87,25 +90,30 @@ class ChannelConfig:
     quant_rms_dbfs_range: tuple[float, float] = (-30.0, -5.0)
 
     def __post_init__(self) -> None:
+        # Kinds first: a bare number for a range, a string or a list for a number raised
+        # TypeError / ValueError from numpy, and True passed as max_taps 1 (before the
+        # sixty-seventh session).
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name.startswith("p_"):
-                if not (isinstance(v, (int, float, np.integer, np.floating)) and 0.0 <= v <= 1.0):
+                if not (_is_real(v) and 0.0 <= v <= 1.0):
                     raise ConfigError(f"ChannelConfig.{f.name} must be a probability in [0, 1], got {v!r}")
                 object.__setattr__(self, f.name, float(v))
             if f.name.endswith("_range"):
-                if len(v) != 2 or not all(np.isfinite(v)) or v[0] > v[1]:
+                if not (isinstance(v, (tuple, list, np.ndarray)) and len(v) == 2
+                        and all(_is_real(x) and np.isfinite(x) for x in v) and v[0] <= v[1]):
                     raise ConfigError(f"ChannelConfig.{f.name} must be (low, high) with low <= high, got {v!r}")
                 object.__setattr__(self, f.name, (float(v[0]), float(v[1])))
-            if f.name.endswith("_max") and not (np.isfinite(v) and v >= 0):
-                raise ConfigError(f"ChannelConfig.{f.name} must be finite and >= 0, got {v!r}")
+            if f.name.endswith("_max") and not (_is_real(v) and np.isfinite(v) and v >= 0):
+                raise ConfigError(f"ChannelConfig.{f.name} must be a finite number >= 0, got {v!r}")
         for name in ("delay_spread_samples_range", "doppler_cyc_per_sample_range",
                      "phase_noise_deg_per_sqrt_sample_range"):
             if getattr(self, name)[0] <= 0:
                 raise ConfigError(f"ChannelConfig.{name} is log-uniform and must be > 0")
         if self.quant_rms_dbfs_range[1] > 0:
             raise ConfigError("ChannelConfig.quant_rms_dbfs_range must be <= 0 dBFS")
-        if not (isinstance(self.max_taps, (int, np.integer)) and 1 <= self.max_taps <= 64):
+        if not (isinstance(self.max_taps, (int, np.integer)) and not isinstance(self.max_taps, bool)
+                and 1 <= self.max_taps <= 64):
             raise ConfigError(f"ChannelConfig.max_taps must be in 1..64, got {self.max_taps}")
         if self.cfo_cyc_per_sample_max >= 0.5:
             raise ConfigError("ChannelConfig.cfo_cyc_per_sample_max must be < 0.5 (Nyquist)")
@@ -129,6 +137,11 @@ class ChannelConfig:
         """This configuration with the named families switched off."""
         _check_families(families)
         return dataclasses.replace(self, **{f"p_{f}": 0.0 for f in families})
+
+
+def _is_real(v: object) -> bool:
+    """A real number (Python or numpy), not a bool, a string or a sequence."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
 def _check_families(families: tuple[str, ...]) -> None:
@@ -180,7 +193,10 @@ def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Genera
     Taps at integer sample delays 0..n_taps-1 with an exponential power delay profile of rms
     delay spread tau (p_l ~ exp(-l / tau), normalized to total power 1). Each tap fades with a
     sum of FADING_SINUSOIDS sinusoids at Doppler shifts fd*cos(alpha) (Clarke/Jakes
-    spectrum); on Rician bursts tap 0 adds a line-of-sight ray with power K/(K+1).
+    spectrum). On Rician bursts every scattered tap carries p_l / (K+1) and tap 0 adds a
+    line-of-sight ray of power p_0 K/(K+1): K is tap 0's own LOS-to-scattered ratio, the LOS
+    against all scattered power is p_0 K, and the mean channel power (p_0 K + 1)/(K+1), below 1
+    (docs/synthesizer.md; the SNR is measured after the channel, so it is unaffected).
     """
     b, n = x.shape[0], x.shape[1] - pad
     on = _on(cfg.p_multipath, b, rng)
@@ -194,7 +210,8 @@ def multipath(x: np.ndarray, pad: int, cfg: ChannelConfig, rng: np.random.Genera
     pdp = np.exp(-l / tau[:, None]) * (l < n_taps[:, None])
     pdp /= pdp.sum(axis=1, keepdims=True)
     k_lin = np.where(rician, 10 ** (k_db / 10), 0.0)
-    # Fading on a coarse time grid: Doppler <= 5e-4 cycles/sample varies little over 16 samples.
+    # Fading on a coarse time grid: Doppler <= 5e-4 cycles/sample (default; the bound is 1/64)
+    # varies little over 16 samples.
     # Sample 16 i + k lies between grid points i and i + 1 at fraction k / 16, so the linear
     # interpolation is a broadcast over (k, block) rather than a gather per sample.
     grid = np.arange(0, n + FADING_GRID_SAMPLES, FADING_GRID_SAMPLES)
@@ -302,20 +319,33 @@ def iq_imbalance(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
                              "iq_phase_imbalance_deg": phi_deg.astype(np.float32)}
 
 
-def awgn(x: np.ndarray, snr_db: np.ndarray, rng: np.random.Generator, noise_only: np.ndarray
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_power(x: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+    """Mean |x|^2 per row, float64; over each row's first kept[i] samples where kept is given."""
+    return row_mean(np.abs(x) ** 2, kept)
+
+
+def row_mean(v: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+    """Mean of each row of v, float64; over each row's first kept[i] values where kept is given."""
+    if kept is None:
+        return np.mean(v, axis=1, dtype=np.float64)
+    return np.cumsum(v, axis=1, dtype=np.float64)[np.arange(v.shape[0]), kept - 1] / kept
+
+
+def awgn(x: np.ndarray, snr_db: np.ndarray, rng: np.random.Generator, noise_only: np.ndarray,
+         kept: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Add complex white Gaussian noise whose realized power makes the per-burst SNR exact.
 
-    SNR = mean |x|^2 over the burst / mean |n|^2 over the burst. Bursts in noise_only (the
-    NOISE label, x == 0) get unit-power noise. Returns (y, signal power, noise power).
+    SNR = mean |x|^2 over the burst / mean |n|^2 over the burst (over its first kept[i]
+    samples where kept is given: the part a caller keeps). Bursts in noise_only (the NOISE
+    label, x == 0) get unit-power noise. Returns (y, signal power, noise power).
     """
     b, n = x.shape
-    p_sig = np.mean(np.abs(x) ** 2, axis=1, dtype=np.float64)
+    p_sig = mean_power(x, kept)
     w = np.empty((b, n), np.complex64)
     w.real = rng.standard_normal((b, n), dtype=np.float32)
     w.imag = rng.standard_normal((b, n), dtype=np.float32)
     p_target = np.where(noise_only, 1.0, p_sig * 10 ** (-np.asarray(snr_db, np.float64) / 10))
-    p_w = np.mean(w.real.astype(np.float64) ** 2 + w.imag.astype(np.float64) ** 2, axis=1)
+    p_w = row_mean(w.real.astype(np.float64) ** 2 + w.imag.astype(np.float64) ** 2, kept)
     w *= np.sqrt(p_target / p_w).astype(np.float32)[:, None]
     return x + w, p_sig, p_target
 
@@ -334,14 +364,15 @@ def dc_offset(x: np.ndarray, ref_power: np.ndarray, cfg: ChannelConfig, rng: np.
                              "dc_offset_deg": np.where(on, angle_deg, nan).astype(np.float32)}
 
 
-def receiver(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
-             ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def receiver(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator,
+             kept: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Receiver gain, then (optionally) quantization to ci16/ci8 and back to float.
 
     Unquantized bursts get a gain drawn from gain_db_range. Quantized bursts are scaled, as an
     AGC would, to an rms level drawn from quant_rms_dbfs_range (full scale = 1.0), rounded to
     the integer grid of the format (x * 32767 or x * 127), clipped at full scale and divided
-    back, so the returned values lie on the grid k / full_scale.
+    back, so the returned values lie on the grid k / full_scale. With kept, the rms level and
+    the clipped fraction refer to each burst's first kept[i] samples.
     """
     b = x.shape[0]
     gain_on = _on(cfg.p_gain, b, rng)
@@ -349,7 +380,7 @@ def receiver(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
     q_on = _on(cfg.p_quantization, b, rng)
     code = np.where(q_on, np.where(_on(cfg.p_ci8, b, rng), QUANT_CI8, QUANT_CI16), QUANT_NONE)
     rms_dbfs = rng.uniform(*cfg.quant_rms_dbfs_range, size=b)
-    p = np.mean(np.abs(x) ** 2, axis=1, dtype=np.float64)
+    p = mean_power(x, kept)
     agc_db = rms_dbfs - 10 * np.log10(np.where(p > 0, p, 1.0))
     gain_db = np.where(q_on, agc_db, gain_db)
     y = x * (10 ** (gain_db / 20)).astype(np.float32)[:, None]
@@ -360,7 +391,7 @@ def receiver(x: np.ndarray, cfg: ChannelConfig, rng: np.random.Generator
             re = np.rint(y[rows].real * full)
             im = np.rint(y[rows].imag * full)
             over = (np.abs(re) > full) | (np.abs(im) > full)
-            clipped[rows] = over.mean(axis=1)
+            clipped[rows] = row_mean(over, None if kept is None else kept[rows])
             y[rows] = (np.clip(re, -full, full) + 1j * np.clip(im, -full, full)) / full
     nan = np.float32(np.nan)
     return y, {"receiver_gain_db": gain_db.astype(np.float32),

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rfclassify._exceptions import InputError
+from rfclassify._exceptions import InputError, quoted
 from rfclassify.dsp import analog, channel as ch, cpm, linear, messages, pulses
 from rfclassify.dsp.channel import ChannelConfig
 from rfclassify.labels import LABELS, NOISE_LABEL, label_index
 
-__all__ = ["PARAM_DTYPE", "ChannelConfig", "SynthBatch", "benchmark", "synthesize"]
+__all__ = ["PARAM_DTYPE", "SNR_LIMIT_DB", "ChannelConfig", "SynthBatch", "benchmark", "synthesize"]
 
 #: One record per burst; NaN (floats) or -1 (ints) where a parameter does not apply.
 #: Field names are a stored contract (HDF5 compound dataset): add fields, never rename.
@@ -78,6 +78,9 @@ MESSAGE_BANDWIDTH_RANGE = (0.005, 0.1)  # cycles/sample, log-uniform
 AM_INDEX_RANGE = (0.3, 1.0)
 FM_BETA_NARROW, FM_BETA_WIDE = (0.1, 1.0), (1.0, 8.0)
 FM_MAX_CARSON_HALF = 0.4                # deviation + bandwidth <= 0.4 cycles/sample
+#: |snr_db| at most this: past about 385 dB the float32 noise scale overflowed into non-finite
+#: bursts (the CLI's SNR options share the bound: rfclassify.commands.dataset.SNR_LIMIT_DB)
+SNR_LIMIT_DB = 200.0
 CHUNK_SAMPLES = 1 << 18                 # bursts x samples per chunk: bounds peak memory (~100 MB)
 CHUNK_BURSTS_MAX = 256
 
@@ -116,7 +119,9 @@ def _modulate(label: str, n_gen: int, pad: int, cfg: ChannelConfig, rng: np.rand
         if label == "FM":
             wide = rng.random(b) < 0.5
             beta = np.where(wide, rng.uniform(*FM_BETA_WIDE, size=b), rng.uniform(*FM_BETA_NARROW, size=b))
-            beta = np.minimum(beta, FM_MAX_CARSON_HALF / bw - 1)
+            # At least the narrow band's floor: bursts of 1-2 generated samples have W = 1/n above
+            # 0.36, where the Carson cap went negative (a negative deviation recorded).
+            beta = np.maximum(np.minimum(beta, FM_MAX_CARSON_HALF / bw - 1), FM_BETA_NARROW[0])
             dev = beta * bw
             return analog.fm(msg, dev), p | {"mod_index": beta, "peak_deviation_cyc_per_sample": dev}
         m = rng.uniform(*AM_INDEX_RANGE, size=b)
@@ -155,7 +160,10 @@ def _validate(labels: Sequence[str], n_samples: int, snr_db: object) -> tuple[np
         raise InputError(f"n_samples must be an integer >= 1, got {n_samples!r}")
     if snr_db is None:
         return idx, None
-    snr = np.asarray(snr_db, dtype=np.float64).reshape(-1)
+    try:
+        snr = np.asarray(snr_db, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(f"snr_db must be numbers in dB, got {quoted(snr_db)}") from None
     if snr.size == 0:
         raise InputError("snr_db is empty; pass one value per label, one value for all, or None")
     if snr.size == 1:
@@ -164,11 +172,24 @@ def _validate(labels: Sequence[str], n_samples: int, snr_db: object) -> tuple[np
         raise InputError(f"snr_db has {snr.size} values for {idx.size} labels")
     if not np.all(np.isfinite(snr)):
         raise InputError("snr_db must be finite (NaN or inf given); pass None for no noise")
+    if np.any(np.abs(snr) > SNR_LIMIT_DB):
+        raise InputError(f"snr_db must lie in -{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB, "
+                         f"got {snr[np.argmax(np.abs(snr))]:g}")
     return idx, snr
 
 
+def _validate_kept(kept_samples: object, n_bursts: int, n_samples: int) -> np.ndarray | None:
+    if kept_samples is None:
+        return None
+    kept = np.asarray(kept_samples).reshape(-1)
+    if kept.size != n_bursts or kept.dtype.kind not in "iu" or not np.all((kept >= 1) & (kept <= n_samples)):
+        raise InputError(f"kept_samples must be {n_bursts} integers in 1..{n_samples}, one per label")
+    return kept.astype(np.int64)
+
+
 def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: ChannelConfig,
-                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                      rng: np.random.Generator, kept: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     b = idx.size
     # Independent streams, so that adding noise changes nothing but the noise.
     rng_sig, rng_chan, rng_noise = (np.random.default_rng(s) for s in rng.integers(0, 2**63 - 1, 3))
@@ -187,13 +208,14 @@ def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: Chan
     y, p_iq = ch.iq_imbalance(y, cfg, rng_chan)
     noise_only = idx == LABELS.index(NOISE_LABEL)
     noisy = noise_only if snr is None else np.ones(b, bool)
-    p_sig = np.mean(np.abs(y) ** 2, axis=1, dtype=np.float64)
+    p_sig = ch.mean_power(y, kept)
     p_noise = np.zeros(b)
     if noisy.any():
         y[noisy], p_sig[noisy], p_noise[noisy] = ch.awgn(
-            y[noisy], (np.zeros(b) if snr is None else snr)[noisy], rng_noise, noise_only[noisy])
+            y[noisy], (np.zeros(b) if snr is None else snr)[noisy], rng_noise, noise_only[noisy],
+            None if kept is None else kept[noisy])
     y, p_dc = ch.dc_offset(y, np.where(noise_only, p_noise, p_sig), cfg, rng_chan)
-    y, p_rx = ch.receiver(y, cfg, rng_chan)
+    y, p_rx = ch.receiver(y, cfg, rng_chan, kept)
     with np.errstate(divide="ignore"):
         params["signal_power_db"] = np.where(noise_only, np.nan, 10 * np.log10(p_sig))
         params["noise_power_db"] = np.where(noisy, 10 * np.log10(np.where(noisy, p_noise, 1.0)), np.nan)
@@ -204,14 +226,19 @@ def _synthesize_chunk(idx: np.ndarray, n: int, snr: np.ndarray | None, cfg: Chan
 
 
 def synthesize(labels: Sequence[str], n_samples: int, rng: np.random.Generator,
-               snr_db: np.ndarray | None = None, channel: ChannelConfig = ChannelConfig()
-               ) -> SynthBatch:
+               snr_db: np.ndarray | None = None, channel: ChannelConfig = ChannelConfig(), *,
+               kept_samples: np.ndarray | None = None) -> SynthBatch:
     """Synthesize one burst per label (mixed labels allowed), n_samples complex samples each.
 
-    snr_db: one value per label (or one for all) in dB, or None for no noise (NOISE bursts
-    then still get unit-power noise, and report NaN). Deterministic for a given rng state.
+    snr_db: one value per label (or one for all) in dB, at most SNR_LIMIT_DB either way, or
+    None for no noise (NOISE bursts then still get unit-power noise, and report NaN).
+    kept_samples: for a caller that crops burst i to its first kept_samples[i] samples, one
+    integer per label: the realized SNR, the recorded signal and noise powers, the DC offset's
+    reference and the quantizer's level then refer to those samples. Deterministic for a given
+    rng state.
     """
     idx, snr = _validate(labels, n_samples, snr_db)
+    kept = _validate_kept(kept_samples, idx.size, n_samples)
     n = int(n_samples)
     iq = np.empty((idx.size, n), np.complex64)
     params = np.empty(idx.size, PARAM_DTYPE)
@@ -219,7 +246,7 @@ def synthesize(labels: Sequence[str], n_samples: int, rng: np.random.Generator,
     for start in range(0, idx.size, chunk):
         sl = slice(start, start + chunk)
         iq[sl], params[sl] = _synthesize_chunk(idx[sl], n, None if snr is None else snr[sl],
-                                               channel, rng)
+                                               channel, rng, None if kept is None else kept[sl])
     out_snr = np.full(idx.size, np.nan, np.float32) if snr is None else snr.astype(np.float32)
     return SynthBatch(iq=iq, label_index=idx, snr_db=out_snr, params=params)
 

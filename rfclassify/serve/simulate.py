@@ -10,6 +10,7 @@ gives a lossless PUSH socket for a daemon in PULL mode.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -20,7 +21,7 @@ import numpy as np
 import zmq
 
 from rfclassify._exceptions import ConfigError
-from rfclassify.dsp.synth import ChannelConfig, synthesize
+from rfclassify.dsp.synth import SNR_LIMIT_DB, ChannelConfig, synthesize
 from rfclassify.labels import LABELS
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.native import encode_native
@@ -68,6 +69,9 @@ class SimulateOptions:
             raise ConfigError("need 1 <= length-min <= length-max")
         if self.snr_min_db > self.snr_max_db:
             raise ConfigError("need snr-min <= snr-max")
+        if not (abs(self.snr_min_db) <= SNR_LIMIT_DB and abs(self.snr_max_db) <= SNR_LIMIT_DB):
+            # past it the synthesizer refuses (before the sixty-seventh session: NaN bursts)
+            raise ConfigError(f"snr-min and snr-max must lie in -{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB")
         if not self.classes:
             raise ConfigError("at least one class is needed")
 
@@ -78,7 +82,14 @@ class BurstSource:
     def __init__(self, opts: SimulateOptions) -> None:
         self.opts = opts
         self.rng = np.random.default_rng(opts.seed)
-        self.channel = ChannelConfig.clean() if opts.clean_channel else ChannelConfig()
+        channel = ChannelConfig.clean() if opts.clean_channel else ChannelConfig()
+        if opts.dtype != "cf32_le":
+            # Integer samples: the quantizer's AGC puts each burst at -30..-5 dBFS rms on the
+            # format's own grid. The receiver gain (+-20 dB) left a fifth of the bursts
+            # clipped at full scale by encode_native (before the sixty-seventh session).
+            channel = dataclasses.replace(channel, p_quantization=1.0,
+                                          p_ci8=0.0 if opts.dtype == "ci16_le" else 1.0)
+        self.channel = channel
         self._turn = 0
 
     def batch(self, n: int) -> list[tuple[np.ndarray, str, float]]:
@@ -91,12 +102,15 @@ class BurstSource:
         snr = self.rng.uniform(o.snr_min_db, o.snr_max_db, n).astype(np.float32)
         lengths = self.rng.integers(o.length_min_samples, o.length_max_samples + 1, n)
         out: list[tuple[np.ndarray, str, float] | None] = [None] * n
-        # one synthesizer call per power-of-two length class, cropped to each burst's length
+        # one synthesizer call per power-of-two length class, cropped to each burst's length;
+        # kept_samples makes the SNR exact over the samples sent (before the sixty-seventh
+        # session it held over the group's longest length: off by up to 7 dB for AM-SSB-WC)
         groups = np.ceil(np.log2(np.maximum(lengths, 2))).astype(int)
         for g in np.unique(groups):
             idx = np.flatnonzero(groups == g)
             n_gen = int(lengths[idx].max())
-            sb = synthesize([labels[i] for i in idx], n_gen, self.rng, snr_db=snr[idx], channel=self.channel)
+            sb = synthesize([labels[i] for i in idx], n_gen, self.rng, snr_db=snr[idx], channel=self.channel,
+                            kept_samples=lengths[idx])
             for row, i in enumerate(idx):
                 out[i] = (sb.iq[row, : lengths[i]].copy(), labels[i], round(float(snr[i]), 2))
         return [x for x in out if x is not None]
