@@ -16,15 +16,15 @@ from rfclassify._digest import file_sha256
 from rfclassify._exceptions import InputError
 from rfclassify.model.meta import ModelMeta
 from rfclassify.quant import tensorrt_int8
-from rfclassify.quant.tensorrt_int8 import (CALIBRATION_CACHE_FILE, TRT_QDQ_FILE, cache_text, equalize_sum_inputs,
+from rfclassify.quant.tensorrt_int8 import (CALIBRATION_CACHE_FILE, TRT_QDQ_FILE, cache_text, equalize_scales,
                                             parse_cache, retarget_cache, symmetric_scales, version_code)
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models"
 
 
-class _Node:   # the two fields sum_groups reads of an ONNX NodeProto
-    def __init__(self, op_type: str, *inputs: str) -> None:
-        self.op_type, self.input = op_type, list(inputs)
+class _Node:   # the fields scale_groups reads of an ONNX NodeProto
+    def __init__(self, op_type: str, *inputs: str, output: str = "") -> None:
+        self.op_type, self.input, self.output = op_type, list(inputs), [output] if output else []
 
 
 # --- the cache's text -----------------------------------------------------------------------
@@ -77,8 +77,18 @@ def test_symmetric_scales_cover_the_wider_side():
 
 def test_sum_inputs_share_the_largest_scale_and_chained_sums_join():
     nodes = [_Node("Add", "a", "b"), _Node("Relu", "s"), _Node("Add", "b", "c"), _Node("Add", "x", "y")]
-    scales, grown = equalize_sum_inputs({"a": 1.0, "b": 3.0, "c": 2.0, "x": 0.5, "y": 0.25, "z": 9.0}, nodes)
+    scales, grown = equalize_scales({"a": 1.0, "b": 3.0, "c": 2.0, "x": 0.5, "y": 0.25, "z": 9.0}, nodes)
     assert scales == {"a": 3.0, "b": 3.0, "c": 3.0, "x": 0.5, "y": 0.5, "z": 9.0}
+    assert grown == 3
+
+
+def test_a_poolings_input_and_output_share_the_larger_scale_and_join_its_sum():
+    """DLA's INT8 pooling needs equal input and output ranges (NvInfer.h, IPoolingLayer); only
+    the sums were equalized before the sixty-seventh session."""
+    nodes = [_Node("MaxPool", "r", output="p"), _Node("Add", "p", "q"), _Node("AveragePool", "u", output="v"),
+             _Node("Relu", "v", output="w")]
+    scales, grown = equalize_scales({"r": 2.0, "p": 1.5, "q": 4.0, "u": 1.0, "v": 0.5, "w": 0.25}, nodes)
+    assert scales == {"r": 4.0, "p": 4.0, "q": 4.0, "u": 1.0, "v": 1.0, "w": 0.25}
     assert grown == 3
 
 
@@ -100,19 +110,29 @@ def test_calibrate_writes_tensorrts_qdq_graph_in_tensorrts_form(calibrated):
     producers = {o: n for n in graph.node for o in n.output}
     qs = [n for n in graph.node if n.op_type == "QuantizeLinear"]
     assert len(qs) >= 20
-    for q in qs:                                   # activations: int8, symmetric, per tensor
+    for q in (q for q in qs if q.input[0] not in init):     # activations: int8, symmetric, per tensor
         zp = init[q.input[2]]
         assert zp.dtype == np.int8 and zp.size == 1 and int(zp) == 0
-    weights = [n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in init]
+    weights = [n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] in init
+               and init[n.input[0]].ndim == 4]
     assert weights
-    for dq in weights:                             # weights: per output channel (axis 0), zero point 0
-        w, scale = init[dq.input[0]], init[dq.input[1]]
-        if w.ndim == 4:
-            assert scale.shape == (w.shape[0],) and not np.any(init[dq.input[2]])
-            axis = [a.i for a in dq.attribute if a.name == "axis"]
-            assert axis in ([], [0])
+    for q in weights:                              # weights: per output channel (axis 0), zero point 0
+        w, scale = init[q.input[0]], init[q.input[1]]
+        assert scale.shape == (w.shape[0],) and not np.any(init[q.input[2]])
+        axis = [a.i for a in q.attribute if a.name == "axis"]
+        assert axis in ([], [0])
     adds = [n for n in graph.node if n.op_type == "Add"]
     assert adds and all(producers[i].op_type == "DequantizeLinear" for n in adds for i in n.input)
+    # TensorRT's parser dequantizes INT8 alone: weights float behind a Q/DQ pair, biases float
+    # (23 int32 biases behind DequantizeLinear before the sixty-seventh session)
+    dequantized = [init[dq.input[0]] for dq in graph.node if dq.op_type == "DequantizeLinear" and dq.input[0] in init]
+    assert not dequantized, [a.dtype for a in dequantized]
+    convs = [n for n in graph.node if n.op_type == "Conv" and len(n.input) == 3 and n.input[2] in init]
+    assert convs and all(init[n.input[2]].dtype == np.float32 for n in convs)
+    assert all(producers[n.input[1]].op_type == "DequantizeLinear"
+               and producers[producers[n.input[1]].input[0]].op_type == "QuantizeLinear"
+               and init[producers[producers[n.input[1]].input[0]].input[0]].dtype == np.float32
+               for n in graph.node if n.op_type == "Conv" and n.input[1] in producers)
     heads = [n for n in graph.node if n.name.startswith(("/head/", "/snr_head/")) and n.op_type == "Conv"]
     assert heads and not any(i in producers and producers[i].op_type == "DequantizeLinear"
                              for n in heads for i in n.input[1:])
@@ -134,7 +154,7 @@ def test_both_artifacts_carry_the_calibrations_ranges_and_the_cache_makes_each_s
     own = symmetric_scales(ranges)
     assert "iq" in cache and set(cache) == set(own)       # no static graphs here: every ranged tensor
     assert not any(n.startswith(("/head/", "/snr_head/")) for n in cache)
-    groups = tensorrt_int8.sum_groups(source.node)
+    groups = tensorrt_int8.scale_groups(source.node)
     assert groups
     in_sums = set().union(*groups)
     for group in groups:
@@ -186,3 +206,12 @@ def test_the_shipped_artifacts_are_the_recorded_ones_and_name_the_static_graphs_
         assert set(cache) <= names
     assert len(cache) == record["cache_tensors"]
     json.dumps(record)
+    # the rules the reviewer of the sixty-seventh session found broken in the shipped pair
+    for bucket, rel in static.items():
+        graph = onnx.load(str(SHIPPED / rel)).graph
+        pools = [n for n in graph.node if n.op_type in tensorrt_int8.POOLING_OPS]
+        assert pools and all(cache[n.input[0]] == cache[n.output[0]] for n in pools
+                             if n.input[0] in cache and n.output[0] in cache), bucket
+    qdq = onnx.load(str(SHIPPED / TRT_QDQ_FILE)).graph
+    init = _initializers(qdq)
+    assert not [d.input[0] for d in qdq.node if d.op_type == "DequantizeLinear" and d.input[0] in init]

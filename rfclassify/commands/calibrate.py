@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if trt:
         print(f"wrote {model_dir}/{trt['qdq_file']} (TensorRT's Q/DQ graph: activations {trt['activations']}) and "
               f"{model_dir}/{trt['calibration_cache_file']} (the DLA's calibration cache: {trt['cache_tensors']} "
-              f"tensors, {trt['cache_scales_equalized']} scales raised to their sum's; TensorRT "
+              f"tensors, {trt['cache_scales_equalized']} scales raised to their sum's or pooling's; TensorRT "
               f"{trt['calibration_cache_tensorrt']} header)")
         print(" bucket  top-1 agreement with fp32 in ONNX Runtime: Q/DQ graph / cache's scales")
         for b in sorted(trt["agreement_qdq"], key=int):

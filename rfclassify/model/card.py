@@ -157,7 +157,8 @@ def _tensorrt_int8_lines(rec: dict[str, Any]) -> list[str]:
              f"`{rec.get('qdq_file')}` (the GPU's Q/DQ graph: activations {rec.get('activations')}, weights "
              f"{rec.get('weights')}) and `{rec.get('calibration_cache_file')}` (the DLA's calibration cache, "
              f"TensorRT {rec.get('calibration_cache_tensorrt')} header: {rec.get('cache_tensors')} tensors, "
-             f"{rec.get('cache_scales_equalized')} scales raised so each residual sum's inputs share one), from "
+             f"{rec.get('cache_scales_equalized')} scales raised so that each residual sum's inputs, and each "
+             "pooling's input and output, share one), from "
              "the same calibration as the CPU graph. Run in ONNX Runtime against the fp32 graph on freshly "
              "synthesized bursts (an estimate of the quantization, not of TensorRT's kernels):", "",
              "| bucket | top-1 agreement, Q/DQ graph | top-1 agreement, the cache's scales "

@@ -266,7 +266,11 @@ def write_qdq(corrected: Path, out_path: str | os.PathLike[str], plan: dict[str,
     """Write the Q/DQ graph of `corrected` (measure's) to out_path, every activation quantized to
     its range in `ranges`: uint8 asymmetric (ONNX Runtime's fast U8S8), or with symmetric=True
     int8 symmetric, scale max(|low|, |high|) / 127 and zero point 0 (TensorRT's form). Weights
-    int8, symmetric, per output channel; the plan's fp32 nodes stay float."""
+    int8, symmetric, per output channel; the plan's fp32 nodes stay float. In TensorRT's form the
+    weights stay float behind a QuantizeLinear/DequantizeLinear pair and the biases stay float:
+    ONNX Runtime's default, int8 weights and int32 biases behind a DequantizeLinear, is not what
+    TensorRT's ONNX parser takes (its DequantizeLinear reads INT8 alone, onnx-tensorrt's
+    operator table; before the sixty-seventh session the graph held 23 int32 biases)."""
     quantization = require("onnxruntime.quantization", "INT8 calibration")
     batches = calibration_batches(windows)
 
@@ -287,7 +291,8 @@ def write_qdq(corrected: Path, out_path: str | os.PathLike[str], plan: dict[str,
         per_channel=True, calibrate_method=quantization.CalibrationMethod.MinMax,
         nodes_to_exclude=plan["fp32"],
         extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True,
-                       "TensorQuantOverrides": overrides},
+                       "TensorQuantOverrides": overrides,
+                       **({"QuantizeBias": False, "AddQDQPairToWeight": True} if symmetric else {})},
         calibration_providers=["CPUExecutionProvider"])
     write_atomic(out, part.read_bytes())
 

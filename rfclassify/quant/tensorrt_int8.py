@@ -4,18 +4,20 @@ activation ranges, two artifacts (../shared/DESIGN.md).
 * ``TRT_QDQ_FILE``, a Q/DQ ONNX graph in TensorRT's form, for the GPU (explicit quantization;
   TensorRT 11 accepts nothing else): activations int8, symmetric, per tensor (zero point 0,
   scale max(|low|, |high|) / 127 from the clipped ranges of ``cpu_int8.activation_statistics``),
-  weights int8, symmetric, per output channel, biases corrected for the weights' rounding as
-  on the CPU, the residual sums' inputs quantized (ONNX Runtime's quantizer puts Q/DQ on both
-  inputs of every Add), the two heads float (the CPU plan's fp32 nodes).
+  weights int8, symmetric, per output channel (stored float behind a Q/DQ pair, TensorRT
+  rounding them itself), biases float and corrected for the weights' rounding as on the CPU,
+  the residual sums' inputs quantized (ONNX Runtime's quantizer puts Q/DQ on both inputs of
+  every Add), the two heads float (the CPU plan's fp32 nodes).
 * ``CALIBRATION_CACHE_FILE``, a calibration cache for the DLA (implicit quantization, which DLA
   INT8 needs and TensorRT 8.5-10.x still reads): the text TensorRT's own calibrators write,
   ``TRT-<version>-EntropyCalibration2`` then ``tensor: <hex>`` per tensor, hex the float32 bit
   pattern of the scale. It names the tensors of the per-bucket static graphs
   (``models/static/``, which the DLA engines are built from): the input and every trunk
   activation. The heads' tensors are left out (TensorRT then runs those layers in FP16).
-  DLA's INT8 elementwise sum needs both inputs at one scale, so the inputs of every residual
-  Add, and what they share with other sums, take the largest scale among them
-  (``equalize_sum_inputs``). TensorRT rounds the static graphs' weights itself, so the bias
+  DLA's INT8 elementwise sum needs both inputs at one scale, and its INT8 pooling its input
+  and output at one scale, so the inputs of every residual Add and the input and output of
+  every pooling, with what they share with other such groups, take the largest scale among
+  them (``equalize_scales``). TensorRT rounds the static graphs' weights itself, so the bias
   correction does not reach the DLA (0.1 points, 0.09 dB of SNR error, docs/model.md).
 
 The cache is written for ``CACHE_TENSORRT_VERSION`` (JetPack 6.1/6.2's TensorRT); the engine
@@ -48,7 +50,7 @@ CALIBRATION_CACHE_FILE = "model_trt_int8.calib"
 CACHE_TENSORRT_VERSION = "10.3.0"
 CACHE_ALGORITHM = "EntropyCalibration2"
 ACTIVATIONS = "int8, symmetric, per tensor"
-WEIGHTS = "int8, symmetric, per output channel"
+WEIGHTS = "int8, symmetric, per output channel (stored float behind a Q/DQ pair)"
 QMAX = 127
 _HEADER = re.compile(r"^TRT-(\d+)-(\w+)$")
 _LINE = re.compile(r"^(.+): ([0-9a-f]{8})$")
@@ -78,9 +80,15 @@ def symmetric_scales(ranges: dict[str, tuple[float, float]]) -> dict[str, float]
     return out
 
 
-def sum_groups(nodes: Iterable[Any]) -> list[set[str]]:
-    """Tensors that must share one scale because they meet in an elementwise sum: the inputs of
-    each Add node, merged where sums share an input."""
+#: DLA's INT8 pooling needs its input's and output's dynamic ranges equal (NvInfer.h,
+#: IPoolingLayer: "When running pooling layer with DeviceType::kDLA in Int8 mode, the dynamic
+#: ranges for input and output tensors must be equal")
+POOLING_OPS = ("MaxPool", "AveragePool")
+
+
+def scale_groups(nodes: Iterable[Any]) -> list[set[str]]:
+    """Tensors that must share one scale on the DLA: the inputs of each elementwise sum (Add),
+    and a pooling node's input with its output; merged where groups share a tensor."""
     parent: dict[str, str] = {}
 
     def root(t: str) -> str:
@@ -90,21 +98,27 @@ def sum_groups(nodes: Iterable[Any]) -> list[set[str]]:
 
     for node in nodes:
         if node.op_type == "Add" and len(node.input) == 2:
-            a, b = root(node.input[0]), root(node.input[1])
-            parent[a] = b
+            tied = list(node.input)
+        elif node.op_type in POOLING_OPS and node.input and node.output:
+            tied = [node.input[0], node.output[0]]
+        else:
+            continue
+        a, b = root(tied[0]), root(tied[1])
+        parent[a] = b
     groups: dict[str, set[str]] = {}
     for t in parent:
         groups.setdefault(root(t), set()).add(t)
     return [g for g in groups.values() if len(g) > 1]
 
 
-def equalize_sum_inputs(scales: dict[str, float], nodes: Iterable[Any]) -> tuple[dict[str, float], int]:
-    """`scales` with every sum group (``sum_groups``) at the largest scale in it, as DLA's INT8
-    elementwise sum requires; and how many tensors' scales grew. Tensors without a scale are
-    left out of their group."""
+def equalize_scales(scales: dict[str, float], nodes: Iterable[Any]) -> tuple[dict[str, float], int]:
+    """`scales` with every group of ``scale_groups`` at the largest scale in it, as DLA's INT8
+    elementwise sums and pooling require; and how many tensors' scales grew. Tensors without a
+    scale are left out of their group. (Before the sixty-seventh session only the sums were
+    equalized: the five MaxPools of every shipped DLA engine broke the pooling rule.)"""
     out = dict(scales)
     grown = 0
-    for group in sum_groups(nodes):
+    for group in scale_groups(nodes):
         known = [t for t in group if t in out]
         if not known:
             continue
@@ -168,10 +182,10 @@ def static_tensor_names(paths: Sequence[Path]) -> set[str] | None:
 def cache_scales(ranges: dict[str, tuple[float, float]], graph_nodes: Iterable[Any],
                  names: set[str] | None) -> tuple[dict[str, float], int]:
     """The scales the DLA cache holds: the symmetric scale of every ranged tensor that the
-    static graphs have (all of them when `names` is None), sum inputs equalized; and how many
-    scales the equalization grew."""
+    static graphs have (all of them when `names` is None), sum inputs and pooling inputs and
+    outputs equalized; and how many scales the equalization grew."""
     scales = symmetric_scales({n: r for n, r in ranges.items() if names is None or n in names})
-    return equalize_sum_inputs(scales, graph_nodes)
+    return equalize_scales(scales, graph_nodes)
 
 
 def write_artifacts(model_dir: Path, meta: Any, corrected: Path, plan: dict[str, list[str]],
