@@ -46,9 +46,10 @@ class _Raw:
                                          "data": (int(address), False), "version": 2}
 
 
-def module(net: Any, n_labels: int) -> types.ModuleType:
+def module(net: Any, n_labels: int, dla_cores: int = 2) -> types.ModuleType:
     """A module to put in sys.modules as ``tensorrt``: its engines run `net` (a torch module on
-    the GPU, eval mode, fp32) and record every execution's input shape in ``executions``."""
+    the GPU, eval mode, fp32) and record every execution's input shape in ``executions``; its
+    runtime reports `dla_cores` DLA cores (``num_DLA_cores``; an AGX Orin's 2 by default)."""
     import torch
 
     trt = types.ModuleType("tensorrt")
@@ -148,6 +149,8 @@ def module(net: Any, n_labels: int) -> types.ModuleType:
             return True
 
     class Runtime:
+        num_DLA_cores = dla_cores
+
         def __init__(self, logger: Logger) -> None:
             self.DLA_core = -1
 

@@ -104,6 +104,47 @@ def test_static_graphs_of_a_fixed_batch_fix_the_dla_batch(meta):
         tp.plan_engines(fixed, "fp16", "10.3.0", dla_core=0, dla_batch=8)
 
 
+def test_a_dla_batch_above_4096_or_a_bucket_above_8192_is_refused_naming_the_limit(meta):
+    """The DLA's general limits (batch 4096, other dimensions 8192): a batch of 8192 was planned."""
+    assert tp.plan_engines(meta, "fp16", "10.3.0", dla_core=0, dla_batch=4096).engines[0].profiles[0].max_batch == 4096
+    with pytest.raises(ConfigError, match="DLA batch 8192 is above the DLA's limit of 4096"):
+        tp.plan_engines(meta, "int8", "10.3.0", dla_core=0, dla_batch=8192)
+    fixed = meta.with_updates(extra={**meta.extra, "export": {**meta.extra["export"], "static_batch": 5000}})
+    with pytest.raises(ConfigError, match="limit of 4096"):     # graphs exported for too large a batch
+        tp.plan_engines(fixed, "fp16", "10.3.0", dla_core=0)
+    export = meta.extra["export"]
+    long = meta.with_updates(buckets_samples=(*meta.buckets_samples, 16384), extra={**meta.extra, "export": {
+        **export, "static_files": {**export["static_files"], "16384": "static/model_L16384.onnx"}}})
+    with pytest.raises(ConfigError, match=r"buckets \[16384\] .* limit of 8192"):
+        tp.plan_engines(long, "fp16", "10.3.0", dla_core=0)
+    assert tp.plan_engines(long, "fp16", "10.3.0", dla_batch=8192).device == "gpu"   # the GPU has neither limit
+
+
+def test_a_dla_core_is_checked_against_the_cores_tensorrt_reports():
+    tp.check_dla_core(None, 0)
+    tp.check_dla_core(1, 2)
+    with pytest.raises(ConfigError, match=r"DLA core 1 does not exist: TensorRT sees 1 DLA core \(0..0\) on this"):
+        tp.check_dla_core(1, 1)
+    with pytest.raises(ConfigError, match="DLA core 0 does not exist: TensorRT sees no DLA core"):
+        tp.check_dla_core(0, 0)
+
+
+def test_the_backend_refuses_a_dla_core_the_device_lacks_in_one_line(meta, monkeypatch):
+    """A core past what this device has (an AGX Orin: 0 and 1; another Jetson fewer) went on to
+    TensorRT's builder; now the count TensorRT reports is asked first (a ConfigError, exit 2)."""
+    import sys
+
+    pytest.importorskip("torch")
+    import tensorrt_standin
+
+    from rfclassify.engine.tensorrt_backend import TensorRTBackend
+
+    monkeypatch.setitem(sys.modules, "tensorrt", tensorrt_standin.module(None, len(meta.labels), dla_cores=1))
+    backend = TensorRTBackend(meta, SHIPPED, precision="int8", device="cuda:0", dla_core=1)
+    with pytest.raises(ConfigError, match="DLA core 1 does not exist: TensorRT sees 1 DLA core"):
+        backend.load()
+
+
 def test_batches_are_cut_into_dla_sized_pieces():
     assert tp.batch_pieces(19, 8) == [(0, 8), (8, 16), (16, 19)]
     assert tp.batch_pieces(8, 8) == [(0, 8)]
@@ -175,6 +216,17 @@ def test_build_plan_prints_what_would_be_built_on_any_machine(capsys, tmp_path):
     assert f"engine cache: {tmp_path}" in out and "MISSING" not in out
     assert main(["engine", "build", "--plan", "--precision", "fp32", "--dla-core", "0"]) == 2
     assert "fp16 and int8 only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value, why", [("--dla-batch", "8192", "must be in 1..4096, got 8192"),
+                                                ("--dla-core", "2", "must be in 0..1, got 2")])
+def test_build_plan_refuses_a_dla_batch_or_core_past_the_limits_in_one_line(option, value, why, capsys):
+    """`--dla-batch 8192` planned (exit 0) a batch the DLA does not take; `--dla-core 7` a core an
+    AGX Orin does not have."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["engine", "build", "--plan", "--dla-core", "0", option, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and why in err and "Traceback" not in err
 
 
 def test_build_plan_names_the_files_that_are_missing(tmp_path, capsys):
@@ -261,9 +313,10 @@ def test_the_daemon_config_takes_a_dla_core_and_an_engine_cache(tmp_path):
     path.write_text('[model]\ndla_core = 1\nengine_cache = "/srv/engines"\n')
     model = load_config(path).model
     assert (model.dla_core, model.engine_cache) == (1, "/srv/engines")
-    path.write_text("[model]\ndla_core = 9\n")
-    with pytest.raises(ConfigError, match="dla_core"):
-        load_config(path)
+    for core in (9, 2):     # an AGX Orin has cores 0 and 1 (2 to 7 passed before the sixty-seventh session)
+        path.write_text(f"[model]\ndla_core = {core}\n")
+        with pytest.raises(ConfigError, match=r"dla_core: must be in -1..1"):
+            load_config(path)
     assert load_config(None).model.dla_core == -1
 
 

@@ -143,6 +143,34 @@ def test_conv_stride_9_and_dilation_33_are_caught():
     assert "stride" in r and "dilation" in r
 
 
+def test_conv_kernel_is_read_from_the_weight_when_kernel_shape_is_left_out():
+    """ONNX lets Conv omit kernel_shape (it is the weight's shape); the kernel went unchecked then."""
+    m = _graph([helper.make_node("Conv", ["x", "w"], ["y"])],
+               [1, 2, 1, 128], [1, 4, 1, 65], [_weight("w", [4, 2, 1, 64])])
+    assert any("kernel [1, 64] outside 1..32" in r for r in _reasons(m))
+    ok = _graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 3, 0, 3])],
+                [1, 2, 1, 128], [1, 4, 1, 128], [_weight("w", [4, 2, 1, 7])])
+    assert _reasons(ok) == []
+
+
+def test_conv_output_channels_above_8192_are_caught():
+    m = _graph([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])],
+               [1, 2, 1, 8], [1, 9000, 1, 8], [_weight("w", [9000, 2, 1, 1])])
+    assert any("9000 output channels outside 1..8192" in r for r in _reasons(m))
+
+
+@pytest.mark.parametrize("in_shape, why", [([8192, 2, 1, 128], "batch 8192; DLA takes a batch of at most 4096"),
+                                           ([8, 2, 1, 16384], "dimension 3 of 16384; DLA takes at most 8192")])
+def test_a_batch_above_4096_or_a_dimension_above_8192_is_caught(in_shape, why):
+    """The DLA's general limits (batch 4096, other dimensions 8192) passed as 'ok' before."""
+    m = _graph([helper.make_node("Relu", ["x"], ["y"])], in_shape, in_shape)
+    violations = check_onnx_for_dla(m)
+    assert {(v.op_type, v.node) for v in violations} == {("input", "x"), ("output", "y")}
+    assert all(why in v.reason for v in violations)
+    at_limit = [4096, 2, 1, 8192]
+    assert check_onnx_for_dla(_graph([helper.make_node("Relu", ["x"], ["y"])], at_limit, at_limit)) == []
+
+
 def test_pool_window_9_is_caught():
     m = _graph([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 9], strides=[1, 9])],
                [1, 2, 1, 81], [1, 2, 1, 9])

@@ -151,6 +151,12 @@ def test_arch_dla_problems_are_found_before_training_and_agree_with_the_onnx_che
         assert bool(violations) == bad
         assert all("not smaller than the kernel" in v.reason for v in violations)
     assert "bucket 1000" in dla_arch_problems(None, (1000,))[0]
+    # the DLA's general limits, as dla_check holds the graph to them (sixty-seventh session)
+    assert dla_arch_problems(None, (16384,)) == [
+        "bucket 16384 is above the DLA's 8192 samples in a dimension other than the batch"]
+    wide = json.loads(json.dumps(DEFAULT_ARCH))
+    wide["stages"][5]["channels"] = 9000
+    assert dla_arch_problems(wide) == ["stage 5: 9000 channels above the DLA's 8192"]
     with pytest.raises(ConfigError, match="would not run on the DLA: stage 2 unit 2"):
         TrainConfig(out_dir="x", steps=1, arch=deep)
     with pytest.raises(ConfigError, match="bucket 1000"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rfclassify._argtypes import int_range, path_text, width
 from rfclassify.engine.options import model_dir_path
+from rfclassify.model.dla_check import MAX_BATCH as DLA_MAX_BATCH
 
 #: the least top-1 agreement with ONNX Runtime fp32 that `selftest` passes, per precision: INT8
 #: in TensorRT's symmetric form agreed 84-95 % per bucket in ONNX Runtime's emulation, the DLA
@@ -29,10 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_argument("--precision", choices=("int8", "fp16", "fp32"), default="int8",
                         help="engine precision (default: int8)")
     common.add_argument("--device", default="cuda:0", help="CUDA device (default: cuda:0)")
-    common.add_argument("--dla-core", type=int_range(0, 7), default=None, metavar="N",
-                        help="build for DLA core N with GPU fallback (default: the GPU alone)")
-    common.add_argument("--dla-batch", type=width, default=None, metavar="N",
-                        help="the DLA engines' fixed batch (default: the static graphs' own, else 8)")
+    # an AGX Orin has DLA cores 0 and 1; where TensorRT runs, the count it reports is checked too
+    common.add_argument("--dla-core", type=int_range(0, 1), default=None, metavar="N",
+                        help="build for DLA core N (0 or 1) with GPU fallback (default: the GPU alone)")
+    common.add_argument("--dla-batch", type=int_range(1, DLA_MAX_BATCH), default=None, metavar="N",
+                        help=f"the DLA engines' fixed batch, at most the DLA's {DLA_MAX_BATCH} (default: the "
+                             "static graphs' own, else 8)")
     common.add_argument("--max-batch", type=width, default=1024, metavar="N",
                         help="the GPU engine's largest batch (default: 1024)")
     common.add_argument("--cache-dir", type=path_text, default=None, metavar="DIR",

@@ -27,7 +27,7 @@ from rfclassify._exceptions import BackendError
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.engine.devices import device_index
-from rfclassify.engine.tensorrt_plan import EnginePlan, Profile, batch_pieces, plan_engines
+from rfclassify.engine.tensorrt_plan import EnginePlan, Profile, batch_pieces, check_dla_core, plan_engines
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
 
 LOGITS, SNR = OUTPUT_NAMES
@@ -90,6 +90,8 @@ class TensorRTBackend(Backend):
         from rfclassify.engine import tensorrt_engines as te
 
         trt, logger = te.load_tensorrt()
+        if self.dla_core is not None:   # a core this device lacks: one line, not TensorRT's error at build
+            check_dla_core(self.dla_core, int(trt.Runtime(logger).num_DLA_cores))
         cuda = require("pycuda.driver", "the TensorRT backend")
         cuda.init()
         index = device_index(self.device)

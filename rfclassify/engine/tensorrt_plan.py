@@ -16,7 +16,9 @@ The rules (facts in ../shared/DESIGN.md, "Facts you cannot check from here"):
   INT8 only, its INT8 from implicit quantization (the calibration cache) which TensorRT 8.5-10.x
   read and 11 removed; TensorRT 11.0-11.3 have no DLA at all. So DLA engines need TensorRT
   8.5-10.x here. The heads are pinned to FP16 (the cache leaves them out), layers DLA cannot
-  run fall back to the GPU (``GPU_FALLBACK``). At most ``DLA_MAX_LOADABLES`` per DLA core.
+  run fall back to the GPU (``GPU_FALLBACK``). At most ``DLA_MAX_LOADABLES`` per DLA core, a
+  batch of at most ``DLA_MAX_BATCH`` and buckets of at most ``DLA_MAX_DIM`` samples (the DLA's
+  general limits); which DLA cores exist only TensorRT knows where it runs (the backend asks).
 * **Cache key** (``engine_key``): a sha256 of everything an engine depends on (this module's
   ``ENGINE_FORMAT``, the TensorRT version, the device, the plan, the digests of the files it is
   built from), so a new model, calibration, TensorRT or GPU builds a new engine and an engine
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._exceptions import ConfigError
+from rfclassify.model.dla_check import MAX_BATCH as DLA_MAX_BATCH
+from rfclassify.model.dla_check import MAX_DIM as DLA_MAX_DIM
 from rfclassify.model.meta import ModelMeta
 
 #: bump when a decision below changes, so engines built by the old rules are not reused
@@ -179,6 +183,12 @@ def plan_engines(meta: ModelMeta, precision: str, tensorrt_version: str, *, dla_
         raise ConfigError(f"DLA core must be >= 0, got {dla_core}")
     if precision == "fp32":
         raise ConfigError("the DLA runs fp16 and int8 only; use one of them, or the GPU for fp32")
+    if dla_batch > DLA_MAX_BATCH:
+        raise ConfigError(f"DLA batch {dla_batch} is above the DLA's limit of {DLA_MAX_BATCH}")
+    too_long = [b for b in buckets if b > DLA_MAX_DIM]
+    if too_long:
+        raise ConfigError(f"buckets {too_long} (samples) are above the DLA's limit of {DLA_MAX_DIM} for a "
+                          "dimension other than the batch; build for the GPU")
     if STRONGLY_TYPED_FROM <= version < DLA_RETURNS:
         raise ConfigError(f"TensorRT {tensorrt_version} has no DLA (11.0-11.3 dropped it; 11.4.1 brings it back)")
     if strongly_typed:
@@ -209,6 +219,16 @@ def plan_engines(meta: ModelMeta, precision: str, tensorrt_version: str, *, dla_
                           HEAD_PREFIXES, parts, notes)
     return EnginePlan(tensorrt_version, precision, "dla", dla_core, "none", None, False, ("FP16", "GPU_FALLBACK"),
                       (), parts)
+
+
+def check_dla_core(dla_core: int | None, cores: int) -> None:
+    """ConfigError unless DLA core `dla_core` is one of the `cores` the device has, as TensorRT
+    counts them where it runs (``Runtime.num_DLA_cores``; an AGX Orin has 2, other Jetsons fewer);
+    None (the GPU) always passes. Static ranges can only bound it (0..1, the AGX Orin's)."""
+    if dla_core is None or 0 <= dla_core < cores:
+        return
+    have = "no DLA core" if cores < 1 else f"{cores} DLA core{'s' if cores > 1 else ''} (0..{cores - 1})"
+    raise ConfigError(f"DLA core {dla_core} does not exist: TensorRT sees {have} on this device")
 
 
 def batch_pieces(n: int, piece: int) -> list[tuple[int, int]]:

@@ -174,7 +174,7 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
     pads dilation * (kernel - 1) // 2 on each side), the stage pool window, and for each
     bucket a global-pool chain of windows <= 8. An arch that cannot build a network at all
     gives arch_problems' lines alone."""
-    from rfclassify.model.dla_check import CONV_DILATION, CONV_KERNEL, CONV_PAD_MAX
+    from rfclassify.model.dla_check import CONV_CHANNELS, CONV_DILATION, CONV_KERNEL, CONV_PAD_MAX, MAX_DIM
 
     form = arch_problems(arch)
     if form:
@@ -197,8 +197,16 @@ def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, .
                        f"and <= {CONV_PAD_MAX}")
     if not 1 <= int(a["pool"]) <= MAX_POOL_WINDOW:
         out.append(f"pool {a['pool']} outside 1..{MAX_POOL_WINDOW}")
+    widths = [("stem", a["stem_channels"]), ("head", a["head_channels"]), ("SNR head", a["snr_head_channels"])]
+    widths += [(f"stage {i}", spec["channels"]) for i, spec in enumerate(a["stages"])]
+    for where, c in widths:
+        if int(c) > CONV_CHANNELS[1]:
+            out.append(f"{where}: {c} channels above the DLA's {CONV_CHANNELS[1]}")
     down = downsample_factor(a)
     for b in buckets_samples:
+        if b > MAX_DIM:
+            out.append(f"bucket {b} is above the DLA's {MAX_DIM} samples in a dimension other than the batch")
+            continue
         if b % down:
             out.append(f"bucket {b} is not a multiple of the backbone's downsampling ({down})")
             continue

@@ -118,8 +118,9 @@ class ModelConfig:
     device: str = ""            # "" = chosen with the backend; else cpu, cuda or cuda:N (engine.devices)
     unknown_threshold: float = field(default=-1.0, metadata=_check(lo=-1.0, hi=1.0))  # <0: model's
     threads: int = field(default=0, metadata=_check(lo=0, hi=MAX_THREADS))   # CPU backend threads; 0: all
-    # TensorRT only: the DLA core its engines run on (GPU fallback); -1: the GPU
-    dla_core: int = field(default=-1, metadata=_check(lo=-1, hi=7))
+    # TensorRT only: the DLA core its engines run on (GPU fallback); -1: the GPU. 0..1: an AGX Orin
+    # has two; the backend also checks the count TensorRT reports on the device it runs on
+    dla_core: int = field(default=-1, metadata=_check(lo=-1, hi=1))
     engine_cache: str = ""      # TensorRT's engine cache; "": $STATE_DIRECTORY/engines under systemd, else ~/.cache
     warmup: bool = True
     refiner: bool = True        # the model's constellation refiner, when it has one (CPU, per burst)
