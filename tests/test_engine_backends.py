@@ -243,3 +243,35 @@ def test_torch_threads_none_or_0_take_the_usable_cores_not_an_earlier_loads(meta
                 assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_two_threads_first_calls_load_the_backend_once(meta, tiny_model_dir, monkeypatch):
+    """load() ran outside the backend's lock: two threads' first infer calls both loaded it
+    (two sessions; on CUDA, graphs captured twice) before the sixty-seventh session."""
+    import threading
+    import time
+
+    loads = []
+    real = OnnxRuntimeBackend._load
+
+    def slow_load(self):
+        loads.append(threading.get_ident())
+        time.sleep(0.2)                          # the window another thread's first call fell into
+        real(self)
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "_load", slow_load)
+    backend = OnnxRuntimeBackend(meta, tiny_model_dir, threads=1)
+    start = threading.Barrier(2)
+    shapes = []
+
+    def first_call():
+        start.wait()
+        shapes.append(backend.infer(_x(2, 256))[0].shape)
+
+    threads = [threading.Thread(target=first_call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    backend.close()
+    assert shapes == [(2, 28), (2, 28)] and len(loads) == 1

@@ -124,11 +124,14 @@ class Backend:
 
     # -- life cycle ---------------------------------------------------------------------
     def load(self) -> Backend:
-        """Load the model (idempotent); returns self so `Backend(...).load()` chains."""
-        if not self._loaded:
-            self._load()
-            self._loaded = True
-            log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
+        """Load the model (idempotent); returns self so `Backend(...).load()` chains. Under the
+        backend's lock: two threads' first calls loaded it twice (two sessions, or CUDA graphs
+        captured twice) before the sixty-seventh session."""
+        with self._lock:
+            if not self._loaded:
+                self._load()
+                self._loaded = True
+                log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
         return self
 
     @property
@@ -158,10 +161,11 @@ class Backend:
         return self._check_output(x.shape[0], logits, snr_db)
 
     def close(self) -> None:
-        """Free the session/graphs; the backend can be loaded again afterwards."""
-        if self._loaded:
-            self._close()
-            self._loaded = False
+        """Free the session/graphs (after a call in flight); the backend can be loaded again."""
+        with self._lock:
+            if self._loaded:
+                self._close()
+                self._loaded = False
 
     def __enter__(self) -> Backend:
         return self.load()
