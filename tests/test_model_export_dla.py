@@ -47,6 +47,22 @@ def test_an_opset_outside_what_the_exporter_writes_is_a_config_error(net, tmp_pa
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_a_static_batch_past_the_dlas_limit_is_refused_before_any_work(tiny_model_dir, tmp_path, capsys):
+    """--static-batch took up to 65536: the graphs then failed their own DLA check after a
+    parity check at that batch (more than 5 minutes at 5,000 on the shipped model here)."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.cli import main
+    from rfclassify.model.export import export_model_dir
+
+    with pytest.raises(SystemExit) as usage:
+        main(["export", "--model-dir", str(tiny_model_dir), "--out", str(tmp_path / "a"), "--static-batch", "4097"])
+    assert usage.value.code == 2
+    assert "--static-batch" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    with pytest.raises(ConfigError, match="static batch 5000 outside 1..4096"):
+        export_model_dir(tiny_model_dir, tmp_path / "b", static_batch=5000)
+    assert not (tmp_path / "b").exists()
+
+
 def test_a_model_export_cannot_make_is_refused_before_its_out_is_touched(tiny_model_dir, tmp_path, capsys):
     """An opset out of range left --out half made (weights and refiners, no model.json), and a
     bucket the network's downsampling does not divide ended in a ValueError traceback

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rfclassify._argtypes import path_text, width
+from rfclassify._argtypes import int_range, path_text
 from rfclassify.engine.options import model_dir_path
+from rfclassify.model.dla_check import MAX_BATCH as DLA_MAX_BATCH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,9 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="trained model directory (default: shipped models/)")
     parser.add_argument("--out", type=path_text, default=None, help="output directory (default: the model directory)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (17 up to the most this torch exports)")
-    parser.add_argument("--static-batch", type=width, default=None, metavar="N",
-                        help="also fix the batch of the static (DLA) graphs (default: dynamic batch, "
-                             "pinned by the TensorRT profile)")
+    # the DLA's batch limit: past it the graphs fail their own DLA check, after a parity check
+    # at that batch that ran for minutes (a batch of 5,000 took more than 5 minutes here)
+    parser.add_argument("--static-batch", type=int_range(1, DLA_MAX_BATCH), default=None, metavar="N",
+                        help=f"also fix the batch of the static (DLA) graphs, at most the DLA's {DLA_MAX_BATCH} "
+                             "(default: dynamic batch, pinned by the TensorRT profile)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -147,6 +147,10 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     # refused before anything is copied or written (an --out half made, a traceback for a bucket,
     # before the sixty-sixth session)
     check_opset(opset)
+    from rfclassify.model.dla_check import MAX_BATCH
+
+    if static_batch is not None and not 1 <= static_batch <= MAX_BATCH:
+        raise ConfigError(f"static batch {static_batch} outside 1..{MAX_BATCH}, the DLA's batch limit")
     factor = getattr(model, "downsample", 1)
     uneven = [b for b in meta.buckets_samples if b % factor]
     if uneven:
