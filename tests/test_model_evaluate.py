@@ -184,7 +184,8 @@ def test_where_results_cannot_go_or_would_collide_is_refused_before_the_evaluati
     assert f"would both be the card's evaluation 'synth:{tiny_dataset.stem}'" in capsys.readouterr().err and not ran
     assert main([*card_args, "--name", "first"]) == 0            # named apart: both in the card
     capsys.readouterr()
-    assert {"first", f"synth:{tiny_dataset.stem}"} <= set(json.loads((copy / "model_card.json").read_text())["evaluations"])
+    card = json.loads((copy / "model_card.json").read_text())
+    assert {"first", f"synth:{tiny_dataset.stem}"} <= set(card["evaluations"])
     ran.clear()
     silent = tmp_path / "silent.h5"
     shutil.copy(tiny_dataset, silent)
