@@ -276,6 +276,10 @@ def test_simulated_integer_samples_rarely_clip(clean_channel, dtype, full_scale)
     for iq, _, _ in source.batch(128):
         ints = np.frombuffer(encode_native(iq, {"sample_rate": 1e6}, dtype)[1], "<i2" if dtype == "ci16_le" else "i1")
         at_full.append(np.mean(np.abs(ints.astype(int)) >= full_scale))
+        # the samples are on the wire's own grid, so the integers sent are the quantizer's codes:
+        # nothing is rounded a second time (the channel's k / 127 read as k / 128 moved half the
+        # codes by one before this was rescaled)
+        np.testing.assert_allclose(ints / (full_scale + 1.0), iq.view(np.float32), rtol=0, atol=1e-6)
     assert np.mean(at_full) < 1e-3 and max(at_full) < 0.05
 
 
@@ -293,6 +297,8 @@ def test_simulated_snr_beyond_the_synthesizers_bound_is_refused(capsys):
         assert exc.value.code == 2 and needle in err and err.count("\n") == 1, err
     with pytest.raises(ConfigError, match="snr-min and snr-max must lie in -200..200 dB"):
         SimulateOptions(snr_min_db=-1000.0, snr_max_db=-1000.0)
+    with pytest.raises(ConfigError, match="dtype must be one of cf32_le, ci16_le, ci8, got 'cu8'"):
+        SimulateOptions(dtype="cu8")           # its grid is half a step off the quantizer's
     from rfclassify.commands.dataset import SNR_LIMIT_DB
     from rfclassify.dsp.synth import SNR_LIMIT_DB as SYNTH_LIMIT_DB
 

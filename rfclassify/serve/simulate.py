@@ -30,6 +30,9 @@ PATTERNS = ("random", "cycle")
 BATCH = 64
 
 
+#: the dtypes simulate sends, and the factor from the channel quantizer's grid to the wire's
+WIRE_GRID = {"cf32_le": 1.0, "ci16_le": 32767 / 32768, "ci8": 127 / 128}
+
 @dataclass(frozen=True)
 class SimulateOptions:
     endpoint: str = "tcp://127.0.0.1:5555"
@@ -74,6 +77,8 @@ class SimulateOptions:
             raise ConfigError(f"snr-min and snr-max must lie in -{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB")
         if not self.classes:
             raise ConfigError("at least one class is needed")
+        if self.dtype not in WIRE_GRID:
+            raise ConfigError(f"dtype must be one of {', '.join(WIRE_GRID)}, got {self.dtype!r}")
 
 
 class BurstSource:
@@ -85,10 +90,13 @@ class BurstSource:
         channel = ChannelConfig.clean() if opts.clean_channel else ChannelConfig()
         if opts.dtype != "cf32_le":
             # Integer samples: the quantizer's AGC puts each burst at -30..-5 dBFS rms on the
-            # format's own grid. The receiver gain (+-20 dB) left a fifth of the bursts
-            # clipped at full scale by encode_native (before the sixty-seventh session).
+            # format's grid. The receiver gain (+-20 dB) left a fifth of the bursts clipped at
+            # full scale by encode_native (before the sixty-seventh session).
             channel = dataclasses.replace(channel, p_quantization=1.0,
                                           p_ci8=0.0 if opts.dtype == "ci16_le" else 1.0)
+        # the channel's quantizer writes k / 127 (k / 32767), the wire reads k / 128 (k / 32768):
+        # rescaled, each of its codes is one integer on the wire, none moved by a second rounding
+        self._to_wire = np.float32(WIRE_GRID[opts.dtype])
         self.channel = channel
         self._turn = 0
 
@@ -112,7 +120,7 @@ class BurstSource:
             sb = synthesize([labels[i] for i in idx], n_gen, self.rng, snr_db=snr[idx], channel=self.channel,
                             kept_samples=lengths[idx])
             for row, i in enumerate(idx):
-                out[i] = (sb.iq[row, : lengths[i]].copy(), labels[i], round(float(snr[i]), 2))
+                out[i] = (sb.iq[row, : lengths[i]] * self._to_wire, labels[i], round(float(snr[i]), 2))
         return [x for x in out if x is not None]
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, str, float]]:
