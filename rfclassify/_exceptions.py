@@ -7,8 +7,9 @@
     │   │   └── MessageError   a malformed wire message (carries a short reject reason code)
     │   ├── ModelNotFoundError model files missing or unreadable
     │   └── MissingDependencyError  an optional extra is not installed
-    └── InternalError          our fault or the platform's; exit 1
-        └── BackendError       an inference backend failed to load or run
+    ├── InternalError          our fault or the platform's; exit 1
+    │   └── BackendError       an inference backend failed to load or run
+    └── Cancelled              work left off because a stop was asked for (the daemon's start)
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ class InternalError(RfclassifyError):
 
 class BackendError(InternalError):
     """An inference backend failed to load or run."""
+
+
+class Cancelled(RfclassifyError):
+    """Work left off at a safe point because a stop was asked for (a threading.Event set)."""
 
 
 def quoted(value: object, width: int = 60) -> str:

@@ -347,6 +347,32 @@ def _cache_of(model_dir: Path, cache: Path, monkeypatch, version: str = "10.3.0.
     return made
 
 
+def test_a_set_cancel_event_stops_the_next_engine_build_not_a_cached_load(tiny_model_dir, tmp_path, monkeypatch):
+    """The daemon's stop during its start waited for every engine build (minutes each on a
+    first start) before the sixty-seventh session; now for the one under way at most."""
+    import threading
+
+    from rfclassify._exceptions import Cancelled
+    from rfclassify.engine import tensorrt_engines as te
+
+    builds = []
+    monkeypatch.setattr(te, "build_engine", lambda trt, logger, plan, part, md, timing: builds.append(part) or b"x")
+    meta = ModelMeta.load(tiny_model_dir)
+    fp16, fp32 = (tp.plan_engines(meta, p, "10.3.0.30") for p in ("fp16", "fp32"))
+    files = te.digests(fp16, tiny_model_dir)
+    cancel = threading.Event()
+    path, built = te.ensure_engine(None, None, meta, tiny_model_dir, fp16, fp16.engines[0], "Orin", files, tmp_path,
+                                   cancel=cancel)
+    assert built and path.is_file()
+    cancel.set()
+    assert te.ensure_engine(None, None, meta, tiny_model_dir, fp16, fp16.engines[0], "Orin", files, tmp_path,
+                            cancel=cancel) == (path, False)           # cached: loaded, nothing to stop
+    with pytest.raises(Cancelled, match="stopped before building"):
+        te.ensure_engine(None, None, meta, tiny_model_dir, fp32, fp32.engines[0], "Orin", files, tmp_path,
+                         cancel=cancel)
+    assert builds == [fp16.engines[0]] and len(list(tmp_path.glob("*.engine"))) == 1
+
+
 def test_prune_keeps_every_engine_of_the_models_files_and_removes_what_nothing_reads(
         shipped_tensorrt_files, tmp_path, monkeypatch):
     import subprocess

@@ -95,13 +95,14 @@ def run(args: argparse.Namespace) -> int:
         for warning in config.batching.unused_overrides(meta.buckets_samples):
             print(f"warning: {warning}", file=sys.stderr)
         return 0
-    from rfclassify.serve.daemon import Daemon, StoppedWhileStarting
+    from rfclassify._exceptions import Cancelled
+    from rfclassify.serve.daemon import Daemon
 
     daemon = Daemon(config, config_path=path, overrides=overrides)
     daemon.install_signal_handlers()
     try:
         daemon.start()
-    except StoppedWhileStarting as exc:     # start() has stopped what it had started
-        log.info("%s while starting: stopped before serving", exc)
+    except Cancelled:     # a stop asked for during the start: start() stopped what it had started
+        log.info("%s while starting: stopped before serving", daemon.stop_signal)
         return 0
     return daemon.serve_forever()

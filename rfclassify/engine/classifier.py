@@ -145,7 +145,7 @@ class Classifier:
              refiner_em_classes: int | None = None,
              dc_pass: bool = True, low_order_refiner: bool = True,
              refiner_skip_above: float | None = None, dla_core: int | None = None,
-             engine_cache: str | Path | None = None) -> Classifier:
+             engine_cache: str | Path | None = None, cancel: threading.Event | None = None) -> Classifier:
         """Load the model in `model_dir` (default: $RFCLASSIFY_MODEL_DIR or the shipped models/).
 
         backend: auto | tensorrt | torch | onnxruntime; precision: auto | int8 | fp16 | fp32;
@@ -178,7 +178,9 @@ class Classifier:
         refiner_skip_min_samples long; None: model.json's refiner_skip_above
         (``clf.refiner_skip_above``); dla_core runs the TensorRT backend's engines on that DLA
         core (GPU fallback) and engine_cache is where it keeps them (tensorrt_plan.engine_cache_dir
-        when None); other backends ignore both, with a logged warning for dla_core.
+        when None); other backends ignore both, with a logged warning for dla_core. cancel, once
+        set, makes the TensorRT backend raise Cancelled instead of building its next engine
+        (the daemon's stop during its start); other backends load in seconds and ignore it.
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -215,7 +217,7 @@ class Classifier:
         sel = select_backend(meta, model_dir, backend, precision, device, dla_core=dla_core)
         options: dict[str, Any] = {}
         if sel.backend == "tensorrt":
-            options = {"dla_core": dla_core, "engine_cache": engine_cache}
+            options = {"dla_core": dla_core, "engine_cache": engine_cache, "cancel": cancel}
         elif dla_core is not None:
             log.warning("dla_core %s ignored: the %s backend runs (%s)", dla_core, sel.backend, sel.reason)
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,

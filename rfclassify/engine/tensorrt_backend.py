@@ -17,6 +17,7 @@ pycuda half ran on a lent GPU host with TensorRT stood in for (tests/test_engine
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,10 +59,12 @@ class TensorRTBackend(Backend):
 
     def __init__(self, meta: ModelMeta, model_dir: str | Path, *, dla_core: int | None = None,
                  dla_batch: int | None = None, engine_cache: str | Path | None = None,
-                 threads: int | None = None, rebuild: bool = False, **kwargs: Any) -> None:
+                 threads: int | None = None, rebuild: bool = False, cancel: threading.Event | None = None,
+                 **kwargs: Any) -> None:
         self.dla_core = dla_core        # before the base checks the files this placement reads
         super().__init__(meta, model_dir, **kwargs)   # threads: CPU threads, which TensorRT does not use
         self.rebuild = bool(rebuild)
+        self.cancel = cancel            # set: Cancelled before the next engine build (the daemon's stop)
         self.dla_batch = dla_batch      # None: the plan's (tensorrt_plan.plan_engines)
         self.engine_cache = Path(engine_cache) if engine_cache else None
         self.plan: EnginePlan | None = None
@@ -108,7 +111,7 @@ class TensorRTBackend(Backend):
             files = te.digests(self.plan, self.model_dir)
             for part in self.plan.engines:
                 path, built = te.ensure_engine(trt, logger, self.meta, self.model_dir, self.plan, part, ident, files,
-                                               self.engine_cache, rebuild=self.rebuild)
+                                               self.engine_cache, rebuild=self.rebuild, cancel=self.cancel)
                 if built:
                     self.built.append(path.name)
                 engine = te.deserialize(trt, logger, path, self.dla_core)

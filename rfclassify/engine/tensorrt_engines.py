@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from rfclassify._atomic import write_atomic
 from rfclassify._digest import file_sha256
-from rfclassify._exceptions import BackendError, ConfigError, ModelNotFoundError
+from rfclassify._exceptions import BackendError, Cancelled, ConfigError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.tensorrt_plan import (EnginePart, EnginePlan, engine_cache_dir, engine_file_name,
                                              engine_key, engine_name_prefix, missing_inputs, parse_version,
@@ -233,15 +234,19 @@ def stale_files(cache_dir: Path, model_dir: Path, model_id: str,
 
 def ensure_engine(trt: Any, logger: Any, meta: ModelMeta, model_dir: Path, plan: EnginePlan, part: EnginePart,
                   device: str, files: dict[str, str], cache_dir: Path | None = None,
-                  rebuild: bool = False) -> tuple[Path, bool]:
+                  rebuild: bool = False, cancel: threading.Event | None = None) -> tuple[Path, bool]:
     """The engine file of `part` for `device` (device_id's string): from the cache when one was
     built from the same inputs, else built now and cached. `files`: the plan's ``digests``,
-    computed once for all its parts. Returns (path, built)."""
+    computed once for all its parts. Returns (path, built). With `cancel` set, Cancelled
+    instead of a build (a build is one call of minutes that nothing interrupts: the daemon's
+    stop during its start waits for the one under way, not for all of them)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else engine_cache_dir()
     key = engine_key(plan, part, files, device)
     path = cache_dir / engine_file_name(meta.model_id, plan, part, key)
     if path.is_file() and not rebuild:
         return path, False
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(f"stopped before building {path.name}")
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

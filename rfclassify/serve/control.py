@@ -157,7 +157,8 @@ class ControlServer:
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._thread.ident is not None:      # started (a stop after a failed start joins nothing)
+            self._thread.join(timeout_s)
 
     def _bind(self) -> zmq.Socket:
         path = ipc_path(self.endpoint)

@@ -20,7 +20,7 @@ from typing import Any
 import zmq
 
 from rfclassify import __version__
-from rfclassify._exceptions import ConfigError
+from rfclassify._exceptions import Cancelled, ConfigError
 from rfclassify.serve.config import DaemonConfig, apply_overrides, load_config, reloadable_changes
 from rfclassify.serve.control import ControlServer
 from rfclassify.serve.pipeline import EngineAdapter, Pipeline
@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 STATUS_LINE_EVERY_S = 5.0
 
 
-def load_engine(config: DaemonConfig) -> EngineAdapter:
-    """Load (and warm) the classifier the [model] section asks for."""
+def load_engine(config: DaemonConfig, cancel: threading.Event | None = None) -> EngineAdapter:
+    """Load (and warm) the classifier the [model] section asks for; `cancel` set stops the
+    TensorRT engine builds between engines (Classifier.load)."""
     from rfclassify.engine.classifier import Classifier
 
     m = config.model
@@ -46,7 +47,8 @@ def load_engine(config: DaemonConfig) -> EngineAdapter:
                           refiner_rate_rule=m.refiner_rate_rule or None,
                           refiner_em_classes=m.refiner_em_classes or None, dc_pass=m.dc_pass,
                           low_order_refiner=m.low_order_refiner,
-                          refiner_skip_above=m.refiner_skip_above if m.refiner_skip_above >= 0 else None)
+                          refiner_skip_above=m.refiner_skip_above if m.refiner_skip_above >= 0 else None,
+                          cancel=cancel)
     for warning in config.batching.unused_overrides(clf.meta.buckets_samples):
         log.warning("%s", warning)
     if m.warmup:
@@ -70,11 +72,14 @@ def _gpu_present() -> bool:
     return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu"))
 
 
-class StoppedWhileStarting(BaseException):
-    """Raised in the main thread by SIGTERM/SIGINT while the daemon starts: loading the model
-    (minutes of TensorRT engine builds on a first start) ends at the next Python step instead of
-    running to READY=1 while systemd waits out its stop timeout. A BaseException, so that no
-    `except Exception` on the way swallows it."""
+class StoppedWhileStarting(Cancelled):
+    """start() left off because SIGTERM/SIGINT (request_stop) came while it ran: raised at its
+    next step (and by the TensorRT backend before its next engine build, as Cancelled), so the
+    daemon stops without READY=1 instead of running its start (minutes of engine builds on a
+    first start) to the end while systemd waits out its stop timeout. Raised at safe points
+    only: a signal handler that raised it anywhere left threads unjoinable, a metrics server
+    whose shutdown waited for ever, and half-spawned refiner workers (the first version of
+    the sixty-seventh session)."""
 
 
 class Daemon:
@@ -100,6 +105,7 @@ class Daemon:
         self._stop = threading.Event()
         self._reload = threading.Event()
         self._stopped = False
+        self.stop_signal = "a stop request"     # or the signal's name (SIGTERM, SIGINT)
         self._security = socket_security(config)
 
     # -- life cycle ------------------------------------------------------------------------
@@ -114,9 +120,11 @@ class Daemon:
             if cfg.health.tegrastats:
                 self.tegra.start()
             if self.engine is None:
+                self._stop_asked()
                 self.notifier.status("loading the model")
-                self.engine = load_engine(cfg)
+                self.engine = load_engine(cfg, cancel=self._stop)
                 self._owns_engine = True
+            self._stop_asked()      # after it the pipeline starts: a stop then drains as usual
             e = self.engine
             log.info("engine: %s %s on %s, model %s", e.backend, e.precision, e.device, e.model_id)
             if cfg.capture.dir:
@@ -176,9 +184,13 @@ class Daemon:
         self._stop.set()
 
     def _on_stop_signal(self, signum: int, _frame: Any) -> None:
+        self.stop_signal = signal.Signals(signum).name
         self.request_stop()
-        if self.state == "starting":
-            raise StoppedWhileStarting(signal.Signals(signum).name)
+
+    def _stop_asked(self) -> None:
+        """StoppedWhileStarting if a stop was asked for while start() runs (its safe points)."""
+        if self._stop.is_set():
+            raise StoppedWhileStarting(f"{self.stop_signal} while starting")
 
     def request_reload(self) -> None:
         self._reload.set()

@@ -239,6 +239,9 @@ class MetricsServer:
         log.info("Prometheus metrics on http://%s/metrics", self.address)
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self._thread.ident is not None:
+            # shutdown() waits for serve_forever to notice: called before that thread ran, it
+            # waited for ever
+            self.server.shutdown()
+            self._thread.join(2)
         self.server.server_close()
-        self._thread.join(2)

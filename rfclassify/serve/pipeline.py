@@ -197,12 +197,14 @@ class Pipeline:
             self._abort.set()
         self._stop_ingest.set()
         for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+            if t.ident is not None:     # a start that failed part way left the rest unstarted
+                t.join(max(0.0, deadline - time.monotonic()))
         clean = not any(t.is_alive() for t in self._threads)
         if not clean:
             self._abort.set()
             for t in self._threads:
-                t.join(0.5)
+                if t.ident is not None:
+                    t.join(0.5)
         # whatever is still queued was abandoned (nothing, after a clean drain)
         lost = len(self.ingest_q.drain()) + len(self.batcher) + sum(
             len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch))

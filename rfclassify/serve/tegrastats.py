@@ -175,7 +175,7 @@ class TegraStats:
     def stop(self) -> None:
         self._stopping.set()
         _terminate(self._proc)
-        if self._thread is not None:
+        if self._thread is not None and self._thread.ident is not None:
             self._thread.join(2)
         _terminate(self._proc)  # one the reader started as stop() began (its restart raced it)
 
