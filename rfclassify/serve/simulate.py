@@ -33,6 +33,7 @@ BATCH = 64
 #: the dtypes simulate sends, and the factor from the channel quantizer's grid to the wire's
 WIRE_GRID = {"cf32_le": 1.0, "ci16_le": 32767 / 32768, "ci8": 127 / 128}
 
+
 @dataclass(frozen=True)
 class SimulateOptions:
     endpoint: str = "tcp://127.0.0.1:5555"
