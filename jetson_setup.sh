@@ -61,6 +61,18 @@ run() {
 
 step() { printf '\n== %s\n' "$*"; }
 
+# The prefix goes into a systemd drop-in (Environment=, ExecStart=) and a shell wrapper, where
+# a space or a quote would split or break it: an absolute path of plain characters only.
+case "$PREFIX" in
+    /*) ;;
+    *) echo "jetson_setup.sh: --prefix must be an absolute path, got $PREFIX" >&2; exit 2 ;;
+esac
+case "$PREFIX" in
+    *[!A-Za-z0-9/._+-]*)
+        echo "jetson_setup.sh: --prefix may hold letters, digits and / . _ + - only (it is written into the unit's drop-in), got $PREFIX" >&2
+        exit 2 ;;
+esac
+
 step "checking the machine"
 if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
     echo "jetson_setup.sh: run as root (sudo)" >&2

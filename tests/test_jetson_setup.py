@@ -119,3 +119,12 @@ def test_render_is_added_in_the_drop_in_only_where_the_group_exists(tmp_path):
     dropin = proc.stdout.split("prefix.conf:\n", 1)[1].split("\n+ ", 1)[0]
     has_render = subprocess.run(["getent", "group", "render"], capture_output=True).returncode == 0
     assert ("SupplementaryGroups=render" in dropin) == has_render
+
+
+@pytest.mark.parametrize("prefix", ["/opt/rf classify", "/opt/rf\"c", "opt/rfclassify", "/opt/$HOME"])
+def test_a_prefix_the_drop_in_cannot_hold_is_refused_before_anything(prefix):
+    """The prefix is written into the unit's drop-in and the wrapper: a space split
+    Environment= ("Invalid environment assignment") and ExecStart, a quote broke the wrapper
+    (the review of the sixty-seventh session)."""
+    proc = _run("--dry-run", "--force", "--prefix", prefix)
+    assert proc.returncode == 2 and "--prefix" in proc.stderr and "checking the machine" not in proc.stdout
