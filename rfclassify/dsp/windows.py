@@ -152,17 +152,22 @@ def _normalize_rows(x: np.ndarray, normalization: str) -> tuple[np.ndarray, np.n
 
 # Bursts whose peak lies outside this range have powers (or statistics of higher powers) that
 # float64 cannot hold or that fall under its floors; the rules applied to them are scale-free,
-# so such a burst is read at unit peak instead (to_unit_peak).
+# so such a burst is read at unit peak instead (within_safe_peak).
 SAFE_PEAK = (1e-10, 1e100)
 
 
-def to_unit_peak(x: np.ndarray) -> np.ndarray:
-    """x scaled by a power of two to a peak in [0.5, 1), exactly and in its own dtype (np.ldexp:
-    dividing by a subnormal peak overflowed through its reciprocal); x itself when its peak is
-    zero or not finite."""
+def within_safe_peak(x: np.ndarray) -> np.ndarray:
+    """Burst x as scale-free rules read it (the normalization's fallback, the DC pass, the
+    refiners): x itself, unless its peak is finite, nonzero and outside SAFE_PEAK; then x scaled
+    by a power of two to a peak in [0.5, 1), exactly and in its own dtype (np.ldexp: dividing by
+    a subnormal peak overflowed through its reciprocal). A complex128 burst of 1e160 raised
+    OverflowError in the DC pass and lost every burst of its call before the sixty-sixth
+    session; until the sixty-seventh only complex128 was rescaled there, so a real float64 burst
+    of 1e160 did the same, and complex64 or real bursts at 1e-20 got other answers than at unit
+    scale."""
     with np.errstate(over="ignore", invalid="ignore"):
         peak = float(np.max(np.abs(x))) if x.size else 0.0
-    if not (peak > 0 and math.isfinite(peak)):
+    if not (peak > 0 and math.isfinite(peak)) or SAFE_PEAK[0] < peak < SAFE_PEAK[1]:
         return x
     shift = -int(np.frexp(peak)[1])
     if not np.iscomplexobj(x):
@@ -170,13 +175,6 @@ def to_unit_peak(x: np.ndarray) -> np.ndarray:
     y = np.empty_like(x)
     y.real, y.imag = np.ldexp(x.real, shift), np.ldexp(x.imag, shift)
     return y
-
-
-def outside_safe_peak(x: np.ndarray) -> bool:
-    """Whether burst x has a nonzero finite peak outside SAFE_PEAK."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        peak = float(np.max(np.abs(x))) if x.size else 0.0
-    return peak > 0 and math.isfinite(peak) and not SAFE_PEAK[0] < peak < SAFE_PEAK[1]
 
 
 def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndarray:
@@ -191,12 +189,13 @@ def normalize_burst(iq: np.ndarray, normalization: str = "remove_dc") -> np.ndar
         if not np.all(np.isfinite(x)):
             raise MessageError("non_finite", "burst contains NaN or Inf samples")
         y, live = _normalize_rows(x[None, :], normalization) if x.size else (x[None, :], np.zeros(1, bool))
-    if not live[0] and x.size and outside_safe_peak(x):
+    scaled = within_safe_peak(x) if not live[0] and x.size else x
+    if scaled is not x:
         # the rule is scale-free, so a burst whose power float64 cannot hold (|x| beyond about
         # 1e150, or power under its 1e-30 floor) is normalized again at unit peak (a subnormal
         # one was a RuntimeWarning and a zero_power reject before the sixty-seventh session)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            y, live = _normalize_rows(to_unit_peak(x)[None, :], normalization)
+            y, live = _normalize_rows(scaled[None, :], normalization)
     if not live[0]:
         raise MessageError("zero_power", "burst has no power after DC removal")
     return y[0].astype(np.complex64)

@@ -36,8 +36,7 @@ import numpy as np
 from rfclassify._cpus import MAX_THREADS, refiner_worker_count
 from rfclassify._exceptions import ConfigError, InputError, MessageError
 from rfclassify._numbers import as_finite_float
-from rfclassify.dsp.windows import (BucketPolicy, BurstWindows, burst_to_windows, outside_safe_peak, to_model_input,
-                                    to_unit_peak)
+from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input, within_safe_peak
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
 from rfclassify.engine.results import (
     ClassificationResult,
@@ -97,16 +96,6 @@ def skip_sure(probs: Sequence[np.ndarray], bursts: Sequence[np.ndarray | None],
     above 1)."""
     return [None if x is None or (len(x) >= min_samples and float(np.max(p)) > skip_above) else x
             for p, x in zip(probs, bursts, strict=True)]
-
-
-def within_float_range(x: np.ndarray) -> np.ndarray:
-    """Burst x as the DC pass and the refiners read it: as it is, unless its peak is outside
-    windows.SAFE_PEAK, where their powers overflow or fall under their floors; then at unit peak
-    (their statistics are scale-free). A complex128 burst of 1e160 raised OverflowError in the
-    DC pass and lost every burst of its call before the sixty-sixth session; until the
-    sixty-seventh only complex128 was rescaled, so a real float64 burst of 1e160 did the same,
-    and a complex64 or real burst at 1e-20 got other answers than at unit scale."""
-    return to_unit_peak(x) if outside_safe_peak(x) else x
 
 
 class Classifier:
@@ -466,7 +455,7 @@ class Classifier:
         probs = [p for p, _ in outputs]
         snrs = [s - off for (_, s), off in zip(outputs, snr_offsets, strict=True)]
         if self.refiners:
-            bursts = [None if x is None else within_float_range(x) for x in bursts]
+            bursts = [None if x is None else within_safe_peak(x) for x in bursts]
             # a burst the network is sure of goes to the DC pass and the refiners without its
             # samples, which keeps the network's answer; its probabilities are sharpened after
             least = self.meta.refiner_skip_min_samples
