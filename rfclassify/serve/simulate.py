@@ -21,17 +21,18 @@ import numpy as np
 import zmq
 
 from rfclassify._exceptions import ConfigError
+from rfclassify.dsp.channel import QUANT_CI8, QUANT_CI16, QUANT_FULL_SCALE
 from rfclassify.dsp.synth import SNR_LIMIT_DB, ChannelConfig, synthesize
 from rfclassify.labels import LABELS
 from rfclassify.serve.control import open_socket
-from rfclassify.serve.native import encode_native
+from rfclassify.serve.native import DTYPES, encode_native
 
 PATTERNS = ("random", "cycle")
 BATCH = 64
 
 
-#: the dtypes simulate sends, and the factor from the channel quantizer's grid to the wire's
-WIRE_GRID = {"cf32_le": 1.0, "ci16_le": 32767 / 32768, "ci8": 127 / 128}
+#: the dtypes simulate sends: float, or integers the channel's quantizer makes in that format
+QUANT_FORMAT = {"cf32_le": None, "ci16_le": QUANT_CI16, "ci8": QUANT_CI8}
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,8 @@ class SimulateOptions:
             raise ConfigError(f"snr-min and snr-max must lie in -{SNR_LIMIT_DB:g}..{SNR_LIMIT_DB:g} dB")
         if not self.classes:
             raise ConfigError("at least one class is needed")
-        if self.dtype not in WIRE_GRID:
-            raise ConfigError(f"dtype must be one of {', '.join(WIRE_GRID)}, got {self.dtype!r}")
+        if self.dtype not in QUANT_FORMAT:
+            raise ConfigError(f"dtype must be one of {', '.join(QUANT_FORMAT)}, got {self.dtype!r}")
 
 
 class BurstSource:
@@ -89,15 +90,16 @@ class BurstSource:
         self.opts = opts
         self.rng = np.random.default_rng(opts.seed)
         channel = ChannelConfig.clean() if opts.clean_channel else ChannelConfig()
-        if opts.dtype != "cf32_le":
+        quant = QUANT_FORMAT[opts.dtype]
+        self._to_wire = np.float32(1.0)
+        if quant is not None:
             # Integer samples: the quantizer's AGC puts each burst at -30..-5 dBFS rms on the
             # format's grid. The receiver gain (+-20 dB) left a fifth of the bursts clipped at
             # full scale by encode_native (before the sixty-seventh session).
-            channel = dataclasses.replace(channel, p_quantization=1.0,
-                                          p_ci8=0.0 if opts.dtype == "ci16_le" else 1.0)
-        # the channel's quantizer writes k / 127 (k / 32767), the wire reads k / 128 (k / 32768):
-        # rescaled, each of its codes is one integer on the wire, none moved by a second rounding
-        self._to_wire = np.float32(WIRE_GRID[opts.dtype])
+            channel = dataclasses.replace(channel, p_quantization=1.0, p_ci8=float(quant == QUANT_CI8))
+            # the quantizer writes k / 127 (k / 32767), the wire reads k / 128 (k / 32768):
+            # rescaled, each of its codes is one integer on the wire, none rounded a second time
+            self._to_wire = np.float32(QUANT_FULL_SCALE[quant] * DTYPES[opts.dtype][1])
         self.channel = channel
         self._turn = 0
 
