@@ -538,3 +538,112 @@ def test_a_gnuradio_flowgraph_reads_the_results_published_as_pmt(flowgraph, serv
     for r in records:
         assert RESULT_FIELDS <= set(r) and r["truth"]["label"] == "QPSK" and {"label", "p"} == set(r["top"][0])
         assert set(r["latency_ms"]) == {"queue", "infer", "total"} and isinstance(r["confidence"], float)
+
+
+# A USRP's stream tags, rx_time, rx_rate and rx_freq, at the start and again at a retune, through
+# pub_sink(pass_tags=True) and through tagged_stream_to_pdu -> pub_msg_sink; each sink's messages
+# caught here by a SUB socket in the same process and printed as hex.
+GR_UHD_TAGS = r"""
+import json, sys, time
+import numpy as np, pmt, zmq
+from gnuradio import blocks, gr, pdu, zeromq
+
+def tag(offset, key, value):
+    return gr.tag_utils.python_to_tag((offset, pmt.intern(key), value, pmt.intern("uhd")))
+
+def uhd(offset, secs, frac, rate, freq):
+    return [tag(offset, "rx_time", pmt.make_tuple(pmt.from_uint64(secs), pmt.from_double(frac))),
+            tag(offset, "rx_rate", pmt.from_double(rate)), tag(offset, "rx_freq", pmt.from_double(freq))]
+
+def capture(connect, sink):
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.setsockopt(zmq.RCVHWM, 0)
+    sub.connect(sink.last_endpoint())
+    time.sleep(0.4)   # the subscription must reach the PUB socket before data flows
+    tb = gr.top_block()
+    connect(tb)
+    tb.start()
+    tb.wait()
+    msgs = []
+    while sub.poll(500):
+        msgs.append([f.hex() for f in sub.recv_multipart()])
+    sub.close()
+    return msgs
+
+rng = np.random.default_rng(1)
+n = 30000
+x = (0.01 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))).astype(np.complex64)
+for start in (4000, 12000, 22000):
+    x[start:start + 2000] += np.exp(2j * np.pi * rng.random(2000)).astype(np.complex64)
+# retuned at 18000: the UHD source writes all three tags again
+tags = uhd(0, 1700000000, 0.5, 2e6, 915e6) + uhd(18000, 1700000000, 0.5 + 18000 / 2e6, 4e6, 868e6)
+src = blocks.vector_source_c(x.tolist(), False, 1, tags)
+stream_sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, True, -1)
+stream = capture(lambda tb: tb.connect(src, stream_sink), stream_sink)
+
+ones = np.ones(2000, np.complex64)
+tags = ([tag(0, "packet_len", pmt.from_long(1000)), tag(1000, "packet_len", pmt.from_long(1000))]
+        + uhd(0, 1700000000, 0.5, 2e6, 915e6) + uhd(1000, 1700000000, 0.75, 4e6, 868e6))
+src = blocks.vector_source_c(ones.tolist(), False, 1, tags)
+to_pdu = pdu.tagged_stream_to_pdu(gr.types.complex_t, "packet_len")
+pdu_sink = zeromq.pub_msg_sink("tcp://127.0.0.1:0", 100, True)
+
+def pdus(tb):
+    tb.connect(src, to_pdu)
+    tb.msg_connect(to_pdu, "pdus", pdu_sink, "in")
+
+pdu_msgs = capture(pdus, pdu_sink)
+
+# length tags, and a sink left at pass_tags=False (its default)
+src = blocks.vector_source_c(x[:6000].tolist(), False)
+lengths = blocks.stream_to_tagged_stream(gr.sizeof_gr_complex, 1, 1500, "packet_len")
+plain_sink = zeromq.pub_sink(gr.sizeof_gr_complex, 1, "tcp://127.0.0.1:0", 100, False, -1)
+plain = capture(lambda tb: tb.connect(src, lengths, plain_sink), plain_sink)
+print(json.dumps({"stream": stream, "pdu": pdu_msgs, "plain": plain}))
+"""
+
+
+@pytest.fixture(scope="module")
+def uhd_messages() -> dict[str, list[list[bytes]]]:
+    """GR_UHD_TAGS's messages by sink ("stream", "pdu", "plain"), its flowgraphs run once."""
+    proc = subprocess.run([GR_PYTHON, "-c", GR_UHD_TAGS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    captured = json.loads(proc.stdout.splitlines()[-1])
+    return {kind: [[bytes.fromhex(f) for f in m] for m in found] for kind, found in captured.items()}
+
+
+def test_a_usrps_rx_rate_and_rx_freq_tags_give_each_burst_its_rate_and_frequency(uhd_messages) -> None:
+    """UHD tags rx_rate and rx_freq with rx_time; both ingest paths ignored them (the rate and the
+    frequency came from the config, and a stream burst had no time without a configured rate)."""
+    msgs = uhd_messages
+    assert msgs["stream"] and len(msgs["pdu"]) == 2
+    # the stream: no rate or frequency configured; each burst has the tags' in force where it starts
+    bursts = _bursts(_decode("gr-stream", IngestConfig(), msgs["stream"]))
+    assert [(b.sample_rate_hz, b.center_freq_hz) for b in bursts] == [(2e6, 915e6), (2e6, 915e6), (4e6, 868e6)]
+    for b, sent in zip(bursts, (4000, 12000, 22000), strict=True):
+        start = b.meta["offset_samples"]
+        assert start <= sent < start + 2 * PAD + BLOCK
+        expected = 1700000000.5 + (start / 2e6 if start < 18000 else 18000 / 2e6 + (start - 18000) / 4e6)
+        assert b.time == pytest.approx(expected, abs=1e-9)
+    # PDUs: the metadata's rx_rate and rx_freq beat the config, as sample_rate and center_freq do
+    pdus = _bursts(_decode("gr-pdu", IngestConfig(sample_rate_hz=1e6, center_freq_hz=1e8), msgs["pdu"]))
+    assert [(b.sample_rate_hz, b.center_freq_hz, b.time) for b in pdus] == [
+        (2e6, 915e6, 1700000000.5), (4e6, 868e6, 1700000000.75)]
+    assert all(b.meta == {} for b in pdus)
+
+
+def test_a_tag_cut_behind_a_sink_without_pass_tags_says_so(uhd_messages) -> None:
+    """The daemon's decoder (cut_mode tags from its config, pass_tags auto) behind a real sink
+    left at pass_tags=False: it cut nothing and said nothing; now each frame is a reject telling
+    the operator what to set."""
+    from rfclassify.serve.config import config_from_dict
+    from rfclassify.serve.pipeline import make_input_decoder
+
+    plain = uhd_messages["plain"]
+    assert plain and all(len(m) == 1 for m in plain)
+    dec = make_input_decoder(config_from_dict({"input": {"format": "gr-stream", "cut_mode": "tags"}}))
+    out = [o for m in plain for o in dec.decode(m, 0.0)] + dec.flush(0.0)
+    assert len(out) == len(plain) and {o.reason for o in out} == {"bad_tag_header"}
+    assert all(o.detail.endswith("set pass_tags=True on the flowgraph's zeromq sink") for o in out)

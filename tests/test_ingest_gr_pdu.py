@@ -95,3 +95,20 @@ def test_too_large() -> None:
     dec = make_decoder("gr-pdu", IngestConfig(max_message_bytes=1024))
     (r,) = dec.decode([_pdu({}, np.ones(200, np.complex64))], 0.0)
     assert r.reason == "too_large"
+
+
+@pytest.mark.parametrize("meta,rate,center", [
+    ({"rx_rate": 2e6, "rx_freq": 915e6}, 2e6, 915e6),                 # what tagged_stream_to_pdu carries from UHD
+    ({"rx_rate": 2_000_000, "rx_freq": 915_000_000}, 2e6, 915e6),     # integers too
+    ({"sample_rate": 3e6, "rx_rate": 2e6, "freq": 1e9, "rx_freq": 915e6}, 3e6, 1e9),   # the older keys first
+    ({"center_freq": 2e9, "freq": 1e9, "rx_freq": 915e6}, 1e6, 2e9),
+    ({"rx_rate": -1.0, "rx_freq": float("nan")}, 1e6, 1e8),           # unusable: the config's, as for sample_rate
+    ({"rx_rate": "fast", "rx_freq": "high"}, 1e6, 1e8),
+])
+def test_uhd_rx_rate_and_rx_freq_are_the_bursts_rate_and_frequency(meta, rate, center) -> None:
+    """UHD tags rx_rate and rx_freq with rx_time, and pdu.tagged_stream_to_pdu carries them as
+    metadata keys: they were echoed in meta and the burst took the config's rate and frequency."""
+    dec = make_decoder("gr-pdu", IngestConfig(sample_rate_hz=1e6, center_freq_hz=1e8))
+    (b,) = dec.decode([_pdu({**meta, "rx_time": (1700000000, 0.5)}, np.ones(100, np.complex64))], 0.0)
+    assert isinstance(b, Burst) and (b.sample_rate_hz, b.center_freq_hz, b.time) == (rate, center, 1700000000.5)
+    assert b.meta == {}   # fields, not echoed

@@ -7,10 +7,12 @@ import struct
 import numpy as np
 import pytest
 
+from rfclassify._exceptions import ConfigError
 from rfclassify.dsp.dc_block import DcBlocker
+from rfclassify.serve.burst_cutter import StreamTag
 from rfclassify.serve.bursts import Burst, Reject, Truth
 from rfclassify.serve.decoders import IngestConfig, make_decoder
-from rfclassify.serve.gr_stream import parse_tag_header
+from rfclassify.serve.gr_stream import has_tag_header, parse_tag_header
 from rfclassify.serve.pmt import serialize
 
 
@@ -166,7 +168,8 @@ def test_poll_timeout_closes_a_burst_when_the_stream_goes_quiet() -> None:
     (IngestConfig(expect_key=True), [np.zeros(8, np.complex64).tobytes()], "bad_frames"),
     (IngestConfig(), [b"\x00" * 13], "bad_payload_size"),
     (IngestConfig(pass_tags=True), [b"\x00" * 64], "bad_tag_header"),
-    (IngestConfig(), [struct.pack("=HBQQ", 0x5FF0, 1, 0, 2**40) + b"\x00" * 64], "bad_tag_header"),
+    # (auto would read this frame as samples: a tag count that cannot fit is no header)
+    (IngestConfig(pass_tags=True), [struct.pack("=HBQQ", 0x5FF0, 1, 0, 2**40) + b"\x00" * 64], "bad_tag_header"),
     (IngestConfig(), [struct.pack("=HBQQ", 0x5FF0, 1, 0, 1) + struct.pack("=Q", 0) + b"\x02\xff\xff"], "bad_tag_header"),
     (IngestConfig(pass_tags=True), [b"\xf0\x5f\x01"], "bad_tag_header"),
     (IngestConfig(cut_mode="tags"), [tag_header(0, [(0, "packet_len", "long")]) + b"\x00" * 80], "bad_tag"),
@@ -177,7 +180,9 @@ def test_bad_frames_reject_then_recover(cfg, frames, reason) -> None:
     out = dec.decode(frames, 0.0)
     assert [r.reason for r in out if isinstance(r, Reject)] == [reason], out
     x, bursts = _signal(4)
-    payload = (tag_header(0, []) if cfg.pass_tags else b"") + x[:100].tobytes()
+    # auto: the first frame decided whether the stream's frames carry a header (a tag cut always needs it)
+    with_header = cfg.pass_tags or cfg.cut_mode != "energy" or has_tag_header(memoryview(frames[-1]))
+    payload = (tag_header(0, []) if with_header else b"") + x[:100].tobytes()
     good = [b"k", payload] if cfg.expect_key else [payload]
     assert not [r for r in dec.decode(good, 0.0) if isinstance(r, Reject) and r.reason != "stream_gap"]
 
@@ -190,3 +195,168 @@ def test_random_bytes_never_raise() -> None:
             head = struct.pack("=HB", 0x5FF0, 1) if rng.random() < 0.5 else b""
             dec.decode([head + rng.bytes(int(rng.integers(0, 200)))], 0.0)
         dec.flush(0.0)
+
+
+# -- bounds on one message's tag header and on the tags kept --------------------------------------
+def _tiny_tags(n: int) -> bytes:
+    """A tag header of n tags of one byte each (nil key, value, srcid): 11 bytes a tag."""
+    return struct.pack("=HBQQ", 0x5FF0, 1, 0, n) + (struct.pack("=Q", 0) + b"\x06\x06\x06") * n
+
+
+def test_a_header_of_more_tags_than_the_cap_is_refused_before_it_is_read() -> None:
+    """Only the frame's size bounded the count: 6.1 million tiny tags (a 64 MiB frame) took 40 s
+    and a gigabyte to read. The cap is checked on the announced count, before any tag is read."""
+    from rfclassify.serve.gr_stream import MAX_TAGS_PER_MESSAGE
+
+    samples = np.zeros(64, np.complex64).tobytes()
+    dec = make_decoder("gr-stream", IngestConfig(pass_tags=True))
+    assert dec.decode([_tiny_tags(MAX_TAGS_PER_MESSAGE) + samples], 0.0) == []   # at the cap: read
+    (r,) = dec.decode([_tiny_tags(MAX_TAGS_PER_MESSAGE + 1) + samples], 0.0)
+    assert r.reason == "bad_tag_header" and f"{MAX_TAGS_PER_MESSAGE + 1} tags in one message" in r.detail
+    assert "MAX_TAGS_PER_MESSAGE=4096" in r.detail
+    # a count announced far past the cap, with the bytes for it missing, gives the same answer
+    with pytest.raises(Exception, match="tags in one message"):
+        parse_tag_header(memoryview(struct.pack("=HBQQ", 0x5FF0, 1, 0, 6_100_000) + b"\x06" * 64))
+
+
+def test_the_tags_of_one_header_share_one_budget_of_values() -> None:
+    """Each tag's PMT had a 100,000-value budget of its own: 4096 tags could make 400 million
+    values. 101 tags of 1,000 values are past the one budget the header now has."""
+    from rfclassify.serve.gr_stream import MAX_HEADER_VALUES
+
+    assert MAX_HEADER_VALUES == 100_000
+    big = list(range(1000))
+    dec = make_decoder("gr-stream", IngestConfig(pass_tags=True))
+    samples = np.zeros(64, np.complex64).tobytes()
+    (r,) = dec.decode([tag_header(0, [(0, f"k{i}", big) for i in range(101)]) + samples], 0.0)
+    assert r.reason == "bad_tag_header" and "more than MAX_HEADER_VALUES=100000 values together" in r.detail
+    # 95 of them fit, and the stream goes on from the frame that was dropped
+    out = dec.decode([tag_header(64, [(64, f"k{i}", big) for i in range(95)]) + samples], 0.0)
+    assert all(isinstance(o, Reject) and o.reason == "stream_gap" for o in out)
+
+
+def test_tags_with_large_values_are_kept_as_summaries_so_memory_stays_flat() -> None:
+    """The tag log held 4096 tags whatever their size: tags of 8 MB vectors grew the daemon to
+    gigabytes. A large value is now kept as its summary (what the meta echo showed anyway)."""
+    import tracemalloc
+
+    dec = make_decoder("gr-stream", IngestConfig(pass_tags=True, sample_rate_hz=1e6))
+    big = np.zeros(256 << 10, np.uint8)
+    quiet = np.zeros(1024, np.complex64)
+    tracemalloc.start()
+    try:
+        dec.decode([tag_header(0, []) + quiet.tobytes()], 0.0)
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(1, 41):   # 10 MiB of tag values in all
+            dec.decode([tag_header(k * 1024, [(k * 1024, "chan_taps", big)]) + quiet.tobytes()], 0.0)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20, grown
+    # a burst over such a tag shows it as the meta echo always did
+    x, _ = _signal(5)
+    pos = 41 * 1024
+    out = dec.decode([tag_header(pos, [(pos + 3100, "chan_taps", big)]) + x[:6000].tobytes()], 0.0) + dec.flush(0.0)
+    (b,) = [o for o in out if isinstance(o, Burst)]
+    assert {"offset": pos + 3100, "key": "chan_taps", "value": "<uint8 vector of 262144>"} in b.meta["tags"]
+
+
+def test_the_tag_log_is_bounded_in_bytes_and_keeps_the_newest(monkeypatch) -> None:
+    import rfclassify.serve.burst_cutter as bc
+
+    monkeypatch.setattr(bc, "MAX_TAG_LOG_BYTES", 64 << 10)
+    log = bc._TagLog()
+    for k in range(200):   # each under the per-value limit: kept whole, until the budget is spent
+        log.add(StreamTag(k, "taps", np.zeros(3000, np.uint8)))
+        assert log.held_bytes <= 64 << 10
+    held = [t.offset for t, _ in log.tags]
+    assert held == list(range(200 - len(held), 200)) and 15 <= len(held) <= 21
+    log.add(StreamTag(500, "x" * 100_000, "y" * 100_000))   # a key and a symbol of 100,000 characters
+    tag = log.tags[-1][0]
+    assert len(tag.key) == bc.MAX_TAG_KEY_CHARS + 3 and str(tag.value) == "<symbol of 100000 characters>"
+
+
+# -- rx_rate / rx_freq tags (what a UHD source writes with rx_time) --------------------------------
+def test_rx_rate_and_rx_freq_tags_set_each_bursts_rate_frequency_and_time() -> None:
+    """The sender's own tags were ignored: rate and frequency came from the config only, and a
+    burst away from its rx_time tag had no time without a configured rate."""
+    x, bursts = _signal(6)
+    dec = make_decoder("gr-stream", IngestConfig(pass_tags=True, sample_rate_hz=1e6, center_freq_hz=100e6))
+    out = []
+    for pos, chunk in _chunks(x, 1500):
+        tags = []
+        if pos == 0:
+            tags = [(0, "rx_time", (1000, 0.5)), (0, "rx_rate", 2e6), (0, "rx_freq", 915e6)]
+        if pos <= 15000 < pos + 1500:   # a new rate and frequency between the second and third bursts,
+            t = 1000.5 + 15000 / 2e6     # with the rx_time UHD writes with them
+            tags = [(15000, "rx_freq", 868e6), (15000, "rx_rate", 4_000_000), (15000, "rx_time", (1000, t - 1000))]
+        out += dec.decode([tag_header(pos, tags) + chunk.tobytes()], 0.0)
+    out += dec.flush(0.0)
+    assert all(isinstance(b, Burst) for b in out) and len(out) == len(bursts)
+    assert [(b.sample_rate_hz, b.center_freq_hz) for b in out] == [(2e6, 915e6), (2e6, 915e6), (4e6, 868e6),
+                                                                   (4e6, 868e6)]
+    for b in out:   # extrapolated from the last rx_time with the tagged rate, not the configured one
+        start = b.meta["offset_samples"]
+        expected = 1000.5 + start / 2e6 if start < 15000 else 1000.5 + 15000 / 2e6 + (start - 15000) / 4e6
+        assert b.time == pytest.approx(expected, abs=1e-9)
+    # without the tags the configured values hold, as before
+    dec = make_decoder("gr-stream", IngestConfig(sample_rate_hz=1e6, center_freq_hz=100e6))
+    out = [b for _, c in _chunks(x, 1500) for b in dec.decode([c.tobytes()], 0.0)] + dec.flush(0.0)
+    assert {(b.sample_rate_hz, b.center_freq_hz) for b in out} == {(1e6, 100e6)}
+
+
+@pytest.mark.parametrize("key,value", [("rx_rate", 0.0), ("rx_rate", -2e6), ("rx_rate", float("nan")),
+                                       ("rx_rate", "fast"), ("rx_freq", float("inf")), ("rx_freq", (1, 2))])
+def test_an_rx_rate_or_rx_freq_that_is_not_a_number_is_a_bad_tag(key, value) -> None:
+    x, bursts = _signal(7)
+    dec = make_decoder("gr-stream", IngestConfig(pass_tags=True, sample_rate_hz=1e6, center_freq_hz=100e6))
+    out = dec.decode([tag_header(0, [(0, key, value)]) + x.tobytes()], 0.0) + dec.flush(0.0)
+    (r,) = [o for o in out if isinstance(o, Reject)]
+    assert r.reason == "bad_tag" and r.detail.startswith(f"{key} tag at 0 has value ") and "(Hz)" in r.detail
+    assert [(b.sample_rate_hz, b.center_freq_hz) for b in out if isinstance(b, Burst)] == [(1e6, 100e6)] * len(bursts)
+
+
+# -- frames without a tag header where the cut needs one; auto decided once -----------------------
+@pytest.mark.parametrize("cut_mode", ["tags", "start_end"])
+def test_a_tag_cut_refuses_frames_without_a_tag_header_and_says_what_to_set(cut_mode) -> None:
+    """A sink without pass_tags=True gave a tag cut nothing at all, without a word."""
+    x, bursts = _signal(8)
+    dec = make_decoder("gr-stream", IngestConfig(cut_mode=cut_mode))   # pass_tags auto
+    out = [o for _, c in _chunks(x, 8000) for o in dec.decode([c.tobytes()], 0.0)] + dec.flush(0.0)
+    assert len(out) == 5 and all(isinstance(r, Reject) and r.reason == "bad_tag_header" for r in out)
+    assert f"cut_mode {cut_mode} cuts at the stream's tags" in out[0].detail
+    assert out[0].detail.endswith("set pass_tags=True on the flowgraph's zeromq sink")
+    with pytest.raises(ConfigError, match=f"cut_mode {cut_mode} cuts at the stream's tags: pass_tags must be"):
+        IngestConfig(cut_mode=cut_mode, pass_tags=False)   # no tag would ever reach the cut
+    # in a stream with headers, the one frame without is refused and the others' bursts are cut
+    dec = make_decoder("gr-stream", IngestConfig(cut_mode="tags"))
+    out = []
+    for pos, chunk in _chunks(x, 1000):
+        tags = [(s, "packet_len", n) for s, n in bursts if pos <= s < pos + chunk.shape[0]]
+        frame = chunk.tobytes() if pos == 15000 else tag_header(pos, tags) + chunk.tobytes()
+        out += dec.decode([frame], 0.0)
+    assert [r.reason for r in out if isinstance(r, Reject)] == ["bad_tag_header", "stream_gap"]
+    assert [(b.meta["offset_samples"], b.n_samples) for b in out if isinstance(b, Burst)] == bursts
+
+
+def test_auto_decides_on_the_first_frame_for_the_decoders_life() -> None:
+    """Each frame was guessed on its own: plain samples that began with the header's magic and
+    version (about one frame in 2**24) were taken for a header and the frame, a burst in it, lost."""
+    rng = np.random.default_rng(9)
+    x = (0.01 * (rng.standard_normal(16384) + 1j * rng.standard_normal(16384))).astype(np.complex64)
+    x[9000:13000] += np.exp(2j * np.pi * rng.random(4000)).astype(np.complex64)
+    x[8192] = complex(struct.unpack("<f", b"\xf0\x5f\x01\x3c")[0], x[8192].imag)   # the magic, at a frame's start
+    frames = [x[:8192].tobytes(), x[8192:].tobytes()]
+    assert has_tag_header(memoryview(frames[1]))
+    dec = make_decoder("gr-stream", IngestConfig())
+    out = [o for f in frames for o in dec.decode([f], 0.0)] + dec.flush(0.0)
+    assert [type(o).__name__ for o in out] == ["Burst"] and out[0].n_samples >= 4000
+    # the first frame too: the magic alone, with a tag count and offset that do not fit, is no header
+    dec = make_decoder("gr-stream", IngestConfig())
+    out = dec.decode([frames[1]], 0.0) + dec.flush(0.0)
+    assert [type(o).__name__ for o in out] == ["Burst"]
+    # a stream that began with headers keeps them: a frame without one is refused, not read as samples
+    dec = make_decoder("gr-stream", IngestConfig())
+    assert dec.decode([tag_header(0, []) + x[:8192].tobytes()], 0.0) == []
+    (r,) = dec.decode([x[8200:].tobytes()], 0.0)
+    assert r.reason == "bad_tag_header" and "pass_tags auto, and the stream's first frame had one" in r.detail

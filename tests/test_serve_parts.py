@@ -384,6 +384,35 @@ def test_the_energy_detector_is_set_in_the_cutter_table():
         config_from_dict({"cutter": {"block_samples": 0}})
 
 
+def test_input_pass_tags_and_center_freq_hz_reach_the_decoder_and_are_checked():
+    """The daemon could set neither: a tag cut behind a sink without pass_tags=True cut nothing
+    without a word, and the centre frequency of GNU Radio bursts was always unknown."""
+    from rfclassify.serve.pipeline import make_input_decoder
+
+    for given, expected in ((None, None), ("auto", None), (True, True), (False, False)):
+        table = {"format": "gr-stream", "center_freq_hz": 915e6}
+        if given is not None:
+            table["pass_tags"] = given
+        dec = make_input_decoder(config_from_dict({"input": table}))
+        assert (dec.config.pass_tags, dec.config.center_freq_hz) == (expected, 915e6)
+    assert make_input_decoder(DaemonConfig()).config.center_freq_hz is None   # 0: unknown
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"input": {"pass_tags": "yes", "center_freq_hz": -1.0}})
+    assert "input.pass_tags: must be one of auto, True, False; got 'yes'" in str(err.value)
+    assert "input.center_freq_hz: must be in 0.0..inf; got -1.0" in str(err.value)
+    with pytest.raises(ConfigError, match="input.pass_tags: expected bool | str, got int 1"):
+        config_from_dict({"input": {"pass_tags": 1}})
+    with pytest.raises(ConfigError, match="input.center_freq_hz: must be a finite number"):
+        config_from_dict({"input": {"center_freq_hz": math.inf}})
+    for cut_mode in ("tags", "start_end"):   # the cut would never see a tag
+        with pytest.raises(ConfigError, match=f"input.pass_tags: must be true or \"auto\" when input.cut_mode is {cut_mode}"):
+            config_from_dict({"input": {"cut_mode": cut_mode, "pass_tags": False}})
+    # like sample_rate_hz, they need a restart
+    applied, restart = reloadable_changes(DaemonConfig(), config_from_dict(
+        {"input": {"center_freq_hz": 1e9, "pass_tags": True}}))
+    assert applied == [] and sorted(restart) == ["input.center_freq_hz", "input.pass_tags"]
+
+
 def test_config_types_are_strict_but_ints_are_fine_for_floats():
     assert config_from_dict({"shutdown": {"drain_timeout_s": 3}}).shutdown.drain_timeout_s == 3.0
     with pytest.raises(ConfigError, match="input.bind: expected a boolean"):

@@ -27,8 +27,15 @@ start_tag == end_tag the value decides. A start while a burst is open closes it 
 with none open (a stream joined mid-burst) is ignored; an open burst is cut into pieces of
 `max_burst_samples`.
 
-All three report stream tags inside a burst (`tags`), and the last `rx_time` tag at or before the
-burst's first sample (else the first inside it), so the caller can stamp times and ids.
+All three report stream tags inside a burst (`tags`), and the last `rx_time`, `rx_rate` and
+`rx_freq` tags (what a UHD source writes) at or before the burst's first sample (else the first
+inside it), so the caller can stamp times, rates, frequencies and ids.
+
+What the tag log keeps is bounded in bytes as well as in count (a tag's value can be a vector of
+megabytes, and a count alone let 4096 of them hold gigabytes): at most MAX_TAGS tags, a value
+over MAX_TAG_VALUE_BYTES kept as a summary (`TagSummary`, its text what the meta echo shows for
+a long vector), a key over MAX_TAG_KEY_CHARS characters cut, and all of them together within
+MAX_TAG_LOG_BYTES (the oldest go first). A burst reports only tags still held.
 """
 
 from __future__ import annotations
@@ -40,6 +47,13 @@ from typing import Any
 import numpy as np
 
 from rfclassify.serve.config import CutterConfig   # the settings live with the daemon's others
+from rfclassify.serve.pmt import Pair
+
+MAX_TAGS = 4096                  # tags the log holds for bursts still being cut
+MAX_TAG_VALUE_BYTES = 4096       # a value larger than this (estimated) is held as a TagSummary
+MAX_TAG_KEY_CHARS = 256          # a longer key (the text of a PMT list, say) is held cut
+MAX_TAG_LOG_BYTES = 4 << 20      # all held tags together, estimated; the oldest go first
+RX_KEYS = ("rx_time", "rx_rate", "rx_freq")   # UHD's stream tags, held apart (the newest few each)
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,8 @@ class Segment:
     tags: tuple[StreamTag, ...] = ()
     rx_time: StreamTag | None = None
     truncated: bool = False
+    rx_rate: StreamTag | None = None     # the tags that say the burst's sample rate and centre frequency
+    rx_freq: StreamTag | None = None
 
     @property
     def n_samples(self) -> int:
@@ -106,45 +122,118 @@ class SampleBuffer:
             self.start = self.end = max(self.end, keep_from)
 
 
-class _TagLog:
-    """Recent stream tags, so a burst can report the tags it spans and its rx_time."""
+@dataclass(frozen=True)
+class TagSummary:
+    """What the tag log holds in place of a large tag value: its description, not its bytes."""
 
-    # a few, not the newest alone: a newer rx_time can come before a burst that started under
-    # the one before it is cut
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def value_bytes(value: Any, limit: int) -> int:
+    """About how many bytes of memory value holds, counted until past limit (then a number > limit)."""
+    total, stack = 0, [value]
+    while stack and total <= limit:
+        v = stack.pop()
+        if isinstance(v, np.ndarray):
+            total += 112 + v.nbytes
+        elif isinstance(v, (str, bytes)):
+            total += 56 + len(v)
+        elif isinstance(v, dict):
+            total += 64 + 16 * len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            total += 56 + 8 * len(v)
+            stack.extend(v)
+        elif isinstance(v, Pair):
+            total += 48
+            stack.extend((v.car, v.cdr))
+        else:
+            total += 32
+    return total
+
+
+def _held(tag: StreamTag) -> tuple[StreamTag, int]:
+    """The tag as the log holds it (a large value summarized, a long key cut), and its estimated bytes."""
+    key, value = tag.key, tag.value
+    if len(key) > MAX_TAG_KEY_CHARS:
+        key = key[:MAX_TAG_KEY_CHARS] + "..."
+    size = value_bytes(value, MAX_TAG_VALUE_BYTES)
+    if size > MAX_TAG_VALUE_BYTES:
+        if isinstance(value, np.ndarray):
+            value = TagSummary(f"<{value.dtype.name} vector of {value.shape[0]}>")
+        elif isinstance(value, str):
+            value = TagSummary(f"<symbol of {len(value)} characters>")
+        else:
+            value = TagSummary(f"<{type(value).__name__} of more than {MAX_TAG_VALUE_BYTES} bytes>")
+        size = value_bytes(value, MAX_TAG_VALUE_BYTES)
+    if key is not tag.key or value is not tag.value:
+        tag = StreamTag(tag.offset, key, value)
+    return tag, size + len(key) + 64
+
+
+class _TagLog:
+    """Recent stream tags, so a burst can report the tags it spans and its rx_time, rx_rate and
+    rx_freq; bounded in count and in bytes (the module docstring)."""
+
+    # a few of each, not the newest alone: a newer rx_time can come before a burst that started
+    # under the one before it is cut
     MAX_RX_TIMES = 16
 
     def __init__(self) -> None:
-        self.tags: deque[StreamTag] = deque(maxlen=4096)
-        self.rx_times: list[StreamTag] = []    # by offset
+        self.tags: deque[tuple[StreamTag, int]] = deque()   # (tag, its estimated bytes), by arrival
+        self.held_bytes = 0
+        self.rx: dict[str, list[StreamTag]] = {key: [] for key in RX_KEYS}   # each by offset
+
+    @property
+    def rx_times(self) -> list[StreamTag]:
+        return self.rx["rx_time"]
 
     def add(self, tag: StreamTag) -> None:
-        if tag.key == "rx_time":
-            self.rx_times.append(tag)
-            self.rx_times.sort(key=lambda t: t.offset)
-            del self.rx_times[:-self.MAX_RX_TIMES]
-        else:
-            self.tags.append(tag)
+        tag, size = _held(tag)
+        if tag.key in self.rx:
+            held = self.rx[tag.key]
+            held.append(tag)
+            held.sort(key=lambda t: t.offset)
+            del held[:-self.MAX_RX_TIMES]
+            return
+        self.tags.append((tag, size))
+        self.held_bytes += size
+        while len(self.tags) > MAX_TAGS or self.held_bytes > MAX_TAG_LOG_BYTES:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        self.held_bytes -= self.tags.popleft()[1]
 
     def clear(self) -> None:
         self.tags.clear()
-        self.rx_times = []
+        self.held_bytes = 0
+        self.rx = {key: [] for key in RX_KEYS}
+
+    def latest(self, key: str, start: int, end: int) -> StreamTag | None:
+        """The last `key` tag (one of RX_KEYS) at or before start, else the first inside [start, end)."""
+        held = self.rx[key]
+        before = [t for t in held if t.offset <= start]
+        if before:
+            return before[-1]
+        if held and held[0].offset < end:
+            return held[0]
+        return None
 
     def rx_time(self, start: int, end: int) -> StreamTag | None:
         """The last rx_time at or before start, else the first inside [start, end)."""
-        before = [t for t in self.rx_times if t.offset <= start]
-        if before:
-            return before[-1]
-        if self.rx_times and self.rx_times[0].offset < end:
-            return self.rx_times[0]
-        return None
+        return self.latest("rx_time", start, end)
 
     def segment(self, start: int, iq: np.ndarray, truncated: bool = False) -> Segment:
         end = start + iq.shape[0]
-        inside = tuple(t for t in self.tags if start <= t.offset < end)
-        rx = self.rx_time(start, end)
-        while self.tags and self.tags[0].offset < start:
-            self.tags.popleft()
-        return Segment(start, iq, inside, rx, truncated)
+        inside = tuple(t for t, _ in self.tags if start <= t.offset < end)
+        while self.tags and self.tags[0][0].offset < start:
+            self._drop_oldest()
+        return Segment(start, iq, inside, self.latest("rx_time", start, end), truncated,
+                       rx_rate=self.latest("rx_rate", start, end), rx_freq=self.latest("rx_freq", start, end))
 
 
 def block_power(x: np.ndarray) -> np.ndarray:

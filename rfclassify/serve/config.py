@@ -83,6 +83,8 @@ class InputConfig:
     max_message_bytes: int = field(default=64 * MiB, metadata=_check(lo=1024, hi=2**31 - 1))
     zmq_max_message_bytes: int = field(default=256 * MiB, metadata=_check(lo=1024, hi=2**31 - 1))
     sample_rate_hz: float = field(default=0.0, metadata=_check(lo=0.0))   # 0: unknown (GNU Radio)
+    # GNU Radio: the centre frequency (Hz) of bursts whose PDU or stream tags carry none; 0: unknown
+    center_freq_hz: float = field(default=0.0, metadata=_check(lo=0.0))
     stream: str = ""                                                       # default stream name
     cut_mode: str = field(default="energy", metadata=_check(CUT_MODES))
     tag_key: str = "packet_len"
@@ -93,6 +95,9 @@ class InputConfig:
     dc_block_samples: int = field(default=DC_BLOCK_SAMPLES, metadata=_check(lo=0, hi=2**31 - 1))
     # gr-stream: gr_complex samples per item, the sink's vlen (after a stream_to_vector); 1 = a plain stream
     vlen: int = field(default=1, metadata=_check(lo=1, hi=1 << 20))
+    # gr-stream: whether the sink's frames start with gr-zeromq's tag header (the sink's pass_tags):
+    # true, false, or "auto" (the first frame decides for the daemon's run; true with a tag cut_mode)
+    pass_tags: bool | str = field(default="auto", metadata=_check(("auto", True, False)))
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,9 @@ def _combination_errors(cfg: DaemonConfig) -> list[str]:
     for key in ("start_tag", "end_tag"):
         if cfg.input.cut_mode == "start_end" and not getattr(cfg.input, key):
             errors.append(f"input.{key}: must name a tag when input.cut_mode is start_end")
+    if cfg.input.cut_mode != "energy" and cfg.input.pass_tags is False:   # no tag would reach the cut
+        errors.append(f"input.pass_tags: must be true or \"auto\" when input.cut_mode is {cfg.input.cut_mode} "
+                      "(the cut needs the stream's tags: set pass_tags=True on the flowgraph's sink)")
     if cfg.capture.dir:
         from rfclassify.labels import LABELS
 

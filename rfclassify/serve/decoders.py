@@ -35,8 +35,12 @@ REASONS: dict[str, str] = {
     "empty_payload": "no samples in the message",
     "bad_pmt": "GNU Radio PMT bytes could not be parsed",
     "bad_pdu": "PMT parsed, but is not pair(dict, complex vector)",
-    "bad_tag_header": "gr-zeromq tag header (pass_tags) is corrupt",
-    "bad_tag": "a packet-length stream tag has an unusable value",
+    "bad_tag_header": "gr-zeromq tag header (pass_tags) is corrupt or too large, or missing where "
+                      "the stream has them or the cut needs them",
+    "bad_tag": "a stream tag is unusable: a length tag's value (tags mode), a start/end tag's "
+               "value (start_end mode with one key), an rx_rate or rx_freq value, a tag past "
+               "max_burst_samples beyond its message, or a length/start/end tag for samples "
+               "already gone or past the waiting limit",
     "stream_gap": "gr-zeromq stream skipped samples (publisher dropped data); open burst lost",
 }
 
@@ -47,14 +51,18 @@ class IngestConfig:
 
     max_message_bytes  total bytes of one multipart message; larger -> Reject too_large
                        (checked on frame lengths, before anything is copied).
-    sample_rate_hz     rate of GNU Radio streams/PDUs (they carry none); None = unknown,
-                       unless a PDU's metadata has `sample_rate`. Native headers carry their own.
+    sample_rate_hz     rate of GNU Radio streams/PDUs that carry none; None = unknown. A PDU's
+                       `sample_rate` or `rx_rate`, a stream's `rx_rate` tag, wins; native
+                       headers carry their own.
     stream             stream (sensor) name put on bursts that carry none.
-    center_freq_hz     centre frequency put on GNU Radio bursts that carry none.
+    center_freq_hz     centre frequency put on GNU Radio bursts that carry none (a PDU's
+                       `center_freq` / `freq` / `rx_freq`, a stream's `rx_freq` tag).
     expect_key         gr-stream: True = every message is [key, data]; False = [data];
                        None = decide per message by frame count.
     pass_tags          gr-stream: True = every data frame starts with a tag header;
-                       False = never; None = detect the header's magic and version.
+                       False = never; None = the first frame's magic and version decide, for
+                       the decoder's life (True with cut_mode "tags" / "start_end", which need
+                       the tags; False is refused there).
     cut_mode           gr-stream: "energy" (energy detector), "tags" (cut at `tag_key`
                        tags, whose value is the burst length in samples) or "start_end"
                        (a burst from a `start_tag` tag to an `end_tag` tag).
@@ -89,8 +97,13 @@ class IngestConfig:
         if self.sample_rate_hz is not None and not (
                 math.isfinite(self.sample_rate_hz) and self.sample_rate_hz > 0):
             raise ConfigError(f"sample_rate_hz must be a positive number, got {self.sample_rate_hz}")
+        if self.center_freq_hz is not None and not math.isfinite(self.center_freq_hz):
+            raise ConfigError(f"center_freq_hz must be a finite number, got {self.center_freq_hz}")
         if self.cut_mode not in CUT_MODES:
             raise ConfigError(f"cut_mode must be one of {', '.join(CUT_MODES)}, got {self.cut_mode!r}")
+        if self.cut_mode != "energy" and self.pass_tags is False:   # the cut would never see a tag
+            raise ConfigError(f"cut_mode {self.cut_mode} cuts at the stream's tags: pass_tags must be "
+                              "True or None (auto), not False")
         # each key only where its mode reads it, as the daemon's config checks them ("" elsewhere is unused)
         if self.cut_mode == "tags" and not self.tag_key:
             raise ConfigError("tag_key must not be empty with cut_mode tags")

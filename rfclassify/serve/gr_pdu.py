@@ -1,11 +1,14 @@
 """GNU Radio PDUs from zeromq.pub_msg_sink: one frame = serialize(pair(meta_dict, c32vector)).
 
 Metadata keys that become Burst fields: `burst_id` (else `pdu_num`, the count GNU Radio's
-`pdu.tags_to_pdu` blocks write), `stream`, `sample_rate` (Hz; else the
-configured sample_rate_hz), `center_freq` or `freq` (Hz), `time` or `rx_time` (GNU Radio's
-(uint64 seconds, double fraction) tuple becomes seconds as a float), and ground truth
-`label` / `snr_db`. Every other key goes to `meta` as a JSON-safe value. A c64 vector is
-accepted and narrowed to complex64; other vector types are rejected (bad_pdu).
+`pdu.tags_to_pdu` blocks write), `stream`, `sample_rate` or `rx_rate` (Hz, the first present;
+a value that is not a positive number gives the configured sample_rate_hz, as no key does),
+`center_freq`, `freq` or `rx_freq` (Hz, the first present; one that is not a finite number
+gives the configured center_freq_hz), `time` or `rx_time` (GNU Radio's (uint64 seconds, double
+fraction) tuple becomes seconds as a float), and ground truth `label` / `snr_db`. rx_rate,
+rx_freq and rx_time are what a UHD source tags and `pdu.tagged_stream_to_pdu` carries over.
+Every other key goes to `meta` as a JSON-safe value. A c64 vector is accepted and narrowed to
+complex64; other vector types are rejected (bad_pdu).
 """
 
 from __future__ import annotations
@@ -62,6 +65,14 @@ def pmt_time(value: Any) -> float | str | None:
     return as_finite_float(value)
 
 
+def _first(meta: dict[Any, Any], *keys: str) -> Any:
+    """The value of the first of keys in meta; None when none is."""
+    for key in keys:
+        if key in meta:
+            return meta[key]
+    return None
+
+
 class GrPduDecoder(Decoder):
     """Decodes PDUs published by GNU Radio's zeromq.pub_msg_sink; one PDU is one burst."""
 
@@ -111,12 +122,13 @@ class GrPduDecoder(Decoder):
         return v if isinstance(v, str) else self.config.stream
 
     def _burst(self, iq: np.ndarray, meta: dict[Any, Any], received_s: float) -> Burst:
-        known = {"burst_id", "stream", "sample_rate", "center_freq", "freq", "time", "rx_time",
-                 "label", "snr_db"}
+        known = {"burst_id", "stream", "sample_rate", "rx_rate", "center_freq", "freq", "rx_freq", "time",
+                 "rx_time", "label", "snr_db"}
         label = meta.get("label") if isinstance(meta.get("label"), str) else None
         snr_db = as_finite_float(meta.get("snr_db"))
-        center = as_finite_float(meta.get("center_freq", meta.get("freq")))
-        rate = as_finite_float(meta.get("sample_rate"))
+        # the first key present decides, and the metadata wins over the config when its value is usable
+        center = as_finite_float(_first(meta, "center_freq", "freq", "rx_freq"))
+        rate = as_finite_float(_first(meta, "sample_rate", "rx_rate"))
         return Burst(
             iq=iq,
             sample_rate_hz=rate if rate and rate > 0 else self.config.sample_rate_hz,

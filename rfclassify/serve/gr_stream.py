@@ -21,6 +21,22 @@ the open burst is abandoned and a `stream_gap` reject says how many samples were
 A header offset at or past 2**62 samples is a `bad_tag_header` (no stream gets there; the
 energy cutter's offsets are int64), and a tag more than `max_burst_samples` past its message's
 end a `bad_tag`: garbage offsets, which would otherwise move the stream or wait for good.
+A header of more than MAX_TAGS_PER_MESSAGE tags, or whose PMTs hold more than
+MAX_HEADER_VALUES values together, is a `bad_tag_header` too, found before (tag count) or while
+(values) it is read: only the frame's size bounded them, and a 64 MiB frame of six million tiny
+tags took 40 s and a gigabyte to read.
+
+Whether frames start with a tag header: `pass_tags` True or False says so; None (auto) lets the
+stream's first frame decide, for the decoder's life: a header if it starts with the magic and
+version and its offset and tag count fit the frame. A guess made per frame took plain samples
+that happened to start with the magic (about one frame in 2**24) for a header and lost them.
+With `cut_mode` "tags" or "start_end" auto means True: the cut needs the tags, and a frame
+without a header is a `bad_tag_header` that says to set pass_tags=True on the sink.
+
+UHD sources tag `rx_rate` (Hz) and `rx_freq` (Hz) with `rx_time`: a burst takes its sample rate
+and centre frequency from the last of each at or before its first sample (else the first inside
+it), else the configured ones, and its time is extrapolated from rx_time with that rate. Such a
+tag whose value is not a positive (rx_rate) or finite (rx_freq) number is a `bad_tag`.
 """
 
 from __future__ import annotations
@@ -39,7 +55,7 @@ from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StartEndCutter,
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, IngestConfig, frame_view, frames_too_large
 from rfclassify.serve.gr_pdu import pmt_time, to_jsonable
-from rfclassify.serve.pmt import read_pmt
+from rfclassify.serve.pmt import MAX_VALUES, PmtReader
 
 TAG_MAGIC = 0x5FF0
 TAG_VERSION = 1
@@ -50,11 +66,30 @@ ITEM_BYTES = 8                      # gr_complex
 # stream offsets in samples stay below this: the energy cutter's block offsets are int64
 MAX_OFFSET = 1 << 62
 MAX_TAGS_IN_META = 16
+# one message's tag header: at most this many tags (GNU Radio's blocks write a few per buffer; a
+# tag on every item of a full buffer is past any flowgraph we know) ...
+MAX_TAGS_PER_MESSAGE = 4096
+# ... and their PMTs (key, value, srcid) at most this many values together, as one PDU's may
+MAX_HEADER_VALUES = MAX_VALUES
+TAG_CUT_MODES = ("tags", "start_end")   # cut modes that need the stream's tags
 
 
 def has_tag_header(view: memoryview) -> bool:
     """True when data starts with gr-zeromq's tag header magic and version."""
-    return view.nbytes >= _HEADER.size and struct.unpack_from("=HB", view, 0) == (TAG_MAGIC, TAG_VERSION)
+    return view.nbytes >= _HEADER.size and _starts_with_magic(view)
+
+
+def _starts_with_magic(view: memoryview) -> bool:
+    return view.nbytes >= 3 and struct.unpack_from("=HB", view, 0) == (TAG_MAGIC, TAG_VERSION)
+
+
+def _plausible_header(view: memoryview, vlen: int) -> bool:
+    """A tag header by its magic and version, and an offset and a tag count that fit: plain samples
+    start with the magic one frame in 2**24, and then almost never have both."""
+    if not has_tag_header(view):
+        return False
+    _magic, _version, offset, ntags = _HEADER.unpack_from(view, 0)
+    return offset * vlen < MAX_OFFSET and ntags <= (view.nbytes - _HEADER.size) // _MIN_TAG_BYTES
 
 
 def parse_tag_header(view: memoryview, vlen: int = 1) -> tuple[int, list[StreamTag], int]:
@@ -68,24 +103,31 @@ def parse_tag_header(view: memoryview, vlen: int = 1) -> tuple[int, list[StreamT
     if offset * vlen >= MAX_OFFSET:
         # no stream gets that far: a garbage offset, which the stream must not jump to
         raise MessageError("bad_tag_header", f"offset {offset} items of {vlen} samples is past {MAX_OFFSET} samples")
-    pos = _HEADER.size
-    if ntags > (view.nbytes - pos) // _MIN_TAG_BYTES:
-        raise MessageError("bad_tag_header", f"{ntags} tags announced in {view.nbytes - pos} bytes")
+    if ntags > MAX_TAGS_PER_MESSAGE:
+        raise MessageError("bad_tag_header", f"{ntags} tags in one message, more than MAX_TAGS_PER_MESSAGE="
+                                             f"{MAX_TAGS_PER_MESSAGE}")
+    if ntags > (view.nbytes - _HEADER.size) // _MIN_TAG_BYTES:
+        raise MessageError("bad_tag_header", f"{ntags} tags announced in {view.nbytes - _HEADER.size} bytes")
+    reader = PmtReader(view, _HEADER.size, max_values=MAX_HEADER_VALUES)   # one budget for all the tags
     tags = []
     try:
         for _ in range(ntags):
-            if pos + _OFFSET.size > view.nbytes:
+            if reader.pos + _OFFSET.size > view.nbytes:
                 raise MessageError("bad_tag_header", "tag header ends inside a tag")
-            (tag_offset,) = _OFFSET.unpack_from(view, pos)
-            key, pos = read_pmt(view, pos + _OFFSET.size)
-            value, pos = read_pmt(view, pos)
-            _srcid, pos = read_pmt(view, pos)
+            (tag_offset,) = _OFFSET.unpack_from(view, reader.pos)
+            reader.pos += _OFFSET.size
+            key = reader.read()
+            value = reader.read()
+            reader.read()   # srcid
             tags.append(StreamTag(tag_offset * vlen, key if isinstance(key, str) else str(key), value))
     except MessageError as exc:
         if exc.reason == "bad_tag_header":
             raise
+        if reader.values_left < 0:
+            raise MessageError("bad_tag_header", f"the tags' PMTs hold more than MAX_HEADER_VALUES="
+                                                 f"{MAX_HEADER_VALUES} values together") from None
         raise MessageError("bad_tag_header", f"tag PMT: {exc.detail}") from None
-    return offset * vlen, tags, pos
+    return offset * vlen, tags, reader.pos
 
 
 class GrStreamDecoder(Decoder):
@@ -105,6 +147,11 @@ class GrStreamDecoder(Decoder):
         # kept across stream gaps: the receiver's DC does not change when the publisher drops data
         self._dc = DcBlocker(config.dc_block_samples) if config.dc_block_samples else None
         self._started = False
+        # whether frames start with a tag header; None until the first frame decides (auto). A
+        # tag-driven cut needs the header: auto is True there
+        self._pass_tags = config.pass_tags
+        if self._pass_tags is None and config.cut_mode in TAG_CUT_MODES:
+            self._pass_tags = True
         self._last_rx_s: float | None = None
         self._idle_flushed = True
         self._next_id = 0
@@ -121,7 +168,11 @@ class GrStreamDecoder(Decoder):
         data = frame_view(frames[-1])
         out: list[Burst | Reject] = []
         tags: list[StreamTag] = []
-        if self.config.pass_tags or (self.config.pass_tags is None and has_tag_header(data)):
+        if self._pass_tags is None:   # auto: the first frame's answer holds for the decoder's life
+            self._pass_tags = _plausible_header(data, self.config.vlen)
+        if self._pass_tags:
+            if not _starts_with_magic(data):
+                return [self._reject("bad_tag_header", self._no_header(data))]
             try:   # the header counts items of vlen samples; the cutters count samples
                 offset, tags, used = parse_tag_header(data, self.config.vlen)
             except MessageError as exc:
@@ -137,7 +188,7 @@ class GrStreamDecoder(Decoder):
         self._started = True
         end = self._cutter.offset + data.nbytes // ITEM_BYTES
         for tag in tags:
-            problem = self._too_far_ahead(tag, end) or self._cutter.add_tag(tag)
+            problem = self._too_far_ahead(tag, end) or _bad_rx_value(tag) or self._cutter.add_tag(tag)
             if problem:
                 out.append(self._reject("bad_tag", problem))
         samples = np.frombuffer(data, dtype=np.complex64)
@@ -169,6 +220,18 @@ class GrStreamDecoder(Decoder):
 
     def _reject(self, reason: str, detail: str) -> Reject:
         return Reject(reason, detail, stream=self.config.stream)
+
+    def _no_header(self, data: memoryview) -> str:
+        """Why a frame without a tag header is refused, and what the operator should do."""
+        first = bytes(data[:3]).hex() or "nothing"
+        if self.config.cut_mode in TAG_CUT_MODES:
+            why = f"cut_mode {self.config.cut_mode} cuts at the stream's tags"
+        elif self.config.pass_tags:
+            why = "pass_tags is true"
+        else:
+            why = "pass_tags auto, and the stream's first frame had one"
+        return (f"frame starts {first}, not a gr-zeromq tag header ({why}): set pass_tags=True on the "
+                f"flowgraph's zeromq sink")
 
     def _too_far_ahead(self, tag: StreamTag, end: int) -> str | None:
         """A tag more than max_burst_samples past its message's end has a garbage offset: kept, it
@@ -210,19 +273,22 @@ class GrStreamDecoder(Decoder):
         if seg.tags:
             meta["tags"] = [{"offset": t.offset, "key": t.key, "value": to_jsonable(t.value)}
                             for t in seg.tags[:MAX_TAGS_IN_META]]
+        rate = cfg.sample_rate_hz if seg.rx_rate is None else as_finite_float(seg.rx_rate.value)
+        center = cfg.center_freq_hz if seg.rx_freq is None else as_finite_float(seg.rx_freq.value)
         return Burst(
             iq=seg.iq,
-            sample_rate_hz=cfg.sample_rate_hz,
+            sample_rate_hz=rate,
             burst_id=burst_id,
             stream=cfg.stream,
-            center_freq_hz=cfg.center_freq_hz,
-            time=self._time(seg),
+            center_freq_hz=center,
+            time=self._time(seg, rate),
             meta=meta,
             truth=truth_or_none(label, snr_db),
             received_s=received_s,
         )
 
-    def _time(self, seg: Segment) -> float | str | None:
+    @staticmethod
+    def _time(seg: Segment, sample_rate_hz: float | None) -> float | str | None:
         """The burst's start time from the last rx_time tag (needs the sample rate to extrapolate)."""
         if seg.rx_time is None:
             return None
@@ -231,7 +297,19 @@ class GrStreamDecoder(Decoder):
             return t0
         if seg.rx_time.offset == seg.start_sample:
             return float(t0)
-        if self.config.sample_rate_hz:
-            return float(t0) + (seg.start_sample - seg.rx_time.offset) / self.config.sample_rate_hz
+        if sample_rate_hz:
+            return float(t0) + (seg.start_sample - seg.rx_time.offset) / sample_rate_hz
         return None
 
+
+def _bad_rx_value(tag: StreamTag) -> str | None:
+    """An rx_rate that is not a positive number of Hz, or an rx_freq that is not a finite one."""
+    if tag.key not in ("rx_rate", "rx_freq"):
+        return None
+    number = as_finite_float(tag.value)
+    if number is not None and (number > 0 or tag.key == "rx_freq"):
+        return None
+    shown = repr(tag.value)
+    shown = shown if len(shown) <= 60 else shown[:60] + "..."
+    want = "a positive number (Hz)" if tag.key == "rx_rate" else "a finite number (Hz)"
+    return f"{tag.key} tag at {tag.offset} has value {shown}; expected {want}"

@@ -118,7 +118,9 @@ def make_input_decoder(config: DaemonConfig) -> Decoder:
     return make_decoder(cfg.format, IngestConfig(
         max_message_bytes=cfg.max_message_bytes,
         sample_rate_hz=cfg.sample_rate_hz or None,
+        center_freq_hz=cfg.center_freq_hz or None,
         stream=cfg.stream or None,
+        pass_tags=None if cfg.pass_tags == "auto" else cfg.pass_tags,
         cut_mode=cfg.cut_mode,
         tag_key=cfg.tag_key,
         start_tag=cfg.start_tag,

@@ -92,12 +92,20 @@ def _bad(detail: str) -> MessageError:
     return MessageError("bad_pmt", detail)
 
 
-class _Reader:
-    def __init__(self, data: Any, pos: int, max_depth: int, max_values: int) -> None:
+class PmtReader:
+    """Reads PMTs one after another from a buffer, all of them under one budget of max_values
+    values (a gr-zeromq tag header's PMTs share one: a read_pmt call each had a budget each).
+    `pos` is where the next PMT starts; a caller may move it past bytes of its own."""
+
+    def __init__(self, data: Any, pos: int = 0, *, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> None:
         self.buf = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
         self.pos = pos
         self.max_depth = max_depth
         self.values_left = max_values
+
+    def read(self) -> Any:
+        """The next PMT; MessageError('bad_pmt'), detail "too many values" once the budget is spent."""
+        return self.value(0)
 
     def take(self, n: int) -> int:
         """Reserve n bytes, returning where they start."""
@@ -194,8 +202,8 @@ class _Reader:
 def read_pmt(data: Any, offset: int = 0, *, max_depth: int = MAX_DEPTH,
              max_values: int = MAX_VALUES) -> tuple[Any, int]:
     """Deserialize one PMT starting at offset; returns (value, offset after it). MessageError('bad_pmt')."""
-    reader = _Reader(data, offset, max_depth, max_values)
-    return reader.value(0), reader.pos
+    reader = PmtReader(data, offset, max_depth=max_depth, max_values=max_values)
+    return reader.read(), reader.pos
 
 
 def deserialize(data: Any, **limits: int) -> Any:
