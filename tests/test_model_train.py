@@ -378,11 +378,15 @@ def test_resume_continues_the_network_the_checkpoint_holds(tmp_path, capsys):
     assert main(["train", "--out", str(out), "--steps", "4", "--resume", ck, "--arch", '{"head_channels": 64}',
                  *tiny]) == 2
     assert "--arch differs from the network" in capsys.readouterr().err
-    # a checkpoint written before the network was recorded in it, resumed with the wrong --arch
+    # a checkpoint written before the network was recorded in it: left out, --arch is the one its
+    # run was given (the default network before); another one does not fit its weights
     old = torch.load(ck, weights_only=False)
     del old["arch"]
     torch.save(old, tmp_path / "old.pt")
-    assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "old.pt"), *tiny]) == 2
+    assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "old.pt"), *tiny]) == 0
+    assert ModelMeta.load(out).arch["stages"] == deeper["stages"]
+    assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "old.pt"),
+                 "--arch", '{"head_channels": 64}', *tiny]) == 2
     assert "holds another network" in capsys.readouterr().err
     assert main(["train", "--out", str(out), "--steps", "4", "--resume", str(tmp_path / "none.pt"), *tiny]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
@@ -685,3 +689,329 @@ def test_the_recorded_command_is_the_one_given_with_the_global_options(tmp_path,
     monkeypatch.setattr(sys, "argv", ["rfclassify", *argv])
     assert main(argv) == 0
     assert ModelMeta.load(out).extra["training"]["command"] == "rfclassify " + shlex.join(argv)
+
+
+# -- review findings: resume settings, bad data, atomic outputs, stopping -------------------------
+
+_TINY = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4", "--device", "cpu"]
+#: what an invocation gives for itself (not its run's settings)
+_CONTROL = ["--workers", "0", "--val-per-bucket", "4", "--device", "cpu"]
+
+
+def test_a_resume_continues_its_runs_settings_and_refuses_others(tmp_path, capsys):
+    """--resume with only the options of the invocation (as the pause message says) continues
+    the checkpoint's schedule, rate, batch, buckets and weight average: they fell back to the
+    defaults (cosine, 3e-3, 256, every bucket, no average). A setting of the run given otherwise
+    is refused in one line naming it and both values; --steps may grow."""
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "4", "--schedule", "wsd", "--warmup-steps", "0", "--lr",
+                 "0.002", "--ema-half-life-steps", "2", "--stop-after-s", "1e-9", *_TINY]) == 0  # paused at step 0
+    ck = str(out / "checkpoint.pt")
+    assert main(["train", "--out", str(out), "--resume", ck, "--seed", "1", "--log-every", "1", *_CONTROL]) == 0
+    log = json.loads((out / "train_log.json").read_text())
+    assert [h["lr"] for h in log["history"]] == pytest.approx([0.002] * 4)  # wsd at its peak: no warmup, no decay
+    t = log["training"]
+    assert (t["steps"], t["examples_fresh"], t["weight_average"]["half_life_steps"]) == (4, 4 * 4, 2)
+    assert ModelMeta.load(out).buckets_samples == (128,) and t["config"]["schedule"] == "wsd"
+    for option, value, said in [("--lr", "0.003", "--lr 0.002, not 0.003"),
+                                ("--batch-size", "8", "--batch-size 4, not 8"),
+                                ("--buckets", "128 256", "--buckets 128, not 128 256"),
+                                ("--schedule", "cosine", "--schedule wsd, not cosine"),
+                                ("--warmup-steps", "10", "--warmup-steps 0, not 10")]:
+        capsys.readouterr()
+        assert main(["train", "--out", str(tmp_path / "other"), "--resume", ck, "--steps", "5", option,
+                     *value.split(), *_CONTROL]) == 2, option
+        err = capsys.readouterr().err
+        assert f"{ck} was trained with {said}" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_resume_keeps_the_target_sps_of_its_checkpoint(tmp_path, capsys):
+    """--resume without --target-sps trained the rate-normalized network on bursts as received
+    (--init-from refused that); another value is refused too."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.train import train
+
+    out = tmp_path / "run"
+    tiny = ["--batch-size", "8", "--buckets", "128", "256", *_CONTROL]
+    assert main(["train", "--out", str(out), "--steps", "2", "--target-sps", "4", "--stop-after-s", "1e-9", *tiny]) == 0
+    ck = str(out / "checkpoint.pt")
+    assert main(["train", "--out", str(out), "--resume", ck, "--seed", "1", "--stop-after-s", "1e-9", *_CONTROL]) == 0
+    assert torch.load(ck, weights_only=False)["config"]["target_sps"] == 4.0
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", ck, "--target-sps", "8", "--seed", "1", *_CONTROL]) == 2
+    assert "was trained with --target-sps 4, not 8" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="was trained with --target-sps 4, not without it"):  # TrainConfig by hand
+        train(TrainConfig(out_dir=str(out), steps=2, batch_size=8, buckets_samples=(128, 256), workers=0,
+                          device="cpu", resume=ck))
+
+
+def test_a_resume_holds_the_checkpoints_network_to_the_dla_at_its_buckets(tmp_path, capsys):
+    """The DLA check of the bucket list looked at --arch alone on --resume, not the network the
+    checkpoint holds: a shallow network with a pool of 4 (downsampling 64) resumed at 96 samples."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.model.train import train
+
+    small = {"stem_channels": 8, "pool": 4, "stages": [{"channels": 8, "kernel": 3, "dilations": [1]}] * 4,
+             "head_channels": 8, "snr_head_channels": 8}
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "2", "--arch", json.dumps(small), "--stop-after-s", "1e-9",
+                 *_TINY]) == 0
+    ck = out / "checkpoint.pt"
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", str(ck), "--buckets", "96", "--seed", "1", *_CONTROL]) == 2
+    assert "was trained with --buckets 128, not 96" in capsys.readouterr().err
+    # a checkpoint whose run trained at 96 (from before the check): its own buckets are checked
+    old = torch.load(ck, weights_only=False)
+    old["config"]["buckets_samples"] = (96,)
+    torch.save(old, tmp_path / "old.pt")
+    assert main(["train", "--out", str(out), "--resume", str(tmp_path / "old.pt"), "--steps", "2", "--seed", "1",
+                 "--stop-after-s", "1e-9", *_CONTROL]) == 2
+    err = capsys.readouterr().err
+    assert "would not run on the DLA" in err and "bucket 96" in err and err.count("\n") == 1
+    with pytest.raises(ConfigError, match="bucket 96"):  # a TrainConfig by hand, --arch left out
+        train(TrainConfig(out_dir=str(out), steps=2, batch_size=4, buckets_samples=(96,), workers=0, device="cpu",
+                          resume=str(tmp_path / "old.pt"), stop_after_s=1e-9))
+
+
+def test_wsd_refuses_a_warmup_and_decay_longer_than_a_new_run():
+    """--schedule wsd --steps 1000 --decay-steps 500 with the default 2,000 warmup steps never
+    reached the peak and never decayed; a resumed branch starts past its warmup and may."""
+    from rfclassify._exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="add up to more than --steps 1000: the rate would start its decay"):
+        TrainConfig(out_dir="x", schedule="wsd", steps=1000, decay_steps=500)
+    with pytest.raises(ConfigError, match="never reach --lr"):
+        TrainConfig(out_dir="x", schedule="wsd", steps=1000)
+    TrainConfig(out_dir="x", schedule="wsd", steps=1000, decay_steps=500, warmup_steps=500)
+    TrainConfig(out_dir="x", schedule="wsd", steps=1000, decay_steps=500, resume="trunk/checkpoint.pt")
+
+
+def _nan_dataset(tmp_path):
+    import h5py
+
+    data = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(data), "--snr=0,20", "--per-cell", "4", "--classes",
+                 "BPSK,QPSK", "--lengths", "256", "--seed", "2"]) == 0
+    with h5py.File(data, "r+") as f:  # one NaN sample in burst 3
+        off, n = int(f["offset"][3]), int(f["length"][3])
+        burst = f["iq"][off:off + n]
+        burst[10] = np.nan
+        f["iq"][off:off + n] = burst
+    return data
+
+
+def test_bursts_with_nan_samples_are_left_out_of_training_and_counted(tmp_path, capsys):
+    """One NaN sample in a --data file made every weight NaN and the run exited 0."""
+    data = _nan_dataset(tmp_path)
+    batches = td.hdf5_batches(str(data), td.DataRecipe(buckets_samples=(256,), batch_size=4), seed=0)
+    assert all(np.isfinite(next(batches)["x"]).all() for _ in range(12)) and batches.non_finite == {3}
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--data", str(data), "--steps", "6", "--batch-size", "4",
+                 "--buckets", "256", "--val-per-bucket", "8", "--device", "cpu", "--log-every", "1"]) == 0
+    assert "left out 1 burst(s) of" in capsys.readouterr().err
+    weights = torch.load(out / "model.pt", weights_only=True)
+    assert all(torch.isfinite(w.float()).all() for w in weights.values())
+    assert ModelMeta.load(out).extra["training"]["non_finite_bursts_left_out"] == 1
+
+
+@pytest.mark.parametrize("when", [["--log-every", "1"], ["--log-every", "100", "--checkpoint-every-s", "0"]])
+def test_a_non_finite_loss_stops_the_run_before_it_writes_the_network(tmp_path, capsys, monkeypatch, when):
+    """A NaN loss (here from the third batch on) is one line and exit 2 at the next log line or
+    checkpoint; the model and checkpoint already there stay as they were."""
+    from rfclassify.model import train as train_module
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "model.pt").write_bytes(b"the good model")
+    real, calls = train_module.augment, []
+
+    def poisoned(x, gen):
+        calls.append(1)
+        return real(x, gen) * (float("nan") if len(calls) >= 3 else 1.0)
+
+    monkeypatch.setattr(train_module, "augment", poisoned)
+    assert main(["train", "--out", str(out), "--steps", "6", *_TINY, *when]) == 2
+    err = capsys.readouterr().err
+    assert "the training loss is not finite (NaN or infinite) at step 3" in err and err.count("\n") == 1
+    assert (out / "model.pt").read_bytes() == b"the good model" and not (out / "model.json").exists()
+    if (out / "checkpoint.pt").exists():  # one per step before the NaN one
+        ck = torch.load(out / "checkpoint.pt", weights_only=False)
+        assert ck["step"] == 2 and all(torch.isfinite(w.float()).all() for w in ck["model"].values())
+
+
+def test_model_pt_and_the_curves_are_replaced_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
+    """A failed write (a full disk) left a torn model.pt beside the old model.json."""
+    import errno
+    import os
+
+    from rfclassify.model import plots
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "model.pt").write_bytes(b"the old model")
+    (out / "training_curves.png").write_bytes(b"the old curves")
+    real_save = torch.save
+
+    def full_disk(target, *lines):
+        with open(target, "wb") as f:
+            f.write(b"PK\x03\x04partial")
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    def failing_save(obj, f, *a, **k):
+        if "model.pt" in str(f):
+            full_disk(f)
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    assert main(["train", "--out", str(out), "--steps", "1", *_TINY]) == 2
+    assert (out / "model.pt").read_bytes() == b"the old model"
+    monkeypatch.setattr(torch, "save", real_save)
+    monkeypatch.setattr(plots, "training_curves",  # given a handle since the temporary name ends in .tmp
+                        lambda history, f: full_disk(f if isinstance(f, (str, os.PathLike)) else f.name))
+    assert main(["train", "--out", str(out), "--steps", "1", "--log-every", "1", *_TINY]) == 2
+    assert (out / "training_curves.png").read_bytes() == b"the old curves"
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert "No space left on device" in capsys.readouterr().err
+
+
+def test_a_run_that_trains_no_step_is_refused_and_writes_nothing(tmp_path, capsys):
+    """A --time-budget-s spent before the first step wrote random weights as model.pt, exit 0."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "model.pt").write_bytes(b"the old model")
+    assert main(["train", "--out", str(out), "--time-budget-s", "0.001", *_TINY]) == 2
+    err = capsys.readouterr().err
+    assert "no training step ran: the --time-budget-s of 0.001 s was spent" in err and err.count("\n") == 1
+    assert (out / "model.pt").read_bytes() == b"the old model"
+    assert sorted(p.name for p in out.iterdir()) == ["model.pt"]
+
+
+def test_default_time_shares_follow_the_bucket_lengths():
+    """The default shares were applied by position: six other buckets (256..8192) gave 2048 the
+    40 % of training time meant for 1024."""
+    assert td.DataRecipe().time_share == (0.08, 0.08, 0.14, 0.40, 0.15, 0.15)  # the default list: as it was
+    assert td.DataRecipe(buckets_samples=(256, 512, 1024, 2048, 4096, 8192)).time_share == (1, 1, 2, 1, 1, 1)
+    assert td.DataRecipe(buckets_samples=(256, 512, 1024, 2048)).time_share == (1, 1, 2, 1)
+    assert td.DataRecipe(buckets_samples=(128, 256)).time_share == (1, 1)
+
+
+def test_data_pipeline_failures_are_one_line_internal_errors(tmp_path, capsys, monkeypatch):
+    """A dead worker or a data stall raised a bare RuntimeError: a traceback, exit 1."""
+    from rfclassify._exceptions import InternalError
+    from rfclassify.model.train import _Source
+
+    class DeadPool(_SlowPool):
+        def get(self, timeout=None):
+            raise InternalError("data worker(s) died: rfc-synth-0 (exit code -9)")
+
+        def validation(self, timeout=None):
+            return None
+
+    cfg = TrainConfig(out_dir="x", steps=10, workers=1)
+    src = _Source(cfg, td.DataRecipe(), pin=False, pool=_SlowPool(0))
+    try:
+        with pytest.raises(InternalError, match="no training batch from the 1 data worker"):
+            src._wait(0.6)
+    finally:
+        src.close()
+    monkeypatch.setattr(td, "SynthPool", lambda *args: DeadPool(0))
+    threads = torch.get_num_threads()  # train() gives the cores to its workers
+    try:
+        assert main(["train", "--out", str(tmp_path / "run"), "--steps", "2", "--workers", "1", "--batch-size", "4",
+                     "--buckets", "128", "--device", "cpu"]) == 1
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert err == ("rfclassify train: internal error: the data pipeline failed: data worker(s) died: rfc-synth-0 "
+                   "(exit code -9)\n")
+
+
+def _gone(pid, within_s):
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _children(pid):
+    import os
+
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        kids.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_data_workers_end_with_the_process_that_started_them(tmp_path):
+    """Workers of a trainer killed where close() cannot run (SIGKILL) synthesized on for good;
+    one that died is named by the pool as an InternalError."""
+    import os
+    import signal
+    import subprocess
+
+    from rfclassify._exceptions import InternalError
+
+    script = ("from rfclassify.model import training_data as td; import time\n"
+              "pool = td.SynthPool(td.DataRecipe(buckets_samples=(128,), batch_size=2), 0, 1, val_per_bucket=2)\n"
+              "assert pool.get(timeout=120) is not None\n"
+              "print(' '.join(str(p.pid) for p in pool._procs), flush=True)\n"
+              "time.sleep(120)\n")
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as parent:
+        try:
+            pids = [int(p) for p in parent.stdout.readline().split()]
+            assert len(pids) == 2
+        finally:
+            parent.kill()
+    assert all(_gone(pid, 15) for pid in pids)
+
+    with td.SynthPool(td.DataRecipe(buckets_samples=(128,), batch_size=2), 0, 1) as pool:
+        assert pool.get(timeout=120) is not None
+        os.kill(pool._procs[0].pid, signal.SIGKILL)
+        pool._procs[0].join(10)
+        with pytest.raises(InternalError, match=r"data worker\(s\) died: rfc-synth-0 \(exit code -9\)"):
+            while True:
+                pool.get(timeout=0.2)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_stops_training_with_a_checkpoint_and_its_workers(tmp_path):
+    """SIGTERM ended the trainer where it stood and left its workers running; now the loop stops
+    as --stop-after-s does (a checkpoint to --resume), the workers end, and the exit is 143."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "run"
+    with subprocess.Popen([sys.executable, "-m", "rfclassify", "train", "--out", str(out), "--steps", "100000",
+                           "--workers", "1", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4",
+                           "--device", "cpu", "--log-every", "1"], stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            for line in proc.stdout:
+                if line.startswith("step"):
+                    break
+            kids = _children(proc.pid)
+            assert kids  # the synthesis and validation workers (and multiprocessing's resource tracker)
+            proc.send_signal(signal.SIGTERM)
+            rest, _ = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM: step" in rest and f"--resume {out / 'checkpoint.pt'}" in rest
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] >= 1 and not (out / "model.pt").exists()
+    assert all(_gone(pid, 15) for pid in kids)

@@ -200,7 +200,9 @@ class DatasetReader:
         samples), a shorter one is zero-padded at the end (as the serving bucket rule does).
         normalize: normalize each whole burst *before* cropping, exactly as serving does
         (rfclassify.dsp.windows.normalize_burst with `normalization`, by default removing
-        DC and scaling to unit power); a burst that cannot be normalized (all zeros) is left as is.
+        DC and scaling to unit power); a burst that cannot be normalized is left as is (all
+        zeros), or made all NaN where it holds a NaN or an infinity, so that every window of it
+        shows it.
         shuffle_rng: shuffle examples (and the order of length groups); None keeps file order.
         indices: restrict to these examples (e.g. `indices_for_bucket(1024)`).
         """
@@ -260,9 +262,14 @@ class DatasetReader:
 
 
 def _normalized(burst: np.ndarray, normalization: str) -> np.ndarray:
+    """The burst normalized; one with no power as it is (zeros), and one with a NaN or an infinity
+    all NaN: passed through as it was, a window cropped away from its bad samples came out finite
+    and at the file's scale, past any check of the caller's (training leaves NaN windows out)."""
     try:
         return normalize_burst(burst, normalization)
-    except MessageError:
+    except MessageError as exc:
+        if exc.reason == "non_finite":
+            return np.full(burst.shape, np.nan, dtype=np.complex64)
         return burst
 
 

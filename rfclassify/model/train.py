@@ -14,7 +14,9 @@ with no decay and ``--stop-after-s``, which ends an invocation with a checkpoint
 model; each sitting ``--resume``s it, and a decay branch (``--resume`` the trunk's
 checkpoint with ``--steps`` = its step + N and ``--decay-steps N``) makes a finished model
 at any point without ending the trunk. The schedule is counted in steps, so it is the same
-on any GPU.
+on any GPU. A ``--resume`` takes the settings that define its run from the checkpoint
+(resume_settings: RUN_SETTINGS refused when given otherwise, RESUME_MAY_CHANGE not), and
+SIGTERM ends an invocation as ``--stop-after-s`` does, with a checkpoint.
 
 When data workers cannot keep up, the loop reuses recent batches (kept on the device) with a
 fresh random augmentation instead of waiting: a constant carrier-phase rotation and, for half
@@ -26,13 +28,16 @@ circular time shift: its wrap point is a discontinuity no receiver ever sees.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 import queue
 import shutil
+import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,7 +46,7 @@ import numpy as np
 
 from rfclassify._atomic import replacing
 from rfclassify._cpus import usable_cpu_count
-from rfclassify._exceptions import ConfigError, ModelNotFoundError, first_line
+from rfclassify._exceptions import ConfigError, InputError, InternalError, ModelNotFoundError, first_line
 from rfclassify._optional import require
 from rfclassify.dsp.windows import BucketPolicy, check_normalization
 from rfclassify.engine.select import torch_device
@@ -54,6 +59,17 @@ LOG_FILE = "train_log.json"
 CURVE_FILE = "training_curves.png"
 #: learning-rate schedules: warmup + cosine over the progress (lr_at), warmup-stable-decay in steps (lr_for_step)
 SCHEDULES = ("cosine", "wsd")
+#: --schedule wsd's warmup when --warmup-steps is left out (the cosine schedule warms up over warmup_fraction)
+WSD_WARMUP_STEPS = 2000
+#: settings that define a run. On --resume one left out is the checkpoint's, and one given with
+#: another value is refused: the optimizer's state and the schedule so far were made with them
+RUN_SETTINGS = ("data", "batch_size", "lr", "buckets_samples", "target_sps", "normalization", "channel_overrides",
+                "snr_focus", "schedule", "warmup_steps")
+#: settings a --resume may change; left out, they are the checkpoint's. --steps and
+#: --time-budget-s are the run's length together: giving either replaces both
+RESUME_MAY_CHANGE = ("steps", "time_budget_s", "decay_steps", "ema_half_life_steps")
+#: TrainConfig field -> its option, where the names differ
+_OPTION_OF_FIELD = {"buckets_samples": "--buckets", "out_dir": "--out"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,7 @@ class TrainConfig:
     #: learning-rate schedule (SCHEDULES): warmup + cosine over the run's progress, or
     #: warmup-stable-decay in steps (lr_for_step)
     schedule: str = "cosine"
-    warmup_steps: int = 2000          # wsd only: steps of linear warmup
+    warmup_steps: int = WSD_WARMUP_STEPS  # wsd only: steps of linear warmup
     decay_steps: int = 0              # wsd only: the last steps of --steps, decayed linearly
     #: end this invocation after this many seconds of its own with a checkpoint and no model
     #: (--resume continues it); None: run the schedule to its end
@@ -180,6 +196,9 @@ class TrainConfig:
         if self.schedule == "cosine":
             if self.decay_steps:
                 raise ConfigError("--decay-steps works with --schedule wsd only")
+            if self.warmup_steps != WSD_WARMUP_STEPS:  # was ignored: cosine warms up over its first 4 %
+                raise ConfigError("--warmup-steps works with --schedule wsd only (the cosine schedule warms up "
+                                  f"over the first {self.warmup_fraction:.0%} of the run)")
             return
         # wsd counts steps, so the same schedule holds on any GPU and across sittings
         if self.steps is None or self.time_budget_s is not None:
@@ -187,10 +206,21 @@ class TrainConfig:
         if self.warmup_steps < 0 or not 0 <= self.decay_steps <= self.steps:
             raise ConfigError(f"--warmup-steps must be >= 0 and --decay-steps within 0..--steps "
                               f"({self.steps}), got {self.warmup_steps} and {self.decay_steps}")
+        # a run from step 0 (a resumed one is past its warmup, or chose where its decay starts):
+        # a decay that began inside the warmup never reached --lr, nor decayed to its end
+        if not self.resume and self.warmup_steps + self.decay_steps > self.steps:
+            raise ConfigError(f"--warmup-steps {self.warmup_steps} and --decay-steps {self.decay_steps} add up to "
+                              f"more than --steps {self.steps}: the rate would "
+                              f"{'start its decay before the warmup ends' if self.decay_steps else 'never reach --lr'}"
+                              "; give fewer warmup steps (--warmup-steps 0 starts at the peak)")
 
     def finish_reserve_s(self) -> float:
         """Time kept back from the budget for validation, calibration and saving."""
         return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
+
+
+#: TrainConfig's plain defaults by field name (what a checkpoint from before a field was recorded ran with)
+_FIELD_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
 
 
 def lr_for_step(step: int, cfg: TrainConfig) -> float:
@@ -238,12 +268,18 @@ class _Source:
     """Fresh batches from the chosen source, plus device-side reuse when the source lags.
 
     With worker processes, a thread receives batches (unpickling releases the GIL while it
-    waits on the pipe) so the training loop only copies ready arrays to the device."""
+    waits on the pipe) so the training loop only copies ready arrays to the device.
+    `stop_asked` (set on SIGTERM) ends a wait for data: next() returns None."""
 
-    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe, pin: bool, pool: Any = None) -> None:
+    def __init__(self, cfg: TrainConfig, recipe: td.DataRecipe, pin: bool, pool: Any = None,
+                 stop_asked: threading.Event | None = None) -> None:
         self.pool: td.SynthPool | None = pool  # anything with get(timeout), qsize(), close()
         self.pin = pin
+        self.stop_asked = stop_asked or threading.Event()
         self.iter = None
+        self.cfg = cfg
+        self.waited = 0.0
+        self.error: BaseException | None = None  # before the receiver starts: it may set it at once
         if pool is None and cfg.data:
             self.iter = td.hdf5_batches(cfg.data, recipe, cfg.seed)
         elif pool is None and cfg.workers == 0:
@@ -255,9 +291,6 @@ class _Source:
             self.thread = threading.Thread(target=self._receive, name="rfc-batch-receiver", daemon=True)
             self.thread.start()
         self.ring: list[list[Any]] = []  # [batch tensors, uses]
-        self.cfg = cfg
-        self.waited = 0.0
-        self.error: BaseException | None = None
 
     def _receive(self) -> None:
         try:
@@ -274,22 +307,33 @@ class _Source:
         except BaseException as exc:  # a dead worker: report it to the training loop
             self.error = exc
 
-    def _wait(self, timeout_s: float) -> td.Batch:
+    def _wait(self, timeout_s: float) -> td.Batch | None:
+        """The next fresh batch; None once a stop is asked. InternalError (one line, exit 1) for a
+        dead worker or none in `timeout_s`: a RuntimeError's traceback before."""
         t0 = time.perf_counter()
         deadline = t0 + timeout_s
         while time.perf_counter() < deadline:
             if self.error is not None:
-                raise RuntimeError(f"data pipeline failed: {self.error}")
+                raise InternalError(f"the data pipeline failed: {first_line(self.error)}")
+            if self.stop_asked.is_set():
+                return None
             try:
                 batch = self.ready.get(timeout=0.5)
                 self.waited += time.perf_counter() - t0
                 return batch
             except queue.Empty:
                 continue
-        raise RuntimeError(f"no training batch from the data workers for {timeout_s:.0f} s")
+        raise InternalError(f"no training batch from the {self.cfg.workers} data worker(s) in {timeout_s:.0f} s "
+                            "(a machine too loaded to synthesize? try fewer --workers)")
 
-    def next(self, to_device: Any) -> tuple[Any, bool]:
-        """(device batch, fresh?) — reuses a recent batch instead of waiting when possible."""
+    @property
+    def non_finite(self) -> set[int]:
+        """File indices of the --data bursts left out for NaN or infinite samples."""
+        return getattr(self.iter, "non_finite", set())
+
+    def next(self, to_device: Any) -> tuple[Any, bool] | None:
+        """(device batch, fresh?) — reuses a recent batch instead of waiting when possible; None
+        when a stop was asked while it waited for data."""
         if self.pool is None:
             return to_device(_as_tensors(next(self.iter), False)), True
         try:
@@ -301,6 +345,8 @@ class _Source:
                 pick[1] += 1
                 return pick[0], False
             batch = self._wait(120.0)
+            if batch is None:
+                return None
         dev = to_device(batch)
         self.ring.append([dev, 1])
         if len(self.ring) > self.cfg.replay_batches:
@@ -319,7 +365,35 @@ class _Source:
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir
-    (a sitting ended by --stop-after-s writes the checkpoint, the log and the curves only)."""
+    (a sitting ended by --stop-after-s or SIGTERM writes the checkpoint, the log and the curves only;
+    the result then says "paused", and "terminated" for SIGTERM)."""
+    stop_asked = threading.Event()
+    restore = _stop_on_sigterm(stop_asked)
+    try:
+        return _train(cfg, stop_asked)
+    finally:
+        restore()
+
+
+def _stop_on_sigterm(stop_asked: threading.Event) -> Any:
+    """Make SIGTERM set `stop_asked`, which the loop answers as --stop-after-s does (a checkpoint
+    to --resume, the data workers stopped), instead of ending the process where it stands (its
+    workers went on synthesizing for good). A second SIGTERM acts as before. Only the main
+    thread may set a handler; elsewhere this does nothing. Returns what restores the previous one."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.SIG_DFL if previous is None else previous  # None: set outside Python
+
+    def asked(signum: int, frame: Any) -> None:
+        stop_asked.set()
+        signal.signal(signal.SIGTERM, previous)
+
+    signal.signal(signal.SIGTERM, asked)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _train(cfg: TrainConfig, stop_asked: threading.Event) -> dict[str, Any]:
     t_start = time.perf_counter()
     started_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch = require("torch", "training")
@@ -409,7 +483,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     train_step = make_step(model, opt, cuda_graphs=graphs, max_grad_norm=5.0,
                            label_smoothing=cfg.label_smoothing, snr_loss_weight=cfg.snr_loss_weight,
                            noise_idx=noise_idx, bf16=use_bf16)
-    src = _Source(cfg, recipe, pin=device.startswith("cuda"))
+    src = _Source(cfg, recipe, pin=device.startswith("cuda"), stop_asked=stop_asked)
     # running sums stay on the device (no per-step synchronization): loss, ce, snr_loss, correct
     sums = torch.zeros(4, device=device)
     n_since_log = [0, 0]  # examples, steps
@@ -429,11 +503,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             elapsed = prior_s + time.perf_counter() - t_start
             if progress(elapsed) >= 1.0:
                 break
-            if cfg.stop_after_s is not None and elapsed - prior_s >= cfg.stop_after_s:
+            if stop_asked.is_set() or (cfg.stop_after_s is not None and elapsed - prior_s >= cfg.stop_after_s):
                 paused = True
                 break
             set_lr(opt, lr_for_step(step, cfg) if cfg.schedule == "wsd" else lr_at(progress(elapsed), cfg))
-            (x, y, s), fresh = src.next(to_device)
+            got = src.next(to_device)
+            if got is None:  # SIGTERM while waiting for data
+                paused = True
+                break
+            (x, y, s), fresh = got
             examples["fresh" if fresh else "reused"] += int(x.shape[0])
             x = augment(x, gen).contiguous(memory_format=layout)
             sums += train_step(x, y, s)
@@ -454,20 +532,32 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             if step % cfg.log_every == 0:
                 history.append(_log_line(step, prior_s + now - t_start, opt, sums, n_since_log,
                                          examples, last_examples, now - last_log_t, src))
+                _check_finite(sums, model, step, history[-1])
                 sums.zero_()
                 n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
+                _check_finite(sums, model, step)
                 _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent,
                             earlier, ema)
                 last_ck_t = now
         train_s = prior_s + time.perf_counter() - t_start
+        _check_finite(sums, model, step)  # the steps since the last log
+        if step == 0 and not paused:  # random weights are no model; the budget ran out first
+            raise ConfigError(f"no training step ran: the --time-budget-s of {cfg.time_budget_s:g} s was "
+                              f"spent before the first one ({elapsed - prior_s:.1f} s to start); give more. "
+                              "Nothing was written")
         val = src.pool.validation(timeout=120.0) if src.pool and not paused else None
     finally:
         src.close()
+    dropped = len(src.non_finite)
+    if dropped:
+        print(f"warning: left out {dropped} burst(s) of {cfg.data} with NaN or infinite samples (file indices "
+              f"{', '.join(map(str, sorted(src.non_finite)[:10]))}{', ...' if dropped > 10 else ''})",
+              file=sys.stderr, flush=True)
     _checkpoint(out, model, opt, step, train_s, history, examples, cfg, parent, earlier, ema)
     if paused:
-        return _pause(out, step, train_s, history, cfg, earlier, progress(train_s))
+        return _pause(out, step, train_s, history, cfg, earlier, progress(train_s), stop_asked.is_set())
     if ema is not None:  # the model written is the average (validation and temperature included)
         ema.copy_to(model)
     if val is None:
@@ -482,7 +572,24 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         "started_utc": started_utc, **_lineage(parent, step, train_s, examples),
         **({"commands": [*earlier, cfg.command]} if earlier else {}),
         **({"weight_average": ema.record()} if ema is not None else {}),
+        **({"non_finite_bursts_left_out": dropped} if dropped else {}),
     }, t_start)
+
+
+def _check_finite(sums: Any, model: Any, step: int, row: dict[str, float] | None = None) -> None:
+    """InputError (exit 2) once the loss summed since the last log, or a weight, is NaN or infinite:
+    the network is lost from there on, and the run went on to write it as model.pt, exit 0. Called
+    before anything is written, so the files of the run before stay as they were."""
+    torch = require("torch")
+    if row is not None:  # at a log line: its loss is read already
+        finite = math.isfinite(row["loss"])
+    else:  # before a write: one synchronization for the sums and every weight
+        finite = bool(torch.stack([torch.isfinite(sums).all(),
+                                   *(torch.isfinite(p).all() for p in model.parameters())]).all())
+    if not finite:
+        raise InputError(f"the training loss is not finite (NaN or infinite) at step {step}: too high a --lr, or "
+                         "data with NaN or infinite samples; stopped without writing the network (checkpoint.pt "
+                         "and model.pt, where there are, are from before)")
 
 
 def _write_log(out: Path, doc: dict[str, Any], history: list[dict[str, float]]) -> None:
@@ -494,17 +601,20 @@ def _write_log(out: Path, doc: dict[str, Any], history: list[dict[str, float]]) 
     if history:
         from rfclassify.model.plots import training_curves
 
-        training_curves(history, out / CURVE_FILE)
+        # a handle: savefig takes the format from a path's suffix, and the temporary one's is .tmp
+        with replacing(out / CURVE_FILE) as tmp, open(tmp, "wb") as fh:
+            training_curves(history, fh)
 
 
 def _pause(out: Path, step: int, train_s: float, history: list[dict[str, float]], cfg: TrainConfig,
-           earlier: list[str], done: float) -> dict[str, Any]:
-    """End an invocation at --stop-after-s (its checkpoint written): the log so far, no validation, no model."""
+           earlier: list[str], done: float, terminated: bool = False) -> dict[str, Any]:
+    """End an invocation at --stop-after-s or on SIGTERM (`terminated`; its checkpoint written):
+    the log so far, no validation, no model."""
     _write_log(out, {"paused_at_step": step, "progress": round(done, 6), "commands": [*earlier, cfg.command]},
                history)
-    print(f"paused: step {step}, {done:.1%} of the schedule, {train_s:.0f}s trained in all; continue with "
-          f"--resume {out / CHECKPOINT_FILE}", flush=True)
-    return {"paused": True, "steps": step, "progress": done, "out_dir": str(out)}
+    print(f"{'stopped by SIGTERM' if terminated else 'paused'}: step {step}, {done:.1%} of the schedule, "
+          f"{train_s:.0f}s trained in all; continue with --resume {out / CHECKPOINT_FILE}", flush=True)
+    return {"paused": True, "terminated": terminated, "steps": step, "progress": done, "out_dir": str(out)}
 
 
 def _predict(model: Any, x: np.ndarray, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
@@ -540,7 +650,8 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     model_id = f"rfc-resnet-{datetime.now(timezone.utc):%Y%m%d}-{weights_digest(state)[:8]}"
     _remove_stale_products(out)
-    torch.save(state, out / "model.pt")
+    with replacing(out / "model.pt") as tmp:  # a failed write (a full disk) leaves the old model whole
+        torch.save(state, tmp)
     model_cpu = model.to("cpu")
     flops = flops_per_bucket(model_cpu, recipe.buckets_samples)
     training = {
@@ -617,31 +728,122 @@ def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples:
         "examples": parent["examples"] + examples["fresh"] + examples["reused"]}}
 
 
+def read_checkpoint(path: str, device: str = "cpu") -> dict[str, Any]:
+    """The checkpoint a --resume continues, tensors on `device`; ConfigError for anything that is not one."""
+    torch = require("torch", "training")
+    try:
+        ck = torch.load(path, map_location=device, weights_only=False)
+    except FileNotFoundError:
+        raise ConfigError(f"no checkpoint at {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory; --resume takes its {CHECKPOINT_FILE}") from None
+    except Exception as exc:  # noqa: BLE001 - torch and pickle raise their own types for a file that is not one
+        raise ConfigError(f"{path} is not a checkpoint of rfclassify train ({first_line(exc, 200)})") from None
+    if not isinstance(ck, dict) or not {"model", "step"} <= set(ck):
+        raise ConfigError(f"{path} is not a checkpoint of rfclassify train (no model weights and step)")
+    return ck
+
+
+def option_of(name: str) -> str:
+    """The command-line option of TrainConfig field `name`."""
+    return _OPTION_OF_FIELD.get(name, "--" + name.replace("_", "-"))
+
+
+def _recorded(ck: dict[str, Any], name: str) -> Any:
+    """Setting `name` as the checkpoint's run had it; a checkpoint from before it was recorded
+    ran with its default."""
+    if name == "normalization":
+        return _checkpoint_normalization(ck)
+    config = ck.get("config") or {}
+    if name == "arch":  # the --arch its run was given (the network itself is ck["arch"])
+        return config.get("arch") or {}
+    value = config.get(name, _FIELD_DEFAULTS.get(name))
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _same_setting(name: str, given: Any, recorded: Any) -> bool:
+    if name == "data" and given and recorded and given != recorded:
+        try:  # the same file by another path (relative, through a link) is the same data
+            return os.path.samefile(given, recorded)
+        except OSError:
+            return False
+    if isinstance(given, (list, tuple)) and isinstance(recorded, (list, tuple)):
+        return list(given) == list(recorded)
+    return bool(given == recorded)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, dict):
+        return f"'{json.dumps(value)}'"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _run_setting_differences(values: dict[str, Any], ck: dict[str, Any], path: str) -> None:
+    """ConfigError naming each setting that defines the run (RUN_SETTINGS) whose value in
+    `values` is not the checkpoint's, with both values; None in `values`: left out, taken."""
+    wrong = []
+    for name in RUN_SETTINGS:
+        given, recorded = values.get(name), _recorded(ck, name)
+        if name == "normalization" and given is None:
+            continue  # left out: train() takes the checkpoint's
+        if not _same_setting(name, given, recorded):
+            was = f"with {option_of(name)} {_shown(recorded)}" if recorded is not None else f"without {option_of(name)}"
+            now = "without it" if given is None else _shown(given)
+            wrong.append(f"{was}, not {now}")
+    if wrong:
+        raise ConfigError(f"{path} was trained {'; '.join(wrong)}: a resumed run keeps the settings that define "
+                          "it (leave the option out to take the checkpoint's)")
+
+
+def resume_settings(given: dict[str, Any], ck: dict[str, Any], path: str) -> dict[str, Any]:
+    """TrainConfig fields for a --resume of checkpoint `ck` (read from `path`): `given`, where
+    None means the option was left out, with what was left out taken from the checkpoint's run.
+    A setting that defines the run (RUN_SETTINGS) given with another value than the checkpoint's
+    is a ConfigError naming the option and both values; RESUME_MAY_CHANGE may differ (--steps
+    and --time-budget-s together: either given replaces both). The network is the checkpoint's
+    (an --arch that disagrees with it is refused), so the DLA check sees the network trained."""
+    out = dict(given)
+    if given.get("steps") is None and given.get("time_budget_s") is None:
+        out["steps"], out["time_budget_s"] = _recorded(ck, "steps"), _recorded(ck, "time_budget_s")
+    for name in (*RUN_SETTINGS, "decay_steps", "ema_half_life_steps"):
+        if given.get(name) is None:
+            out[name] = _recorded(ck, name)
+    _run_setting_differences(out, ck, path)
+    _check_arch(given.get("arch"), ck, path)
+    if ck.get("arch"):
+        out["arch"] = dict(ck["arch"])
+    elif given.get("arch") is None:  # a checkpoint from before the network was recorded in it
+        out["arch"] = _recorded(ck, "arch")
+    return out
+
+
+def _check_arch(arch: dict[str, Any] | None, ck: dict[str, Any], path: str) -> None:
+    """ConfigError where --arch (None or {}: left out) changes the network the checkpoint holds."""
+    from rfclassify.model.network import arch_with_defaults
+
+    if ck.get("arch") and arch and arch_with_defaults({**ck["arch"], **arch}) != ck["arch"]:
+        raise ConfigError(f"--arch differs from the network {path} was trained with; leave it out "
+                          "to continue that network")
+
+
 def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
-    """The checkpoint a --resume continues (tensors on `device`), its network checked against --arch.
+    """The checkpoint a --resume continues (tensors on `device`), checked against cfg: its network
+    against --arch and the DLA at cfg's buckets, the settings that define its run against cfg's.
 
     The checkpoint records the whole network (since the fifth session), so a run trained with
     --arch, deepened or not, resumes without repeating it; an --arch that disagrees is refused."""
-    from rfclassify.model.network import arch_with_defaults
+    from rfclassify.model.network import dla_arch_problems
 
-    torch = require("torch")
-    try:
-        ck = torch.load(cfg.resume, map_location=device, weights_only=False)
-    except FileNotFoundError:
-        raise ConfigError(f"no checkpoint at {cfg.resume}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{cfg.resume} is a directory; --resume takes its {CHECKPOINT_FILE}") from None
-    except Exception as exc:  # noqa: BLE001 - torch and pickle raise their own types for a file that is not one
-        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train ({first_line(exc, 200)})") from None
-    if not isinstance(ck, dict) or not {"model", "step"} <= set(ck):
-        raise ConfigError(f"{cfg.resume} is not a checkpoint of rfclassify train (no model weights and step)")
-    if ck.get("arch") and cfg.arch and arch_with_defaults({**ck["arch"], **cfg.arch}) != ck["arch"]:
-        raise ConfigError(f"--arch differs from the network {cfg.resume} was trained with; leave it out "
-                          "to continue that network")
-    trained_with = _checkpoint_normalization(ck)
-    if cfg.normalization is not None and trained_with != cfg.normalization:
-        raise ConfigError(f"{cfg.resume} was trained with --normalization {trained_with}, not "
-                          f"{cfg.normalization}; give the same one to continue it")
+    ck = read_checkpoint(cfg.resume, device)
+    _check_arch(cfg.arch, ck, cfg.resume)
+    _run_setting_differences(asdict(cfg), ck, cfg.resume)
+    if ck.get("arch"):  # TrainConfig checked --arch; the network trained is the checkpoint's
+        problems = dla_arch_problems(ck["arch"], tuple(cfg.buckets_samples))
+        if problems:
+            raise ConfigError(f"the network of {cfg.resume} and this bucket list would not run on the DLA: "
+                              + "; ".join(problems))
     return ck
 
 

@@ -22,8 +22,10 @@ queue. Nothing here imports torch.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -31,12 +33,25 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._exceptions import ConfigError
+from rfclassify._exceptions import ConfigError, InputError, InternalError
 from rfclassify.dsp.rate import SymbolRateNormalizer, snr_offset_db
 from rfclassify.dsp.windows import BucketPolicy, normalize_batch, to_model_input
 from rfclassify.labels import LABEL_TO_INDEX, LABELS
 
 Batch = dict[str, np.ndarray]  # x float32 (B,2,1,L), label int64 (B,), snr_db float32 (B,)
+
+#: share of training *time* per bucket of the default bucket list, by length
+DEFAULT_TIME_SHARE: dict[int, float] = {128: 0.08, 256: 0.08, 512: 0.14, 1024: 0.40, 2048: 0.15, 4096: 0.15}
+
+
+def default_time_share(buckets_samples: tuple[int, ...]) -> tuple[float, ...]:
+    """The time shares of a bucket list: DEFAULT_TIME_SHARE's for its lengths, any other list
+    (given on the command line) 1024 double and the rest equal. By length, not position: a
+    list of six other lengths once took the default's shares in order (256..8192 gave 2048
+    the 40 % meant for 1024)."""
+    if sorted(buckets_samples) == sorted(DEFAULT_TIME_SHARE):
+        return tuple(DEFAULT_TIME_SHARE[b] for b in buckets_samples)
+    return tuple(2.0 if b == 1024 else 1.0 for b in buckets_samples)
 
 
 @dataclass(frozen=True)
@@ -44,8 +59,9 @@ class DataRecipe:
     """How on-the-fly training data is drawn (recorded in the training log and model card)."""
 
     buckets_samples: tuple[int, ...] = BucketPolicy().buckets_samples
-    #: share of training *time* per bucket (batches are drawn with probability share / length)
-    time_share: tuple[float, ...] = (0.08, 0.08, 0.14, 0.40, 0.15, 0.15)
+    #: share of training *time* per bucket (batches are drawn with probability share / length);
+    #: None: default_time_share of the bucket list
+    time_share: tuple[float, ...] | None = None
     snr_range_db: tuple[float, float] = (-20.0, 30.0)
     #: (lo dB, hi dB, share): that share of training bursts draws its SNR from [lo, hi] instead of
     #: the whole range, which the rest keeps (None: uniform over snr_range_db). Validation stays
@@ -74,10 +90,8 @@ class DataRecipe:
             if not (r_lo <= lo < hi <= r_hi) or not 0.0 < share <= 1.0:
                 raise ConfigError(f"an SNR focus needs {r_lo:g} <= lo < hi <= {r_hi:g} dB and a share in (0, 1]; "
                                   f"got {lo:g} {hi:g} {share:g}")
-        if len(self.time_share) != len(self.buckets_samples):
-            # a bucket list given on the command line: weight 1024 double, the rest equal
-            share = tuple(2.0 if b == 1024 else 1.0 for b in self.buckets_samples)
-            object.__setattr__(self, "time_share", share)
+        if self.time_share is None or len(self.time_share) != len(self.buckets_samples):
+            object.__setattr__(self, "time_share", default_time_share(tuple(self.buckets_samples)))
 
     def channel_config(self) -> Any:
         """The impairment chain bursts are drawn with: ChannelConfig() with channel_overrides applied."""
@@ -267,7 +281,23 @@ def synthesized_batches(recipe: DataRecipe, rng: np.random.Generator) -> Iterato
         yield make_batch(recipe, bucket, recipe.batch_size, rng)
 
 
+def _exit_with_parent() -> None:
+    """End this worker as soon as the process that started it is gone. A trainer killed
+    (SIGKILL, or SIGTERM before it handled one) never runs close(), and its workers kept
+    synthesizing, each on a core, for as long as the machine stayed up."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])  # readable once the parent has exited
+        os._exit(0)
+
+    threading.Thread(target=watch, name="rfc-parent-watch", daemon=True).start()
+
+
 def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
+    _exit_with_parent()
     batches = synthesized_batches(recipe, np.random.default_rng(seed_seq))
     while not stop.is_set():
         batch = next(batches)
@@ -280,6 +310,7 @@ def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: An
 
 
 def _val_main(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence, out_q: Any) -> None:
+    _exit_with_parent()
     out_q.put(validation_set(recipe, per_bucket, seed_seq))
 
 
@@ -346,7 +377,8 @@ class SynthPool:
     def _check_alive(self) -> None:
         dead = [p.name for p in self._procs if p.exitcode not in (None, 0)]
         if dead:
-            raise RuntimeError(f"data worker(s) died: {', '.join(dead)}")
+            raise InternalError(f"data worker(s) died: {', '.join(dead)} (exit code "
+                                f"{', '.join(str(p.exitcode) for p in self._procs if p.exitcode not in (None, 0))})")
 
     def close(self) -> None:
         self._stop.set()
@@ -374,41 +406,81 @@ def inline_batches(recipe: DataRecipe, seed: int) -> Iterator[Batch]:
     yield from synthesized_batches(recipe, np.random.default_rng(seq))
 
 
-def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> Iterator[Batch]:
-    """Batches drawn from an HDF5 dataset forever: each burst becomes one random window of its bucket.
+class HDF5Batches:
+    """Batches drawn from an HDF5 dataset forever (an iterator): each burst becomes one random
+    window of its bucket.
 
     Bursts are normalized whole, then cropped (or zero-padded) to their serving bucket by
-    DatasetReader.iter_batches, so every batch has a single bucket length."""
-    from rfclassify.data.reader import DatasetReader
+    DatasetReader.iter_batches, so every batch has a single bucket length. A burst whose window
+    holds a NaN or an infinity is left out (the reader makes such a burst all NaN, so every
+    window of it shows it), and `non_finite` collects the file indices of those: one such burst
+    turned the whole network into NaNs. A bucket with no finite burst left is dropped, and a
+    file with none at all is an InputError."""
 
-    if recipe.target_sps is not None:
-        raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
-    policy = recipe.policy
-    rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
-    with DatasetReader(path) as reader:
-        # the file's label indices count its own `labels` list; the network's, LABELS (the two
-        # were taken as one before the sixty-sixth session: a file listing them in another order
-        # trained every burst against the wrong class)
-        to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels], np.int64)
-        foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
-        if foreign:
-            raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
-        pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
-        # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
-        # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
-        present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
-        if not present:
-            raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
-                              f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
-        probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
-        iters: dict[int, Iterator[Any]] = {}
-        while True:
-            b = int(rng.choice(present, p=probs / probs.sum()))
-            batch = next(iters.get(b, iter(())), None)
-            if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
-                iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
-                                               indices=pools[b], normalize=True,
-                                               normalization=recipe.normalization)
-                batch = next(iters[b])
-            yield {"x": to_model_input(batch.iq), "label": to_model[batch.label_index],
-                   "snr_db": batch.snr_db.astype(np.float32)}  # NaN (no noise): no SNR loss
+    def __init__(self, path: str, recipe: DataRecipe, seed: int) -> None:
+        if recipe.target_sps is not None:
+            raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
+        self.path, self.recipe, self.seed = path, recipe, seed
+        self.non_finite: set[int] = set()
+        self._batches = self._draw()
+
+    def __iter__(self) -> HDF5Batches:
+        return self
+
+    def __next__(self) -> Batch:
+        return next(self._batches)
+
+    def _draw(self) -> Iterator[Batch]:
+        from rfclassify.data.reader import DatasetReader
+
+        path, recipe = self.path, self.recipe
+        policy = recipe.policy
+        rng = np.random.default_rng(seed_streams(self.seed, 1)[1][0])
+        with DatasetReader(path) as reader:
+            # the file's label indices count its own `labels` list; the network's, LABELS (the two
+            # were taken as one before the sixty-sixth session: a file listing them in another order
+            # trained every burst against the wrong class)
+            to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels], np.int64)
+            foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
+            if foreign:
+                raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
+            pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
+            # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
+            # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
+            present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
+            if not present:
+                raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
+                                  f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
+            iters: dict[int, Iterator[Any]] = {}
+            usable: dict[int, bool] = {}   # bucket -> whether its epoch so far gave a batch
+            while True:
+                probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
+                b = int(rng.choice(present, p=probs / probs.sum()))
+                batch = next(iters.get(b, iter(())), None)
+                if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
+                    if b in iters and not usable[b]:  # a whole epoch without two finite bursts
+                        present.remove(b)
+                        if not present:
+                            raise InputError(f"{path}: no bucket has two bursts without NaN or infinite "
+                                             f"samples ({len(self.non_finite)} left out)")
+                        continue
+                    iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
+                                                   indices=pools[b], normalize=True,
+                                                   normalization=recipe.normalization)
+                    usable[b] = False
+                    batch = next(iters[b])
+                x = to_model_input(batch.iq)
+                labels, snr_db = to_model[batch.label_index], batch.snr_db.astype(np.float32)
+                finite = np.isfinite(x).all(axis=(1, 2, 3))
+                if not finite.all():
+                    self.non_finite.update(int(i) for i in batch.indices[~finite])
+                    if finite.sum() < 2:
+                        continue
+                    x, labels, snr_db = x[finite], labels[finite], snr_db[finite]
+                usable[b] = True
+                yield {"x": x, "label": labels, "snr_db": snr_db}  # NaN SNR (no noise): no SNR loss
+
+
+def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> HDF5Batches:
+    """Training batches from an HDF5 dataset (HDF5Batches)."""
+    return HDF5Batches(path, recipe, seed)
