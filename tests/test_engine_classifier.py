@@ -141,6 +141,29 @@ def test_onnxruntimes_plain_fail_is_the_files_only_when_loading_the_file_failed(
         Classifier.load(tiny_model_dir, backend="onnxruntime", device="cpu")
 
 
+def test_a_stop_asked_for_while_the_backend_loads_is_taken_before_the_workers_and_warm_up(tiny_model_dir,
+                                                                                           monkeypatch):
+    """The daemon's stop during its start: every backend, not only TensorRT's engine builds,
+    stops before the refiner workers spawn and the warm-up runs (seconds each on a loaded box),
+    and the backend it had loaded is closed again."""
+    import threading
+
+    from rfclassify._exceptions import Cancelled
+    from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
+
+    closed, warmed = [], []
+    monkeypatch.setattr(OnnxRuntimeBackend, "close", lambda self: closed.append(self))
+    monkeypatch.setattr(OnnxRuntimeBackend, "warmup", lambda self: warmed.append(self))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled, match="stopped after loading the onnxruntime backend"):
+        Classifier.load(tiny_model_dir, backend="onnxruntime", warmup=True, cancel=stop)
+    assert len(closed) == 1 and warmed == []
+    # not asked: it loads and warms up as before
+    Classifier.load(tiny_model_dir, backend="onnxruntime", warmup=True, cancel=threading.Event())
+    assert len(warmed) == 1
+
+
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):
     with Classifier.load(tiny_model_dir, precision="int8", device="cpu") as c:
         assert c.precision == "fp32"

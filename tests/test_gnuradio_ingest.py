@@ -440,7 +440,9 @@ def serve(tmp_path, tiny_model_dir):
         with open(log, "w") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         procs.append(proc)
-        deadline = time.monotonic() + 30
+        # the shipped model and its refiner workers load in the subprocess, where conftest's
+        # one-thread settings do not reach: 12 s on a busy 2-core box, over 30 s under more load
+        deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, f"rfclassify serve exited: {log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"rfclassify serve did not come up: {log.read_text()[-3000:]}"
@@ -471,7 +473,7 @@ def _collect(output: str, fg: Flowgraph, expected: int) -> tuple[list[dict], lis
     try:
         time.sleep(0.7)  # the daemon's SUB subscription must reach the flowgraph's PUB
         fg.go()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(col.results) + len(col.rejects) < expected:
             time.sleep(0.1)
         time.sleep(1.0 if len(col.results) >= expected else 0.0)  # nothing extra should follow
@@ -561,14 +563,17 @@ def capture(connect, sink):
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.setsockopt(zmq.RCVHWM, 0)
     sub.connect(sink.last_endpoint())
-    time.sleep(0.4)   # the subscription must reach the PUB socket before data flows
+    time.sleep(1.0)   # the subscription must reach the PUB socket before data flows
     tb = gr.top_block()
     connect(tb)
     tb.start()
-    tb.wait()
+    # until the sink has been quiet for 2 s: a message sink hands its last PDUs on from its own
+    # thread, which a tb.wait() first could end before they were sent
     msgs = []
-    while sub.poll(500):
+    while sub.poll(2000):
         msgs.append([f.hex() for f in sub.recv_multipart()])
+    tb.stop()
+    tb.wait()
     sub.close()
     return msgs
 

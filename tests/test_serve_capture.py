@@ -21,6 +21,9 @@ from rfclassify.serve.capture import BurstCapture
 from rfclassify.serve.config import CaptureConfig, config_from_dict
 from rfclassify.serve.results import result_record
 
+# what close() may wait for the writer: its 2 s default can cut, on a slow disk, the writes a test counts
+CLOSE_S = 30.0
+
 sigmf = pytest.importorskip("sigmf", reason="the sigmf library is in the test extra: pip install -e '.[test]'")
 from sigmf import sigmffile  # noqa: E402
 
@@ -51,7 +54,7 @@ def test_a_kept_burst_is_a_sigmf_recording_the_library_reads(tmp_path):
     cap.offer(burst, _record(burst, "unknown"))
     other = _burst(500, 2)
     cap.offer(other, _record(other, "QPSK", 0.9))   # not a label to keep
-    cap.close()
+    cap.close(CLOSE_S)
     (meta_path,) = _kept(tmp_path / "kept")
     assert meta_path.name.endswith("_1_unknown.sigmf-meta")
     rec = sigmffile.fromfile(str(meta_path))
@@ -77,7 +80,7 @@ def test_classify_reads_a_kept_burst_whole_and_gives_its_own_answer(tiny_model_d
     cap = BurstCapture(CaptureConfig(dir=str(tmp_path), labels="*"), "m-1")
     burst = _burst(2000, 3, sample_rate_hz=1e6)
     cap.offer(burst, _record(burst, "QPSK", 0.99))
-    cap.close()
+    cap.close(CLOSE_S)
     (meta_path,) = _kept(tmp_path)
     assert main(["classify", str(meta_path), "--json", "--model-dir", str(tiny_model_dir), "--device", "cpu"]) == 0
     (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -92,7 +95,7 @@ def test_the_oldest_recordings_go_when_the_folder_is_full_and_others_files_stay(
     for b in bursts:
         cap.offer(b, _record(b, "unknown"))
         time.sleep(0.01)   # distinct names in time order
-    cap.close()
+    cap.close(CLOSE_S)
     kept = _kept(tmp_path)
     ours = [p for p in kept if p.name != "notes.sigmf-meta"]
     assert len(ours) == 3 and cap.deleted == 3 and cap.kept == 6 and cap.bytes <= MiB
@@ -107,7 +110,7 @@ def test_the_oldest_recordings_go_when_the_folder_is_full_and_others_files_stay(
     assert again.snapshot()["recordings"] == 3 and again.bytes == cap.bytes   # a restart counts what is there
     b = _burst(40_000, 9)
     again.offer(b, _record(b, "unknown"))
-    again.close()
+    again.close(CLOSE_S)
     assert again.deleted == 1 and not ours[0].exists() and ours[1].exists()
 
 
@@ -130,13 +133,13 @@ def test_a_writer_that_falls_behind_skips_bursts_and_counts_them(tmp_path, monke
     for b in bursts:
         cap.offer(b, _record(b, "FM", 0.9))
     gate.set()
-    cap.close()
+    cap.close(CLOSE_S)
     assert cap.skipped in (9, 10) and cap.kept + cap.skipped == len(bursts)   # the writer held one
     assert len(_kept(tmp_path)) == cap.kept
     huge = _burst(MiB // 8 + 1, 0)                        # alone larger than max_bytes
     small = BurstCapture(CaptureConfig(dir=str(tmp_path / "s"), labels="*", max_bytes=MiB), "m-1")
     small.offer(huge, _record(huge, "FM"))
-    small.close()
+    small.close(CLOSE_S)
     assert small.skipped == 1 and small.kept == 0
 
 
@@ -151,13 +154,13 @@ def test_the_queue_is_bounded_in_bytes_and_the_folder_by_data_and_metadata(tmp_p
     for b in bursts:
         cap.offer(b, _record(b, "FM", 0.9))
     gate.set()
-    cap.close()
+    cap.close(CLOSE_S)
     assert cap.kept == 4 and cap.skipped == 6      # four MiB queued at most, not ten
     monkeypatch.undo()                               # the writer as it is, at its own pace
     fits = _burst(MiB // 8 - 16, 0)                 # its samples fit 1 MiB; with its metadata not
     tight = BurstCapture(CaptureConfig(dir=str(tmp_path / "t"), labels="*", max_bytes=MiB), "m-1")
     tight.offer(fits, _record(fits, "FM"))
-    tight.close()
+    tight.close(CLOSE_S)
     assert tight.skipped == 1 and tight.kept == 0 and tight.bytes <= MiB and not _kept(tmp_path / "t")
 
 
@@ -173,7 +176,7 @@ def test_a_write_that_fails_is_counted_and_the_writer_goes_on(tmp_path):
     assert cap.failed == 1 and "FileNotFoundError" in cap.last_error
     folder.mkdir()
     cap.offer(b, _record(b, "FM"))
-    cap.close()
+    cap.close(CLOSE_S)
     assert cap.kept == 1 and len(_kept(folder)) == 1
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rfclassify._cpus import MAX_THREADS, refiner_worker_count
-from rfclassify._exceptions import ConfigError, InputError, MessageError
+from rfclassify._exceptions import Cancelled, ConfigError, InputError, MessageError
 from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input, within_safe_peak
 from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
@@ -169,7 +169,8 @@ class Classifier:
         core (GPU fallback) and engine_cache is where it keeps them (tensorrt_plan.engine_cache_dir
         when None); other backends ignore both, with a logged warning for dla_core. cancel, once
         set, makes the TensorRT backend raise Cancelled instead of building its next engine
-        (the daemon's stop during its start); other backends load in seconds and ignore it.
+        (the daemon's stop during its start), and any backend once it has loaded, before the
+        refiner workers spawn and the warm-up runs (the backend closed again).
         """
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         meta = ModelMeta.load(model_dir)
@@ -212,6 +213,10 @@ class Classifier:
         impl = backend_class(sel.backend)(meta, model_dir, precision=sel.precision, device=sel.device,
                                           max_batch_size=max_batch_size, threads=threads, **options)
         impl.load()
+        if cancel is not None and cancel.is_set():
+            # before the refiner workers spawn and the warm-up runs: seconds each on a loaded box
+            impl.close()
+            raise Cancelled(f"stopped after loading the {sel.backend} backend, before its refiner workers and warm-up")
         clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
         if refiner_skip_above is not None:
             clf.refiner_skip_above = refiner_skip_above
