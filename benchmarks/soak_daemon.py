@@ -12,6 +12,8 @@ memory and that of its worker processes, its open file descriptors and threads (
 second half of the run (MB an hour, least squares; the first half holds the start-up's
 growth), and whether every message sent was answered: classified + rejected + dropped =
 sent, and a result published for each. Linux only (/proc). A measurement, not a test.
+The daemon's config, control socket and log live in a temporary folder, removed after a run
+that passed; kept after one that failed, and named on stderr, for its log (serve.log).
 
     PYTHONPATH=. python3 benchmarks/soak_daemon.py [--minutes 20] [--rate 20] [--garbage-every 10]
         [--every 30] [--json OUT.json] [--model-dir DIR]
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,6 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="rfclassify-soak-"))
+    rc = 1
+    try:
+        rc = soak(args, tmp)
+    finally:
+        if rc == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"the daemon's log is kept: {tmp / 'serve.log'}", file=sys.stderr)
+    return rc
+
+
+def soak(args: argparse.Namespace, tmp: Path) -> int:
+    """The run of main's `args` with the daemon's files in `tmp`; 0 if every message was answered."""
     control = f"ipc://{tmp}/control"
     (tmp / "rfclassify.toml").write_text("")
     # ports the daemon picks; its status says which
@@ -179,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait(30)
+        log.close()
     c = st["counters"]
     total = sent["good"] + sent["garbage"]
     answered = c["classified"] + c["rejected_total"] + c["dropped_total"]

@@ -303,3 +303,14 @@ def test_simulated_snr_beyond_the_synthesizers_bound_is_refused(capsys):
     from rfclassify.dsp.synth import SNR_LIMIT_DB as SYNTH_LIMIT_DB
 
     assert SNR_LIMIT_DB == SYNTH_LIMIT_DB
+
+
+@pytest.mark.parametrize("endpoint, needle", [
+    ("tcp://127.0.0.1:70000", "the port must be 0..65535 or *"),     # ZeroMQ bound port 4464 (70000 mod 65536)
+    ("bogus", "expected a ZeroMQ endpoint such as tcp://127.0.0.1:5555"),
+])
+def test_simulate_refuses_an_endpoint_serve_would_refuse(endpoint, needle, capsys):
+    """--endpoint goes through serve's check of its input endpoint (rfclassify.serve.config)."""
+    assert cli.main(["simulate", "--endpoint", endpoint, "--count", "1", "--quiet", "--warmup", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rfclassify simulate: error: --endpoint: {needle}; got {endpoint!r}\n"

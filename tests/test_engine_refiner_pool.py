@@ -151,3 +151,159 @@ def test_a_refiner_worker_ignores_ctrl_c_which_the_daemon_handles():
         assert pid in [p.pid for p in pool._processes.values()]
     finally:
         pool.shutdown()
+
+
+_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+needs_proc = pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"),
+                                reason="signals to process groups and /proc: Linux")
+
+
+def _script(tmp_path, body: str, path_first: str = ""):
+    """A Python process running `body` in a process group of its own, with SIGINT at its
+    default (a background job's would be ignored), stdout and stderr into a file; `path_first`
+    ahead of the project on its PYTHONPATH."""
+    import os
+    import subprocess
+    import sys
+
+    import textwrap
+
+    script = tmp_path / "script.py"     # under a main guard: a spawned child runs the main module again
+    script.write_text("import signal, sys, time\nif __name__ == '__main__':\n"
+                      "    signal.signal(signal.SIGINT, signal.default_int_handler)\n" + textwrap.indent(body, "    "))
+    out = open(tmp_path / "out.txt", "w")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT,
+                            start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [path_first, str(_ROOT)]))})
+    return proc, out, tmp_path / "out.txt"
+
+
+def _gone(pid: int) -> bool:
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return not os.path.exists(f"/proc/{pid}")
+
+
+@needs_proc
+def test_a_refiner_worker_ends_when_its_parent_process_is_killed(tmp_path):
+    """A SIGKILL to a daemon (or a demo's SIGTERM, before it was taken as Ctrl-C) left its
+    workers running under PID 1 for ever, waiting on a queue no one would write to again."""
+    import os
+    import signal
+
+    proc, out, path = _script(tmp_path, "from rfclassify.engine.refiner import start_pool\n"
+                                        "pool = start_pool(1)\n"
+                                        "print(*pool._processes, flush=True)\n"
+                                        "time.sleep(300)\n")
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not path.read_text().strip() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        (worker,) = map(int, path.read_text().split())
+        assert not _gone(worker)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(worker), "the worker outlived its parent"
+    finally:
+        if worker is not None and not _gone(worker):
+            os.kill(worker, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        out.close()
+
+
+@needs_proc
+def test_refiner_workers_ignore_a_ctrl_c_that_comes_while_their_interpreters_start(tmp_path):
+    """A spawned worker imports for a second or more before its initializer could ignore
+    SIGINT: a Ctrl-C then (during a demo's model load) printed its KeyboardInterrupt
+    traceback. Here each worker's start is held for two seconds (a sitecustomize), and the
+    Ctrl-C comes meanwhile."""
+    import os
+    import signal
+
+    site = tmp_path / "site"
+    site.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "if '--multiprocessing-fork' in sys.argv:\n"
+        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(2.0)\n")
+    proc, out, path = _script(tmp_path, "from rfclassify.engine.refiner import start_pool\n"
+                                        "try:\n"
+                                        "    pool = start_pool(2)\n"
+                                        "except KeyboardInterrupt:\n"
+                                        "    print('parent interrupted', flush=True)\n"
+                                        "    sys.exit(130)\n"
+                                        "pool.shutdown()\n",
+                              path_first=str(site))
+    try:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(os.listdir(marks)) == 2, path.read_text()     # both workers are starting
+        os.killpg(proc.pid, signal.SIGINT)                          # Ctrl-C
+        assert proc.wait(60) == 130, path.read_text()
+        text = path.read_text()
+        assert "parent interrupted" in text and "KeyboardInterrupt" not in text and "Traceback" not in text, text
+        for pid in map(int, os.listdir(marks)):
+            deadline = time.monotonic() + 20
+            while not _gone(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _gone(pid)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for pid in map(int, os.listdir(marks)):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        out.close()
+
+
+@needs_proc
+def test_a_ctrl_c_or_sigterm_while_processes_start_is_raised_once_they_have():
+    """Python raises KeyboardInterrupt in the main thread whichever thread the signal reaches:
+    in the middle of a spawn it lost the process just started (its pool's other worker then
+    waited a minute for it). starting_processes holds SIGINT and SIGTERM until its end."""
+    import os
+    import signal
+
+    from rfclassify.engine.refiner_pool import starting_processes
+
+    class Term(Exception):
+        pass
+
+    def on_term(_signum, _frame):
+        raise Term
+    previous = signal.signal(signal.SIGTERM, on_term)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reached = []
+        with pytest.raises(Term):
+            with starting_processes():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                reached.append("after SIGTERM")
+        with pytest.raises(KeyboardInterrupt):
+            with starting_processes():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append("after SIGINT")
+        assert reached == ["after SIGTERM", "after SIGINT"]
+        assert signal.getsignal(signal.SIGTERM) is on_term
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)

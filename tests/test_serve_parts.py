@@ -1143,3 +1143,74 @@ def test_sockets_bind_and_connect_ipv6_literals():
         pull.close(0)
     finally:
         ctx.destroy(linger=0)
+
+
+# -- stats: throughput's span, a benchmark window's percentiles --------------------------------
+class _Clock:
+    """A stand-in for the time module stats reads (monotonic, set by hand)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1.8e9 + self.now
+
+
+def test_throughput_counts_from_the_first_burst_not_from_the_model_load(monkeypatch):
+    """The stats are made before the model loads (about 10 s on a CPU): counted from then, the
+    demo's live line read 5/s while 50 bursts a second were classified."""
+    import rfclassify.serve.stats as stats_module
+
+    clock = _Clock(1000.0)
+    monkeypatch.setattr(stats_module, "time", clock)
+    s = DaemonStats(throughput_window_s=10.0)
+    clock.now += 10.0                        # the model loads
+    assert s.throughput() == 0.0             # no burst yet
+    for _ in range(50):                      # then 50 bursts a second for a second
+        s.add_received()
+        clock.now += 0.02
+        s.add_result("QPSK", 0.0, 0.0, 0.0)
+    assert s.throughput() == pytest.approx(50.0)
+    assert s.snapshot()["throughput_bursts_per_s"] == pytest.approx(50.0)
+    for _ in range(1000):                    # 20 s more: the last 10 s are the window
+        s.add_received()
+        clock.now += 0.02
+        s.add_result("QPSK", 0.0, 0.0, 0.0)
+    assert s.throughput() == pytest.approx(50.0, abs=0.2)    # 500 or 501 (where 0.02 s steps round)
+    s2 = DaemonStats(throughput_window_s=10.0)
+    s2.add_received()
+    s2.add_result("QPSK", 0.0, 0.0, 0.0)     # one answered at once: not a thousand a second
+    assert s2.throughput() == 1.0
+
+
+def test_a_benchmark_window_has_percentiles_over_all_of_its_results():
+    """bench daemon's window at a GPU's 3,000 bursts/s for 5 s: the percentiles were over the
+    last 4,096 results (the status's ring), so a slow first two thirds read as fast."""
+    s = DaemonStats()
+    s.reset_latency(whole_window=True)
+    for i in range(15000):
+        s.add_result("QPSK", 0.0, 0.0, 0.5 if i < 10000 else 0.01)
+    assert s.snapshot()["latency_ms"]["total"] == {"p50": 500.0, "p90": 500.0, "p99": 500.0}
+    assert s.latency_coverage()["total"] == (15000, 15000)
+    s.reset_latency()                         # the status's kind: the most recent 4,096
+    for i in range(15000):
+        s.add_result("QPSK", 0.0, 0.0, 0.5 if i < 10000 else 0.01)
+    assert s.snapshot()["latency_ms"]["total"]["p99"] == 10.0 and s.latency_coverage()["total"] == (4096, 15000)
+
+
+def test_a_benchmark_window_past_its_sample_keeps_a_uniform_sample_of_it(monkeypatch):
+    import rfclassify.serve.stats as stats_module
+
+    monkeypatch.setattr(stats_module, "WINDOW_SAMPLE", 1000)
+    s = DaemonStats()
+    s.reset_latency(whole_window=True, seed=3)
+    for i in range(30000):                    # two thirds slow, first; a sample of the last ones would be fast
+        s.add_result("QPSK", 0.0, 0.0, 0.5 if i < 20000 else 0.01)
+    assert s.latency_coverage()["total"] == (1000, 30000)
+    total = s.snapshot()["latency_ms"]["total"]
+    assert total["p50"] == 500.0 and total["p99"] == 500.0
+    slow = sum(v == 0.5 for v in s.latency["total"].recent)
+    assert 600 < slow < 730                   # about 2/3 of the sample (667 expected)

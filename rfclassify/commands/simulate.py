@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.labels import parse_labels
     from rfclassify.serve.simulate import SimulateOptions, run_simulator
 
+    _check_endpoint(args.endpoint)
     opts = SimulateOptions(
         endpoint=args.endpoint, bind=args.bind, socket_type=args.socket, rate_bursts_per_s=args.rate,
         count=args.count, classes=parse_labels(args.classes), snr_min_db=args.snr_min,
@@ -66,3 +67,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"\rsent {sent} bursts in {time.monotonic() - t0:.1f} s to {args.endpoint}", file=sys.stderr)
     return 0
+
+
+def _check_endpoint(endpoint: str) -> None:
+    """--endpoint checked as `serve` checks its input endpoint, where the simulator's bursts go
+    (ConfigError naming --endpoint): ZeroMQ took tcp://127.0.0.1:70000 and bound port 4464."""
+    from rfclassify._exceptions import ConfigError
+    from rfclassify.serve.config import DaemonConfig, apply_overrides
+
+    try:
+        apply_overrides(DaemonConfig(), {"input.endpoint": endpoint})
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("command line: input.endpoint:", "--endpoint:")) from None

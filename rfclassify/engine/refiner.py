@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -63,7 +62,7 @@ from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LIN
 from rfclassify.dsp.power_lines import power_line_features
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
-from rfclassify.engine.refiner_pool import map_chunksize
+from rfclassify.engine.refiner_pool import become_child_worker, map_chunksize, starting_processes
 from rfclassify.engine.results import log_softmax
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
@@ -215,8 +214,9 @@ def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], r
     have started (see start_pool)."""
     global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_em_ranker
     # Ctrl-C reaches the whole process group: the daemon drains, and a worker must not die with
-    # a KeyboardInterrupt traceback on the terminal meanwhile (two did, sixty-sixth session)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a KeyboardInterrupt traceback on the terminal meanwhile (two did, sixty-sixth session); and
+    # a worker whose daemon was killed ends too, instead of waiting for tasks under PID 1
+    become_child_worker()
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
     _worker_em_ranker = em_ranker
     keep_one_blas_thread()
@@ -313,7 +313,19 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers,
                                          setup, em_ranker))
-    list(pool.map(_pooled_statistics, [_warm_burst()] * workers))
+    try:
+        with starting_processes():      # the workers start as map submits their tasks
+            warming = pool.map(_pooled_statistics, [_warm_burst()] * workers)
+        list(warming)
+    except BaseException:
+        # Ctrl-C while they start, say: they are ended, not left to finish starting for no one
+        # (a worker still starting then failed to open `started`, which this frame's end had
+        # freed, and printed that traceback); ProcessPoolExecutor has no public way to do it
+        # before Python 3.14 (terminate_workers)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     return pool
 
 

@@ -8,14 +8,23 @@ its own thread), and a background thread starts a new pool after a wait that dou
 new pools keep breaking soon after they start (FIRST_RESTART_DELAY_S up to
 MAX_RESTART_DELAY_S; a pool that ran STABLE_S resets it). A start that fails is waited out the
 same way. map_chunksize says how finely a map over such a pool is cut.
+
+Such a worker (and any helper process the daemon's commands spawn) ends with its parent:
+`starting_processes` around the spawn and `become_child_worker` first thing in the child make it ignore
+Ctrl-C from the first instruction of its interpreter (the parent stops it) and exit by itself
+when the parent process is gone, killed or not (a SIGTERM or SIGKILL to `rfclassify demo` left
+its two workers running under PID 1, blocked for ever on a queue no one would write to again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 log = logging.getLogger("rfclassify.engine")
@@ -26,6 +35,73 @@ MAX_RESTART_DELAY_S = 300.0
 STABLE_S = 600.0
 #: a map over the pool is cut into up to this many tasks
 MAP_TASKS = 256
+
+
+#: the exit status of a worker that ended because its parent process did
+PARENT_GONE_EXIT = 75
+
+
+@contextlib.contextmanager
+def starting_processes() -> Iterator[None]:
+    """Around code that spawns processes (not around waiting for them: the parent must still
+    hear a Ctrl-C):
+
+    - SIGINT is blocked in the calling thread, so a process spawned meanwhile starts with it
+      blocked (the mask survives fork and exec) until become_child_worker ignores it: a Ctrl-C
+      to the process group during the seconds a spawned interpreter spends importing printed a
+      KeyboardInterrupt traceback from each refiner worker still starting;
+    - in the main thread, a SIGINT or SIGTERM that comes meanwhile is held and raised on
+      leaving: Python raises KeyboardInterrupt in the main thread whichever thread the signal
+      reached, and one raised in the middle of a spawn lost the process just started (its
+      pool's other worker then waited for it for a minute) or cut the data being sent to it."""
+    came: list[int] = []
+    previous_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous_handlers[signum] = signal.signal(signum, lambda s, _frame: came.append(s))
+    previous_mask = None
+    try:
+        if hasattr(signal, "pthread_sigmask"):      # not on Windows
+            from multiprocessing import resource_tracker
+
+            # multiprocessing starts its resource tracker with a spawn's first lock when it is
+            # not running, and *unblocks* SIGINT after that start (its own mask, bpo-33613):
+            # started before ours
+            resource_tracker.ensure_running()
+            previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        yield
+    finally:
+        if previous_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)     # its handler runs now: KeyboardInterrupt, say
+
+
+def become_child_worker() -> None:
+    """First thing in a spawned worker process: ignore SIGINT (Ctrl-C reaches the whole
+    process group; the parent stops its workers) and let it through again (starting_processes
+    blocked it), and end this process when its parent process ends.
+
+    The parent's end is watched on multiprocessing's sentinel of it (a pipe the parent holds
+    open until it exits, however it exits) by a daemon thread that ends the process then, in
+    the middle of a task if need be: nobody is left to want its result. Not prctl's
+    PR_SET_PDEATHSIG: that fires when the *thread* that spawned the worker ends, and a pool
+    that broke is started again by a thread that ends right after (RefinerPool)."""
+    import multiprocessing
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    parent = multiprocessing.parent_process()
+    if parent is None:          # the main process: no parent to watch
+        return
+
+    def watch() -> None:
+        parent.join()            # returns once the sentinel reads end of file: the parent is gone
+        os._exit(PARENT_GONE_EXIT)
+    threading.Thread(target=watch, name="rfclassify-parent-watch", daemon=True).start()
 
 
 def map_chunksize(n: int) -> int:

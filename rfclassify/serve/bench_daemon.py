@@ -96,10 +96,15 @@ def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: flo
 
 
 def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any) -> None:
-    """Send frames round-robin at `rate` per second (None: as fast as the socket accepts)."""
+    """Send frames round-robin at `rate` per second (None: as fast as the socket accepts), in
+    the load generator's process until `stop` is set or its parent process ends (a killed
+    bench left it sending under PID 1)."""
     import zmq
 
+    from rfclassify.engine.refiner_pool import become_child_worker
     from rfclassify.serve.control import open_socket
+
+    become_child_worker()
 
     def setup(sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.LINGER, 0)
@@ -128,9 +133,8 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
               capture: str | None = None) -> dict[str, Any]:
     """One daemon under load; counts only what happens after warmup_s. capture: the result
     labels it keeps on disk ([capture] labels), in a folder of its own; None keeps none."""
-    import dataclasses
-
-    from rfclassify.serve.config import CaptureConfig
+    from rfclassify._exceptions import InternalError
+    from rfclassify.engine.refiner_pool import starting_processes
     from rfclassify.serve.daemon import Daemon
     from rfclassify.serve.demo import local_config
 
@@ -138,32 +142,38 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
         cfg = local_config(tmp, overload="block" if rate is None else "drop_oldest",
                            max_batch=max_batch, max_wait_ms=max_wait_ms)
         if capture is not None:
-            cfg = dataclasses.replace(cfg, capture=CaptureConfig(dir=f"{tmp}/capture", labels=capture))
+            cfg = with_capture(cfg, f"{tmp}/capture", capture)
         daemon = Daemon(cfg, engine=engine)
-        daemon.start()
         # the load generator is another process, like a real front end: it shares the CPU
         # cores with the daemon but not its interpreter lock
         mp = multiprocessing.get_context("spawn")
         stop = mp.Event()
-        gen = mp.Process(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
-                         name="rfclassify-bench-load", daemon=True)
+        gen = None
         try:
-            gen.start()
+            daemon.start()
+            gen = mp.Process(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
+                             name="rfclassify-bench-load", daemon=True)
+            with starting_processes():            # deaf to Ctrl-C from its first line: stop ends it
+                gen.start()
             deadline = time.monotonic() + 30
             while daemon.stats.snapshot()["counters"]["received"] == 0 and time.monotonic() < deadline:
+                if not gen.is_alive():            # it failed: said so on stderr; not 30 s of waiting
+                    raise InternalError(f"the load generator ended before sending (exit status {gen.exitcode})")
                 time.sleep(0.05)                  # the generator process is starting
             time.sleep(warmup_s)
             s0, t0, cpu0 = daemon.stats.snapshot()["counters"], time.monotonic(), time.process_time()
-            daemon.stats.reset_latency()          # percentiles of the measuring window only
+            daemon.stats.reset_latency(whole_window=True)   # percentiles of the measuring window only, all of it
             time.sleep(seconds)
             snap, t1, cpu1 = daemon.stats.snapshot(), time.monotonic(), time.process_time()
+            covered = daemon.stats.latency_coverage()["total"]
             kept = daemon.capture.snapshot() if daemon.capture is not None else None
         finally:
             stop.set()
-            gen.join(5)
-            if gen.is_alive():
-                gen.kill()
+            if gen is not None and gen.pid is not None:
                 gen.join(5)
+                if gen.is_alive():
+                    gen.kill()
+                    gen.join(5)
             daemon.stop(drain=False)
     c = snap["counters"]
     classified = c["classified"] - s0["classified"]
@@ -178,21 +188,53 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
         "classified": classified,
         "dropped": c["dropped_total"] - s0["dropped_total"],
         "latency_ms": snap["latency_ms"],
+        # the window's results whose latencies were recorded, and how many of them the
+        # percentiles are over: all up to stats.WINDOW_SAMPLE, a uniform sample past it (before,
+        # the last 4,096 only: a second or two of a GPU's window)
+        "latency_results": covered[1], "latency_percentiles_over": covered[0],
         # the whole phase's, warmup included: kept and skipped bursts
         "capture": None if kept is None else {k: kept[k] for k in ("kept", "skipped", "failed", "deleted")},
     }
 
 
+def with_capture(cfg: Any, folder: str, labels: str) -> Any:
+    """`cfg` with [capture] keeping the bursts of `labels` in `folder`, checked as `serve`
+    checks a config (ConfigError: 'NOTALABEL' was taken and kept nothing)."""
+    from rfclassify.serve.config import apply_overrides
+
+    return apply_overrides(cfg, {"capture.dir": folder, "capture.labels": labels})
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.json is not None and str(args.json) == "-":
-        # the report alone on stdout, as `bench --json -` gives it; the running lines go to stderr
-        # (a file named "-" was written before)
-        with contextlib.redirect_stdout(sys.stderr):
-            report = _measure(args)
+    from rfclassify._exceptions import ConfigError
+
+    # the daemon's sockets need pyzmq, which this module does not import at its top: a box
+    # without it is told what is missing instead of "unrecognized arguments" for every option
+    if importlib.util.find_spec("zmq") is None:
+        raise ConfigError("the daemon benchmark needs pyzmq (`pip install pyzmq`)")
+    from rfclassify.serve.demo import EXIT_STATUS, Terminated, sigterm_as_interrupt
+
+    to_stdout = args.json is not None and str(args.json) == "-"
+    if args.json is not None and not to_stdout:
+        # made before the run, not after it (the run measured for minutes, then failed to write)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+    # SIGTERM takes Ctrl-C's way out: the daemons stopped, the load generator and the refiners'
+    # workers ended (it left them running)
+    with sigterm_as_interrupt():
+        try:
+            if to_stdout:
+                # the report alone on stdout, as `bench --json -` gives it; the running lines go to
+                # stderr (a file named "-" was written before)
+                with contextlib.redirect_stdout(sys.stderr):
+                    report = _measure(args)
+            else:
+                report = _measure(args)
+        except Terminated:
+            print("rfclassify bench: stopped by SIGTERM", file=sys.stderr)
+            return EXIT_STATUS["SIGTERM"]
+    if to_stdout:
         print(json.dumps(report, indent=2))
-        return 0
-    report = _measure(args)
-    if args.json:
+    elif args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
@@ -200,23 +242,34 @@ def run(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run the phases, printing a line each; the report."""
     from rfclassify._exceptions import ConfigError, InputError
-
-    # the daemon's sockets need pyzmq, which this module does not import at its top: a box
-    # without it is told what is missing instead of "unrecognized arguments" for every option
-    if importlib.util.find_spec("zmq") is None:
-        raise ConfigError("the daemon benchmark needs pyzmq (`pip install pyzmq`)")
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.serve.native import encode_native
-    from rfclassify.serve.pipeline import EngineAdapter
+    from rfclassify.serve.config import DaemonConfig
 
     fixed_rate = None if args.rate == "max" else float(args.rate)
     if args.seconds <= 0 or args.max_batch < 1:     # --refiner-workers: Classifier.load checks it
         raise InputError("--seconds and --max-batch must be positive")
+    if args.capture is not None:     # before the model loads
+        try:
+            with_capture(DaemonConfig(), "capture", args.capture)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("command line: capture.labels:", "--capture:")) from None
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
                           refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner,
                           refiner_skip_above=args.refiner_skip_above,
                           warmup=True)     # as the daemon loads it: no first-use costs in the phases
+    try:
+        return _phases(args, clf, fixed_rate)
+    finally:
+        clf.close()     # its refiners' worker processes too, on an error or Ctrl-C as well
+
+
+def _phases(args: argparse.Namespace, clf: Any, fixed_rate: float | None) -> dict[str, Any]:
+    """_measure's phases on the loaded Classifier `clf`; the report."""
+    from rfclassify._exceptions import InputError
+    from rfclassify.serve.native import encode_native
+    from rfclassify.serve.pipeline import EngineAdapter
+
     engine = EngineAdapter(clf)
     bursts = _bursts(POOL)
     frames = [encode_native(b, {"sample_rate": 1e6, "burst_id": i}) for i, b in enumerate(bursts)]
@@ -244,6 +297,11 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.rate == "max":
         phases["max"] = run_phase(engine, frames, None, args.seconds, args.max_batch, args.max_wait_ms,
                                   capture=args.capture)
+        if not phases["max"]["classified"]:
+            # no half of nothing to offer (a load generator at 0/s divided by zero, and the
+            # half phase then waited 30 s for a first burst)
+            raise InputError(f"the max phase classified no burst in its {args.seconds:g} s window: give a longer "
+                             "--seconds (one batch may take longer than that here)")
         half = phases["max"]["throughput_bursts_per_s"] / 2
         phases["half"] = run_phase(engine, frames, half, args.seconds, args.max_batch, args.max_wait_ms,
                                    capture=args.capture)
@@ -266,7 +324,6 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         counts = report["refiner_skip_counts"] = clf.refiner_skip_counts
         print(f"skipped the refiners: {counts['skipped']} of {counts['long_enough']} bursts "
               f"(network top probability above {clf.refiner_skip_above:g})", flush=True)
-    clf.close()
     return report
 
 
@@ -284,10 +341,15 @@ def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
     if p["offered_rate"] is not None:
         name += f" ({p['offered_rate']:.0f}/s offered)"
     print(f"daemon, {name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
-          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms, "
+          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms "
+          f"({_latency_results(p)}), "
           f"daemon process CPU {p['process_cpu_cores']:.2f} cores"
           + (f" ({p['process_cpu_ms_per_burst']:.2f} ms a burst)" if p["process_cpu_ms_per_burst"] else "")
           + (f"; capture kept {p['capture']['kept']}, skipped {p['capture']['skipped']}" if p.get("capture") else ""),
           flush=True)
 
 
+def _latency_results(p: dict[str, Any]) -> str:
+    """What a phase's percentiles are over: 'N results', or 'a sample of N of M results'."""
+    over, of = p["latency_percentiles_over"], p["latency_results"]
+    return f"{of} results" if over == of else f"a sample of {over} of {of} results"

@@ -4,16 +4,19 @@ The daemon runs exactly as `rfclassify serve` would (same threads, real ZeroMQ s
 127.0.0.1 with free ports, the control socket in a temporary directory) on the default
 backend with the shipped model; the simulator hands bursts over PUSH/PULL (lossless, so the
 accuracy counts every burst) and a subscriber collects the published results.
-The summary comes from the daemon's own status (the same counters, latency percentiles and
-live accuracy `rfclassify status` shows). `local_config` and `ResultCollector` are shared with
-`rfclassify bench daemon` and the tests.
+The summary comes from the daemon's own status after its drain (the same counters, latency
+percentiles and live accuracy `rfclassify status` shows). `local_config`, `ResultCollector` and
+`sigterm_as_interrupt` are shared with `rfclassify bench daemon` and the tests.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,37 @@ from rfclassify.serve.config import (
 from rfclassify.serve.control import open_socket
 
 LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
+#: how long the demo waits for its answers after the last burst was due to be sent
+GRACE_S = 30.0
+#: the exit status of a command stopped by Ctrl-C or SIGTERM (128 + the signal's number)
+EXIT_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`), raised in the main thread as Ctrl-C's KeyboardInterrupt is,
+    so that it takes the same way out: the daemon stopped, the refiners' worker processes and
+    the load generator ended, the temporary folder removed. Without it the process died at
+    once and left all of them behind."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While it lasts, SIGTERM raises Terminated in the main thread, once (a second one while
+    the first's clean-up runs is ignored; SIGKILL is still there). For `demo` and `bench
+    daemon` only: `serve` drains on SIGTERM without raising. Elsewhere than in the main thread
+    it changes nothing (Python runs signal handlers there only)."""
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def local_config(control_dir: str | Path, *, model_dir: str = "", backend: str = "auto",
@@ -121,8 +155,13 @@ def _line(r: dict[str, Any]) -> str:
 
 def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = "", backend: str = "auto",
              precision: str = "auto", device: str = "", threads: int = 0, lines: int = 15, seed: int = 0,
-             out: Any = None) -> dict[str, Any]:
-    """Run the demo and print as it goes; returns the summary dict."""
+             out: Any = None, grace_s: float | None = None) -> dict[str, Any]:
+    """Run the demo and print as it goes; returns the summary dict: what was sent, the daemon's
+    status after its drain, `interrupted` (None, "SIGINT" or "SIGTERM": Ctrl-C or
+    sigterm_as_interrupt's Terminated during the run), `timed_out` (answers still missing
+    grace_s (default GRACE_S) after the last burst was due), `unanswered_at_deadline` and
+    `unanswered` (bursts sent that the daemon never classified, rejected or dropped, after its
+    drain)."""
     import sys
 
     from rfclassify.serve.daemon import Daemon
@@ -130,60 +169,92 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
 
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
+    grace_s = GRACE_S if grace_s is None else grace_s
+    if seconds:
+        count = max(1, int(seconds * rate)) if rate > 0 else 0
+    stop = threading.Event()
+    sent = [0]
+    sim: threading.Thread | None = None
+    collector: ResultCollector | None = None
+    interrupted: str | None = None
+    timed_out = False
+    t0 = time.monotonic()
+    answered_at_deadline = 0
     with tempfile.TemporaryDirectory(prefix="rfclassify-demo-") as tmp:
         daemon = Daemon(local_config(tmp, model_dir=model_dir, backend=backend, precision=precision,
                                      device=device, threads=threads))
-        t_load = time.monotonic()
-        daemon.start()
-        e = daemon.engine
-        assert e is not None and daemon.pipeline is not None
-        say(f"daemon up in {time.monotonic() - t_load:.1f} s: {e.backend} {e.precision} on {e.device}, "
-            f"model {e.model_id}; input {daemon.pipeline.input_endpoint}, output {daemon.pipeline.output_endpoint}")
-        collector = ResultCollector(daemon.pipeline.output_endpoint).start()
-        if seconds:
-            count = max(1, int(seconds * rate)) if rate > 0 else 0
-        opts = SimulateOptions(endpoint=daemon.pipeline.input_endpoint, bind=False, socket_type="push",
-                               rate_bursts_per_s=rate, count=count, seed=seed,
-                               pool=min(count, 2000))  # synthesized up front: no GIL stalls mid-run
-        stop = threading.Event()
-        sent = [0]
-        sim = threading.Thread(target=lambda: sent.__setitem__(0, run_simulator(opts, stop=stop)),
-                               name="simulator", daemon=True)
-        say(f"simulating {count} bursts at {rate:g}/s (all {len(opts.classes)} classes, SNR "
-            f"{opts.snr_min_db:g}..{opts.snr_max_db:g} dB, {opts.length_min_samples}..{opts.length_max_samples} samples)")
-        t0 = time.monotonic()
-        sim.start()
-        shown, last_roll = 0, t0
-        deadline = t0 + (count / rate if rate > 0 else 60) + 30
         try:
-            while time.monotonic() < deadline:
-                done = collector.wait_for(count, 0.25)
-                new = collector.results_between(shown, lines) if shown < lines else []
-                for r in new:
-                    say(_line(r))
-                shown += len(new)
-                now = time.monotonic()
-                if done:
-                    break
-                if shown >= lines and now - last_roll >= 1.0:
-                    last_roll = now
-                    s = daemon.status()
-                    acc = s["accuracy"]["overall"] * 100 if s.get("accuracy") else float("nan")
-                    say(f"  ... {s['counters']['classified']} classified, {s['throughput_bursts_per_s']:.0f}/s, "
-                        f"p99 total {s['latency_ms']['total']['p99']} ms, accuracy so far {acc:.1f}%")
-        except KeyboardInterrupt:
-            say("interrupted")
+            t_load = time.monotonic()
+            daemon.start()
+            e = daemon.engine
+            assert e is not None and daemon.pipeline is not None
+            say(f"daemon up in {time.monotonic() - t_load:.1f} s: {e.backend} {e.precision} on {e.device}, "
+                f"model {e.model_id}; input {daemon.pipeline.input_endpoint}, output {daemon.pipeline.output_endpoint}")
+            collector = ResultCollector(daemon.pipeline.output_endpoint).start()
+            opts = SimulateOptions(endpoint=daemon.pipeline.input_endpoint, bind=False, socket_type="push",
+                                   rate_bursts_per_s=rate, count=count, seed=seed,
+                                   pool=min(count, 2000))  # synthesized up front: no GIL stalls mid-run
+            sim = threading.Thread(target=lambda: sent.__setitem__(0, run_simulator(opts, stop=stop)),
+                                   name="simulator", daemon=True)
+            say(f"simulating {count} bursts at {rate:g}/s (all {len(opts.classes)} classes, SNR "
+                f"{opts.snr_min_db:g}..{opts.snr_max_db:g} dB, {opts.length_min_samples}..{opts.length_max_samples} samples)")
+            t0 = time.monotonic()
+            sim.start()
+            try:
+                timed_out = not _follow(daemon, collector, count, t0 + (count / rate if rate > 0 else 60) + grace_s,
+                                        lines, say)
+            except KeyboardInterrupt as exc:
+                interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+                say("interrupted" + (" by SIGTERM" if interrupted == "SIGTERM" else ""))
+            answered_at_deadline = collector.count()
         finally:
             stop.set()
-            sim.join(5)
+            if sim is not None:
+                sim.join(5)
             elapsed = time.monotonic() - t0
-            status = daemon.status()
             daemon.stop(drain=True)
-            collector.stop()
+            if collector is not None:
+                # what the drain published is still on its way to the subscriber
+                collector.wait_for(daemon.stats.published, 2.0)
+                collector.stop()
+    # the counters after the drain: taken before it, the summary counted fewer bursts classified
+    # than results had reached the subscriber
+    status = daemon.status()
+    c = status["counters"]
     summary = {"sent": sent[0], "elapsed_s": elapsed, "status": status,
-               "results_received": len(collector.results), "rejects_received": len(collector.rejects)}
+               "results_received": len(collector.results) if collector else 0,
+               "rejects_received": len(collector.rejects) if collector else 0,
+               "interrupted": interrupted, "timed_out": timed_out,
+               "unanswered_at_deadline": max(0, sent[0] - answered_at_deadline),
+               "unanswered": max(0, sent[0] - c["classified"] - c["rejected_total"] - c["dropped_total"])}
     _print_summary(summary, say)
+    if timed_out:
+        say(f"timed out: {summary['unanswered_at_deadline']} of {sent[0]} bursts were unanswered {grace_s:g} s after "
+            f"the last was due (the daemon does not keep up with {rate:g}/s here: try a lower --rate); after the drain "
+            f"{summary['unanswered']} had no answer")
     return summary
+
+
+def _follow(daemon: Any, collector: ResultCollector, count: int, deadline: float, lines: int, say: Any) -> bool:
+    """Print the first `lines` results, then a rolling line each second, until `count` records
+    arrived (True) or `deadline` (time.monotonic) passed (False)."""
+    shown, last_roll = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        done = collector.wait_for(count, 0.25)
+        new = collector.results_between(shown, lines) if shown < lines else []
+        for r in new:
+            say(_line(r))
+        shown += len(new)
+        now = time.monotonic()
+        if done:
+            return True
+        if shown >= lines and now - last_roll >= 1.0:
+            last_roll = now
+            s = daemon.status()
+            acc = s["accuracy"]["overall"] * 100 if s.get("accuracy") else float("nan")
+            say(f"  ... {s['counters']['classified']} classified, {s['throughput_bursts_per_s']:.0f}/s, "
+                f"p99 total {s['latency_ms']['total']['p99']} ms, accuracy so far {acc:.1f}%")
+    return collector.count() >= count
 
 
 def _print_summary(s: dict[str, Any], say: Any) -> None:

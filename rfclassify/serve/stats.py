@@ -2,13 +2,17 @@
 
 Every stage records into one `DaemonStats`; the control socket and the Prometheus endpoint
 read consistent snapshots of it. Percentiles come from a ring of the most recent latencies
-(so they describe now, not the whole uptime); the Prometheus histograms are cumulative.
+(so they describe now, not the whole uptime), or, for a benchmark's measuring window
+(`reset_latency(whole_window=True)`), from every latency of the window (a uniform sample past
+WINDOW_SAMPLE); the Prometheus histograms are cumulative.
 """
 
 from __future__ import annotations
 
+import array
 import bisect
 import math
+import random
 import threading
 import time
 from collections import Counter, deque
@@ -29,14 +33,49 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[k]
 
 
-class LatencyHistogram:
-    """Cumulative bucket counts plus a ring of recent values for percentiles (not locked)."""
+#: the most recent latencies a stage's status percentiles are over
+RECENT = 4096
+#: a measuring window's percentiles are over all its latencies up to this many a stage (8 bytes
+#: each: 2 MB; 73 s of a GPU's 3,600 bursts/s), over a uniform sample of this many past it
+WINDOW_SAMPLE = 1 << 18
 
-    def __init__(self, ring: int = 4096) -> None:
+
+class WindowSample:
+    """Every value up to `size`, then a uniform sample of `size` of all the values seen
+    (reservoir sampling, Algorithm R, drawing from `rng`): percentiles over a whole measuring
+    window at any rate, in bounded memory."""
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size = size
+        self.seen = 0
+        self.values = array.array("d")
+        self._rng = rng
+
+    def append(self, value: float) -> None:
+        self.seen += 1
+        if len(self.values) < self.size:
+            self.values.append(value)
+        else:
+            j = self._rng.randrange(self.seen)
+            if j < self.size:
+                self.values[j] = value
+
+    def __iter__(self) -> Any:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class LatencyHistogram:
+    """Cumulative bucket counts plus, for percentiles, a ring of the `ring` most recent values
+    or, given `window`, a WindowSample of every value since it was made (not locked)."""
+
+    def __init__(self, ring: int = RECENT, window: WindowSample | None = None) -> None:
         self.counts = [0] * (len(LATENCY_BUCKETS_S) + 1)   # last slot: +Inf
         self.total_s = 0.0
         self.n = 0
-        self.recent: deque[float] = deque(maxlen=ring)
+        self.recent: deque[float] | WindowSample = deque(maxlen=ring) if window is None else window
 
     def observe(self, seconds: float) -> None:
         self.counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
@@ -48,6 +87,10 @@ class LatencyHistogram:
         vals = sorted(self.recent)
         return {f"p{q}": (None if (v := percentile(vals, q)) is None else round(v * 1e3, 3))
                 for q in (50, 90, 99)}
+
+    def coverage(self) -> tuple[int, int]:
+        """(how many values the percentiles are over, how many were observed)."""
+        return len(self.recent), self.n
 
 
 def snr_band(snr_db: float) -> str:
@@ -67,6 +110,10 @@ MAX_TRUTH_CLASSES = 64
 OTHER_TRUTH = "(other labels)"
 
 SNR_BANDS: tuple[str, ...] = tuple(snr_band(x) for x in (SNR_EDGES_DB[0] - 1,) + SNR_EDGES_DB)
+
+#: the shortest span throughput divides by: the first bursts' answers within a few milliseconds
+#: of their arrival would otherwise read as thousands a second
+MIN_THROUGHPUT_SPAN_S = 1.0
 
 
 class DaemonStats:
@@ -90,6 +137,9 @@ class DaemonStats:
         # 3 MB of a soak's growth, benchmarks/soak_daemon.py); the bound caps a burst of traffic
         self._done_times: deque[float] = deque(maxlen=100_000)
         self._window_s = throughput_window_s
+        # when the first burst arrived (or was classified): throughput's span starts there, not
+        # at the stats' creation, before the model's load
+        self._first_burst_s: float | None = None
         # live accuracy against echoed ground truth: (correct, total) per key
         self.truth_total = 0
         self.truth_correct = 0
@@ -103,8 +153,11 @@ class DaemonStats:
             self.messages += 1
 
     def add_received(self, n: int = 1) -> None:
+        now = time.monotonic()
         with self._lock:
             self.received += n
+            if self._first_burst_s is None:
+                self._first_burst_s = now
 
     def add_reject(self, reason: str) -> None:
         with self._lock:
@@ -134,6 +187,8 @@ class DaemonStats:
             self.latency["infer"].observe(infer_s)
             self.latency["total"].observe(total_s)
             self._done_times.append(now)
+            if self._first_burst_s is None:
+                self._first_burst_s = now
             while self._done_times[0] < now - self._window_s:
                 self._done_times.popleft()
             if truth_label is not None:
@@ -153,10 +208,21 @@ class DaemonStats:
                     s[0] += ok
                     s[1] += 1
 
-    def reset_latency(self) -> None:
-        """Forget latencies so far (benchmarks measure a window after warm-up)."""
+    def reset_latency(self, whole_window: bool = False, seed: int = 0) -> None:
+        """Forget latencies so far (benchmarks measure a window after warm-up); with
+        whole_window the percentiles are over every latency from now on (WindowSample, its
+        sample past WINDOW_SAMPLE drawn with `seed`), not the most recent RECENT: at a GPU's
+        2,000-3,600 bursts/s those were the last second or two of a 5-second window."""
         with self._lock:
-            self.latency = {stage: LatencyHistogram() for stage in LATENCY_STAGES}
+            self.latency = {stage: LatencyHistogram(window=WindowSample(WINDOW_SAMPLE, random.Random(seed + i))
+                                                    if whole_window else None)
+                            for i, stage in enumerate(LATENCY_STAGES)}
+
+    def latency_coverage(self) -> dict[str, tuple[int, int]]:
+        """Per stage: how many latencies its percentiles are over, and how many it observed
+        since the last reset_latency (LatencyHistogram.coverage)."""
+        with self._lock:
+            return {stage: h.coverage() for stage, h in self.latency.items()}
 
     # -- reading ---------------------------------------------------------------------------
     def recent_drops(self, window_s: float) -> int:
@@ -165,12 +231,16 @@ class DaemonStats:
             return sum(n for sec, n in self._drop_seconds if sec + 1 > cutoff)
 
     def throughput(self) -> float:
-        """Bursts classified per second over the last few seconds (or since start)."""
+        """Bursts classified per second over the last throughput_window_s, or since the first
+        burst arrived where that is shorter (at least MIN_THROUGHPUT_SPAN_S); 0 before one.
+        Counted from the stats' creation, as before, the span took in the model's load (about
+        10 s on a CPU), and the demo read 5/s where 50 bursts a second were classified."""
         now = time.monotonic()
-        span = min(self._window_s, max(now - self.started_monotonic, 1e-3))
-        cutoff = now - span
         with self._lock:
-            idx = bisect.bisect_right(self._done_times, cutoff)     # (cutoff, now]: one end only
+            if self._first_burst_s is None:
+                return 0.0
+            span = min(self._window_s, max(now - self._first_burst_s, MIN_THROUGHPUT_SPAN_S))
+            idx = bisect.bisect_right(self._done_times, now - span)     # (now - span, now]: one end only
             n = len(self._done_times) - idx
         return n / span
 
