@@ -175,7 +175,7 @@ def test_sigterm_while_the_model_loads_stops_without_serving(tmp_path):
             assert srv.proc.poll() is None, srv.output_text()
             time.sleep(0.02)
         srv.proc.send_signal(signal.SIGTERM)
-        assert srv.proc.wait(60) == 0, srv.output_text()
+        assert srv.proc.wait(120) == 0, srv.output_text()     # 20-29 s measured under load
         out = srv.output_text()
         assert "SIGTERM while starting: stopped before serving" in out, out
         assert "serving:" not in out and "Traceback" not in out, out
