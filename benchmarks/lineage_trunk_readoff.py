@@ -49,6 +49,8 @@ def readoff_args(checkpoint: Path, ck: dict[str, Any], out: Path, average: bool)
         if not ck.get("ema"):
             raise ConfigError(f"{checkpoint} keeps no weight average (its run had no --ema-half-life-steps)")
         args += ["--ema-half-life-steps", str(ck["ema"]["half_life_steps"])]
+    else:   # the live weights: a --resume keeps its checkpoint's average unless told to drop it
+        args += ["--ema-half-life-steps", "0"]
     return args
 
 

@@ -93,6 +93,12 @@ def test_bench_daemon_without_pyzmq_says_so_not_unrecognized_arguments(capsys, m
     `bench daemon --seconds 6` with "unrecognized arguments": the module imported zmq first."""
     import sys
 
+    import rfclassify.serve
+
+    # the package's attribute too: a fresh import sets it, and left pointing at that module
+    # it made a later `import rfclassify.serve.bench_daemon as m` see another module than
+    # the one sys.modules (and the command) has
+    monkeypatch.delattr(rfclassify.serve, "bench_daemon", raising=False)
     monkeypatch.delitem(sys.modules, "rfclassify.serve.bench_daemon", raising=False)
     monkeypatch.setitem(sys.modules, "zmq", None)      # import zmq fails; find_spec("zmq") is None
     assert main(["bench", "daemon", "--seconds", "6", "--refiner-workers", "0"]) == 2

@@ -9,6 +9,7 @@ runs them) and check, by pid and start time, that every process they started has
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -306,7 +307,7 @@ def test_bench_daemon_refuses_a_capture_label_before_the_model_loads(monkeypatch
 def test_bench_daemon_whose_max_phase_classified_nothing_says_so(tiny_model_dir, monkeypatch, capsys):
     """A window too short for one batch: the load generator of the half phase divided by zero
     (a traceback), the half phase waited 30 s for a first burst, and the bench exited 0."""
-    import rfclassify.serve.bench_daemon as bench_daemon
+    bench_daemon = importlib.import_module("rfclassify.serve.bench_daemon")   # the module the command runs
     from rfclassify.cli import main
 
     phases = []

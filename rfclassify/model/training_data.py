@@ -422,7 +422,9 @@ class HDF5Batches:
             raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
         self.path, self.recipe, self.seed = path, recipe, seed
         self.non_finite: set[int] = set()
-        self._batches = self._draw()
+        # a function of its own, not a method: a generator holding `self` would make a cycle,
+        # and the file stayed open until the garbage collector came, past the last reference
+        self._batches = _hdf5_draw(path, recipe, seed, self.non_finite)
 
     def __iter__(self) -> HDF5Batches:
         return self
@@ -430,55 +432,56 @@ class HDF5Batches:
     def __next__(self) -> Batch:
         return next(self._batches)
 
-    def _draw(self) -> Iterator[Batch]:
-        from rfclassify.data.reader import DatasetReader
 
-        path, recipe = self.path, self.recipe
-        policy = recipe.policy
-        rng = np.random.default_rng(seed_streams(self.seed, 1)[1][0])
-        with DatasetReader(path) as reader:
-            # the file's label indices count its own `labels` list; the network's, LABELS (the two
-            # were taken as one before the sixty-sixth session: a file listing them in another order
-            # trained every burst against the wrong class)
-            to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels], np.int64)
-            foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
-            if foreign:
-                raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
-            pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
-            # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
-            # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
-            present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
-            if not present:
-                raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
-                                  f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
-            iters: dict[int, Iterator[Any]] = {}
-            usable: dict[int, bool] = {}   # bucket -> whether its epoch so far gave a batch
-            while True:
-                probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
-                b = int(rng.choice(present, p=probs / probs.sum()))
-                batch = next(iters.get(b, iter(())), None)
-                if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
-                    if b in iters and not usable[b]:  # a whole epoch without two finite bursts
-                        present.remove(b)
-                        if not present:
-                            raise InputError(f"{path}: no bucket has two bursts without NaN or infinite "
-                                             f"samples ({len(self.non_finite)} left out)")
-                        continue
-                    iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
-                                                   indices=pools[b], normalize=True,
-                                                   normalization=recipe.normalization)
-                    usable[b] = False
-                    batch = next(iters[b])
-                x = to_model_input(batch.iq)
-                labels, snr_db = to_model[batch.label_index], batch.snr_db.astype(np.float32)
-                finite = np.isfinite(x).all(axis=(1, 2, 3))
-                if not finite.all():
-                    self.non_finite.update(int(i) for i in batch.indices[~finite])
-                    if finite.sum() < 2:
-                        continue
-                    x, labels, snr_db = x[finite], labels[finite], snr_db[finite]
-                usable[b] = True
-                yield {"x": x, "label": labels, "snr_db": snr_db}  # NaN SNR (no noise): no SNR loss
+def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -> Iterator[Batch]:
+    """HDF5Batches' draw, adding to `non_finite` the file indices of the bursts it leaves out."""
+    from rfclassify.data.reader import DatasetReader
+
+    policy = recipe.policy
+    rng = np.random.default_rng(seed_streams(seed, 1)[1][0])
+    with DatasetReader(path) as reader:
+        # the file's label indices count its own `labels` list; the network's, LABELS (the two
+        # were taken as one before the sixty-sixth session: a file listing them in another order
+        # trained every burst against the wrong class)
+        to_model = np.array([LABEL_TO_INDEX.get(n, -1) for n in reader.labels], np.int64)
+        foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
+        if foreign:
+            raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
+        pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
+        # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
+        # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
+        present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
+        if not present:
+            raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
+                              f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
+        iters: dict[int, Iterator[Any]] = {}
+        usable: dict[int, bool] = {}   # bucket -> whether its epoch so far gave a batch
+        while True:
+            probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
+            b = int(rng.choice(present, p=probs / probs.sum()))
+            batch = next(iters.get(b, iter(())), None)
+            if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
+                if b in iters and not usable[b]:  # a whole epoch without two finite bursts
+                    present.remove(b)
+                    if not present:
+                        raise InputError(f"{path}: no bucket has two bursts without NaN or infinite "
+                                         f"samples ({len(non_finite)} left out)")
+                    continue
+                iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
+                                               indices=pools[b], normalize=True,
+                                               normalization=recipe.normalization)
+                usable[b] = False
+                batch = next(iters[b])
+            x = to_model_input(batch.iq)
+            labels, snr_db = to_model[batch.label_index], batch.snr_db.astype(np.float32)
+            finite = np.isfinite(x).all(axis=(1, 2, 3))
+            if not finite.all():
+                non_finite.update(int(i) for i in batch.indices[~finite])
+                if finite.sum() < 2:
+                    continue
+                x, labels, snr_db = x[finite], labels[finite], snr_db[finite]
+            usable[b] = True
+            yield {"x": x, "label": labels, "snr_db": snr_db}  # NaN SNR (no noise): no SNR loss
 
 
 def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> HDF5Batches:
