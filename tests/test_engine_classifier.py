@@ -152,7 +152,8 @@ def test_a_stop_asked_for_while_the_backend_loads_is_taken_before_the_workers_an
     from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
 
     closed, warmed = [], []
-    monkeypatch.setattr(OnnxRuntimeBackend, "close", lambda self: closed.append(self))
+    real_close = OnnxRuntimeBackend.close
+    monkeypatch.setattr(OnnxRuntimeBackend, "close", lambda self: (closed.append(self), real_close(self)))
     monkeypatch.setattr(OnnxRuntimeBackend, "warmup", lambda self: warmed.append(self))
     stop = threading.Event()
     stop.set()
@@ -160,8 +161,8 @@ def test_a_stop_asked_for_while_the_backend_loads_is_taken_before_the_workers_an
         Classifier.load(tiny_model_dir, backend="onnxruntime", warmup=True, cancel=stop)
     assert len(closed) == 1 and warmed == []
     # not asked: it loads and warms up as before
-    Classifier.load(tiny_model_dir, backend="onnxruntime", warmup=True, cancel=threading.Event())
-    assert len(warmed) == 1
+    with Classifier.load(tiny_model_dir, backend="onnxruntime", warmup=True, cancel=threading.Event()):
+        assert len(warmed) == 1
 
 
 def test_int8_request_with_backend_auto_falls_back_to_fp32(tiny_model_dir):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 import re
 import shlex
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -698,6 +701,55 @@ _TINY = ["--workers", "0", "--batch-size", "4", "--buckets", "128", "--val-per-b
 _CONTROL = ["--workers", "0", "--val-per-bucket", "4", "--device", "cpu"]
 
 
+def _worker_then_sleep() -> None:
+    td._worker_setup()
+    time.sleep(30)
+
+
+def test_data_workers_ignore_a_sigterm_to_the_group_and_a_stop_is_not_a_failure():
+    """`timeout` and systemd signal the whole process group: the data workers died of it, and a
+    trainer waiting for data read the dead workers as a failed pipeline (exit 1, no
+    checkpoint) before it read its own stop."""
+    import multiprocessing
+    import queue
+    import signal
+    import threading
+
+    from rfclassify.model import train as train_module
+
+    worker = multiprocessing.get_context("fork").Process(target=_worker_then_sleep, daemon=True)
+    worker.start()
+    try:
+        time.sleep(0.5)
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.join(1.0)
+        assert worker.is_alive()
+    finally:
+        worker.kill()
+        worker.join(5)
+    src = object.__new__(train_module._Source)      # the wait alone: workers gone, a stop asked
+    src.stop_asked, src.error = threading.Event(), RuntimeError("worker died")
+    src.ready, src.waited = queue.Queue(), 0.0
+    src.stop_asked.set()
+    assert src._wait(5.0) is None
+
+
+def test_older_checkpoints_resume_with_what_their_runs_ran_with():
+    """A checkpoint from before channel_overrides was recorded read as None against the
+    config's {} and could not be resumed at all; a cosine run that recorded a --warmup-steps it
+    ignored was refused whether the flag was left out, given as recorded or as the default."""
+    from rfclassify.model.train import TrainConfig, _run_setting_differences, resume_settings
+
+    left_out = {name: None for name in ("data", "steps", "time_budget_s", "batch_size", "lr", "buckets_samples",
+                                        "target_sps", "normalization", "channel_overrides", "snr_focus",
+                                        "schedule", "warmup_steps", "decay_steps", "ema_half_life_steps", "arch")}
+    old = {"config": {"schedule": "cosine", "warmup_steps": 500, "steps": 10}, "model": {}, "step": 3}
+    run = resume_settings(left_out, old, "old.pt")
+    assert run["channel_overrides"] == {} and run["warmup_steps"] == 2000
+    cfg = TrainConfig(out_dir="x", resume="old.pt", **{k: v for k, v in run.items() if v is not None})
+    _run_setting_differences(dataclasses.asdict(cfg), old, "old.pt")       # what train() checks again
+
+
 def test_a_resume_continues_its_runs_settings_and_refuses_others(tmp_path, capsys):
     """--resume with only the options of the invocation (as the pause message says) continues
     the checkpoint's schedule, rate, batch, buckets and weight average: they fell back to the
@@ -991,23 +1043,30 @@ def test_data_workers_end_with_the_process_that_started_them(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_sigterm_stops_training_with_a_checkpoint_and_its_workers(tmp_path):
+@pytest.mark.parametrize("to_group", [False, True])
+def test_sigterm_stops_training_with_a_checkpoint_and_its_workers(tmp_path, to_group):
     """SIGTERM ended the trainer where it stood and left its workers running; now the loop stops
-    as --stop-after-s does (a checkpoint to --resume), the workers end, and the exit is 143."""
+    as --stop-after-s does (a checkpoint to --resume), the workers end, and the exit is 143.
+    To the whole process group (`timeout`, systemd) it killed the workers first, and the trainer
+    stopped with "data pipeline failed", exit 1, no checkpoint: the workers ignore it now."""
     import signal
     import subprocess
 
     out = tmp_path / "run"
     with subprocess.Popen([sys.executable, "-m", "rfclassify", "train", "--out", str(out), "--steps", "100000",
                            "--workers", "1", "--batch-size", "4", "--buckets", "128", "--val-per-bucket", "4",
-                           "--device", "cpu", "--log-every", "1"], stdout=subprocess.PIPE, text=True) as proc:
+                           "--device", "cpu", "--log-every", "1"], stdout=subprocess.PIPE, text=True,
+                          start_new_session=to_group) as proc:
         try:
             for line in proc.stdout:
                 if line.startswith("step"):
                     break
             kids = _children(proc.pid)
             assert kids  # the synthesis and validation workers (and multiprocessing's resource tracker)
-            proc.send_signal(signal.SIGTERM)
+            if to_group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
             rest, _ = proc.communicate(timeout=60)
         finally:
             proc.kill()

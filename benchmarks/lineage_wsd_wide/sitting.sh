@@ -62,7 +62,7 @@ branch)
   read -r K N < <(python3 -c "import json; g=json.load(open('$R/trunk_final/train_log.json')); h=g['history']; a,b=h[len(h)//2],h[-1]; print(g['paused_at_step'], int((b['step']-a['step'])/(b['elapsed_s']-a['elapsed_s'])*$2))")
   echo "trunk step $K, branch decay steps $N"
   setsid nohup python3 -m rfclassify train --out $R/branch --steps $((K+N)) --decay-steps $N "${COMMON[@]}" \
-      --seed "$5" --resume $R/trunk_final/checkpoint.pt > $R/branch.log 2>&1 < /dev/null &
+      --seed "$5" --resume $R/trunk_final/checkpoint.pt --ema-half-life-steps 0 > $R/branch.log 2>&1 < /dev/null &
   sleep "$4"; tail -3 $R/branch.log; cp $R/branch.log $OUT/ ;;
 collect)
   wait_for_line done: $R/branch.log "$2"

@@ -220,7 +220,8 @@ class TrainConfig:
 
 
 #: TrainConfig's plain defaults by field name (what a checkpoint from before a field was recorded ran with)
-_FIELD_DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+_FIELD_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
+                   for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING}
 
 
 def lr_for_step(step: int, cfg: TrainConfig) -> float:
@@ -313,10 +314,10 @@ class _Source:
         t0 = time.perf_counter()
         deadline = t0 + timeout_s
         while time.perf_counter() < deadline:
+            if self.stop_asked.is_set():   # first: a stop may be why the workers are gone
+                return None
             if self.error is not None:
                 raise InternalError(f"the data pipeline failed: {first_line(self.error)}")
-            if self.stop_asked.is_set():
-                return None
             try:
                 batch = self.ready.get(timeout=0.5)
                 self.waited += time.perf_counter() - t0
@@ -370,7 +371,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     stop_asked = threading.Event()
     restore = _stop_on_sigterm(stop_asked)
     try:
-        return _train(cfg, stop_asked)
+        return _train(cfg, stop_asked, restore)
     finally:
         restore()
 
@@ -393,7 +394,10 @@ def _stop_on_sigterm(stop_asked: threading.Event) -> Any:
     return lambda: signal.signal(signal.SIGTERM, previous)
 
 
-def _train(cfg: TrainConfig, stop_asked: threading.Event) -> dict[str, Any]:
+def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lambda: None) -> dict[str, Any]:
+    """train(), `loop_ended` called once the training loop is over: SIGTERM ends the process
+    again from there (validation and the atomic writes), where the flag went unread and the
+    run went on to exit 0."""
     t_start = time.perf_counter()
     started_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch = require("torch", "training")
@@ -541,6 +545,8 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event) -> dict[str, Any]:
                 _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent,
                             earlier, ema)
                 last_ck_t = now
+        loop_ended()  # from here SIGTERM ends the process, as before
+        paused = paused or stop_asked.is_set()  # one that came after the loop's last look
         train_s = prior_s + time.perf_counter() - t_start
         _check_finite(sums, model, step)  # the steps since the last log
         if step == 0 and not paused:  # random weights are no model; the budget ran out first
@@ -757,6 +763,8 @@ def _recorded(ck: dict[str, Any], name: str) -> Any:
     config = ck.get("config") or {}
     if name == "arch":  # the --arch its run was given (the network itself is ck["arch"])
         return config.get("arch") or {}
+    if name == "warmup_steps" and config.get("schedule", _FIELD_DEFAULTS["schedule"]) != "wsd":
+        return WSD_WARMUP_STEPS  # the cosine schedule ignored it (an older run may record another)
     value = config.get(name, _FIELD_DEFAULTS.get(name))
     return tuple(value) if isinstance(value, list) else value
 

@@ -22,10 +22,8 @@ queue. Nothing here imports torch.
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.connection
 import os
 import queue
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -281,23 +279,22 @@ def synthesized_batches(recipe: DataRecipe, rng: np.random.Generator) -> Iterato
         yield make_batch(recipe, bucket, recipe.batch_size, rng)
 
 
-def _exit_with_parent() -> None:
-    """End this worker as soon as the process that started it is gone. A trainer killed
-    (SIGKILL, or SIGTERM before it handled one) never runs close(), and its workers kept
-    synthesizing, each on a core, for as long as the machine stayed up."""
-    parent = mp.parent_process()
-    if parent is None:
-        return
+def _worker_setup() -> None:
+    """First thing in a data worker: deaf to Ctrl-C and SIGTERM (`timeout` and systemd signal
+    the whole process group: the workers died at once, and the trainer read that as a failed
+    pipeline, exit 1, instead of pausing with a checkpoint; the trainer stops them), and ended
+    with the process that started it (a trainer killed where it could not stop them left them
+    synthesizing, a core each, for good)."""
+    import signal
 
-    def watch() -> None:
-        multiprocessing.connection.wait([parent.sentinel])  # readable once the parent has exited
-        os._exit(0)
+    from rfclassify.engine.refiner_pool import become_child_worker
 
-    threading.Thread(target=watch, name="rfc-parent-watch", daemon=True).start()
+    become_child_worker()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
-    _exit_with_parent()
+    _worker_setup()
     batches = synthesized_batches(recipe, np.random.default_rng(seed_seq))
     while not stop.is_set():
         batch = next(batches)
@@ -310,7 +307,7 @@ def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: An
 
 
 def _val_main(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence, out_q: Any) -> None:
-    _exit_with_parent()
+    _worker_setup()
     out_q.put(validation_set(recipe, per_bucket, seed_seq))
 
 
@@ -339,9 +336,12 @@ class SynthPool:
                                            daemon=True, name="rfc-synth-val"))
         saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
         os.environ.update({k: "1" for k in _SINGLE_THREAD_ENV})  # children inherit: one core each
+        from rfclassify.engine.refiner_pool import starting_processes
+
         try:
-            for p in self._procs:
-                p.start()
+            with starting_processes():   # deaf to Ctrl-C from their first line, none lost mid-spawn
+                for p in self._procs:
+                    p.start()
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -211,8 +211,8 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
             stop.set()
             if sim is not None:
                 sim.join(5)
-            elapsed = time.monotonic() - t0
             daemon.stop(drain=True)
+            elapsed = time.monotonic() - t0     # the drain's answers are counted: its time too
             if collector is not None:
                 # what the drain published is still on its way to the subscriber
                 collector.wait_for(daemon.stats.published, 2.0)
