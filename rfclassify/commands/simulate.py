@@ -72,10 +72,6 @@ def run(args: argparse.Namespace) -> int:
 def _check_endpoint(endpoint: str) -> None:
     """--endpoint checked as `serve` checks its input endpoint, where the simulator's bursts go
     (ConfigError naming --endpoint): ZeroMQ took tcp://127.0.0.1:70000 and bound port 4464."""
-    from rfclassify._exceptions import ConfigError
-    from rfclassify.serve.config import DaemonConfig, apply_overrides
+    from rfclassify.serve.config import check_option
 
-    try:
-        apply_overrides(DaemonConfig(), {"input.endpoint": endpoint})
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace("command line: input.endpoint:", "--endpoint:")) from None
+    check_option("--endpoint", "input.endpoint", endpoint)

@@ -241,18 +241,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run the phases, printing a line each; the report."""
-    from rfclassify._exceptions import ConfigError, InputError
+    from rfclassify._exceptions import InputError
     from rfclassify.engine.classifier import Classifier
-    from rfclassify.serve.config import DaemonConfig
+    from rfclassify.serve.config import check_option
 
     fixed_rate = None if args.rate == "max" else float(args.rate)
     if args.seconds <= 0 or args.max_batch < 1:     # --refiner-workers: Classifier.load checks it
         raise InputError("--seconds and --max-batch must be positive")
     if args.capture is not None:     # before the model loads
-        try:
-            with_capture(DaemonConfig(), "capture", args.capture)
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace("command line: capture.labels:", "--capture:")) from None
+        check_option("--capture", "capture.labels", args.capture, {"capture.dir": "capture"})
     clf = Classifier.load(args.model_dir or None, backend=args.backend, precision=args.precision,
                           device=args.device, threads=args.threads, refiner=not args.no_refiner,
                           refiner_workers=args.refiner_workers, refiner_sequence=not args.light_refiner,

@@ -445,6 +445,16 @@ def apply_overrides(cfg: DaemonConfig, overrides: dict[str, Any]) -> DaemonConfi
     return replace(cfg, **changes)
 
 
+def check_option(option: str, key: str, value: Any, context: dict[str, Any] | None = None) -> None:
+    """ConfigError naming command-line `option` where the value it gives config key `key`
+    ('section.key'; with the `context` overrides beside it) is one `serve` would refuse: the
+    commands that hand such a value to a daemon of their own check it as serve does."""
+    try:
+        apply_overrides(DaemonConfig(), {**(context or {}), key: value})
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace(f"command line: {key}:", f"{option}:")) from None
+
+
 # What SIGHUP may change without re-creating sockets or the backend.
 RELOADABLE: tuple[str, ...] = (
     "logging.level", "batching.max_batch", "batching.max_wait_ms", "batching.buckets",
