@@ -132,6 +132,12 @@ def make_input_decoder(config: DaemonConfig) -> Decoder:
     ))
 
 
+def _worth_logging(count: int) -> bool:
+    """Whether the count-th error of a kind that can repeat per message gets its traceback in
+    the log: the first ten, then one in a thousand."""
+    return count <= 10 or count % 1000 == 0
+
+
 class Pipeline:
     """Owns the four stage threads; start(), then stop(drain=True) for a clean shutdown."""
 
@@ -216,6 +222,14 @@ class Pipeline:
             log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned", timeout_s, lost)
         return clean
 
+    def _count_error(self, kind: str) -> int:
+        """Count an error of `kind` (inference, refiner, decoder, encoder: its `<kind>_errors`
+        counter) and when it happened (`last_error_s`, which the health reads); the count so far."""
+        count = getattr(self, f"{kind}_errors") + 1
+        setattr(self, f"{kind}_errors", count)
+        self.last_error_s[kind] = time.monotonic()
+        return count
+
     def failed_threads(self) -> list[str]:
         return sorted(self._errors)
 
@@ -264,9 +278,7 @@ class Pipeline:
         try:
             frames = self._encode(topic, record)
         except Exception as exc:  # noqa: BLE001 - one record must not stop the daemon
-            self.encoder_errors += 1
-            self.last_error_s["encoder"] = time.monotonic()
-            if self.encoder_errors <= 10 or self.encoder_errors % 1000 == 0:
+            if _worth_logging(self._count_error("encoder")):
                 log.exception("the %s encoder failed on a %s record (%d so far); an internal_error reject "
                               "goes out instead", self.config.output.format, topic.decode(), self.encoder_errors)
             plain = Reject("internal_error", f"the daemon could not encode its {topic.decode()} record: "
@@ -361,9 +373,7 @@ class Pipeline:
         try:
             return step(*args)
         except Exception as exc:  # noqa: BLE001 - one message must not stop the daemon
-            self.decoder_errors += 1
-            self.last_error_s["decoder"] = time.monotonic()
-            if self.decoder_errors <= 10 or self.decoder_errors % 1000 == 0:
+            if _worth_logging(self._count_error("decoder")):
                 log.exception("the %s decoder failed on a message (%d so far); it is rejected",
                               self.config.input.format, self.decoder_errors)
             return [Reject("internal_error", f"the decoder failed on this message: {type(exc).__name__}: {exc}",
@@ -441,8 +451,7 @@ class Pipeline:
         try:
             logits, snr_db = self.engine.infer_batch(batch)
         except Exception as exc:  # noqa: BLE001 - a backend fault rejects the batch, the daemon lives
-            self.inference_errors += 1
-            self.last_error_s["inference"] = time.monotonic()
+            self._count_error("inference")
             log.exception("inference failed on a batch of %d bursts", len(batch.items))
             self._reject_batch(batch, f"inference failed: {exc}")
             return
@@ -475,16 +484,14 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the daemon
             error: Exception = exc
             if self.engine.refines:
-                self.refiner_errors += 1
-                self.last_error_s["refiner"] = time.monotonic()
+                self._count_error("refiner")
                 log.exception("refiner failed on a batch of %d bursts; the network decides them alone",
                               len(batch.items))
                 try:
                     return self.engine.results_for_batch(batch, logits, snr_db, refine=False)
                 except Exception as exc2:  # noqa: BLE001
                     error = exc2
-        self.inference_errors += 1
-        self.last_error_s["inference"] = time.monotonic()
+        self._count_error("inference")
         log.error("could not make results for a batch of %d bursts: %s", len(batch.items), error)
         self._reject_batch(batch, f"inference failed: {error}")
         return None
