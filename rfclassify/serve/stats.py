@@ -153,11 +153,10 @@ class DaemonStats:
             self.messages += 1
 
     def add_received(self, n: int = 1) -> None:
-        now = time.monotonic()
         with self._lock:
             self.received += n
             if self._first_burst_s is None:
-                self._first_burst_s = now
+                self._first_burst_s = time.monotonic()
 
     def add_reject(self, reason: str) -> None:
         with self._lock:
