@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify.serve.config import CutterConfig   # the settings live with the daemon's others
-from rfclassify.serve.pmt import Pair
+from rfclassify.serve.pmt import Pair, vector_summary
 
 MAX_TAGS = 4096                  # tags the log holds for bursts still being cut
 MAX_TAG_VALUE_BYTES = 4096       # a value larger than this (estimated) is held as a TagSummary
@@ -164,7 +164,7 @@ def _held(tag: StreamTag) -> tuple[StreamTag, int]:
     size = value_bytes(value, MAX_TAG_VALUE_BYTES)
     if size > MAX_TAG_VALUE_BYTES:
         if isinstance(value, np.ndarray):
-            value = TagSummary(f"<{value.dtype.name} vector of {value.shape[0]}>")
+            value = TagSummary(vector_summary(value))
         elif isinstance(value, str):
             value = TagSummary(f"<symbol of {len(value)} characters>")
         else:

@@ -23,7 +23,7 @@ from rfclassify._exceptions import MessageError
 from rfclassify._numbers import as_finite_float
 from rfclassify.serve.bursts import Burst, Reject, truth_or_none
 from rfclassify.serve.decoders import Decoder, frame_view, frames_too_large
-from rfclassify.serve.pmt import Pair, deserialize
+from rfclassify.serve.pmt import Pair, deserialize, vector_summary
 
 MAX_META_ITEMS = 256  # longer vectors in metadata are summarized, not echoed
 
@@ -40,7 +40,7 @@ def to_jsonable(value: Any, depth: int = 0) -> Any:
         return [to_jsonable(value.real), to_jsonable(value.imag)]
     if isinstance(value, np.ndarray):
         if value.shape[0] > MAX_META_ITEMS:
-            return f"<{value.dtype.name} vector of {value.shape[0]}>"
+            return vector_summary(value)
         return [to_jsonable(v.item(), depth + 1) for v in value]
     if isinstance(value, dict):
         return {str(k): to_jsonable(v, depth + 1) for k, v in value.items()}

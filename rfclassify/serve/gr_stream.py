@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._exceptions import MessageError
+from rfclassify._exceptions import MessageError, quoted
 from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.dc_block import DcBlocker
 from rfclassify.serve.burst_cutter import EnergyCutter, Segment, StartEndCutter, StreamTag, TagCutter
@@ -309,7 +309,5 @@ def _bad_rx_value(tag: StreamTag) -> str | None:
     number = as_finite_float(tag.value)
     if number is not None and (number > 0 or tag.key == "rx_freq"):
         return None
-    shown = repr(tag.value)
-    shown = shown if len(shown) <= 60 else shown[:60] + "..."
     want = "a positive number (Hz)" if tag.key == "rx_rate" else "a finite number (Hz)"
-    return f"{tag.key} tag at {tag.offset} has value {shown}; expected {want}"
+    return f"{tag.key} tag at {tag.offset} has value {quoted(tag.value)}; expected {want}"

@@ -88,6 +88,11 @@ class Pair:
         return "".join(f"Pair(car={car!r}, cdr=" for car in cars) + repr(tail) + ")" * len(cars)
 
 
+def vector_summary(value: np.ndarray) -> str:
+    """What a uniform vector too long to echo is shown as (in a burst's meta, in the tag log)."""
+    return f"<{value.dtype.name} vector of {value.shape[0]}>"
+
+
 def _bad(detail: str) -> MessageError:
     return MessageError("bad_pmt", detail)
 
