@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     SimulateOptions(rate_bursts_per_s=args.rate, count=bursts)
     with sigterm_as_interrupt():
         try:
-            summary = run_demo(args.count, args.rate, args.seconds, model_dir=str(args.model_dir or ""),
+            summary = run_demo(bursts, args.rate, model_dir=str(args.model_dir or ""),
                                backend=args.backend, precision=args.precision, device=args.device or "",
                                threads=args.threads or 0, lines=args.lines, seed=args.seed)
         except Terminated:      # while the model loaded: nothing to summarize

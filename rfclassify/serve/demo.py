@@ -153,7 +153,7 @@ def _line(r: dict[str, Any]) -> str:
             f"{r['latency_ms']['total']:6.1f} ms{mark}")
 
 
-def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = "", backend: str = "auto",
+def run_demo(count: int, rate: float, model_dir: str = "", backend: str = "auto",
              precision: str = "auto", device: str = "", threads: int = 0, lines: int = 15, seed: int = 0,
              out: Any = None, grace_s: float | None = None) -> dict[str, Any]:
     """Run the demo and print as it goes; returns the summary dict: what was sent, the daemon's
@@ -170,8 +170,6 @@ def run_demo(count: int, rate: float, seconds: float | None, model_dir: str = ""
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
     grace_s = GRACE_S if grace_s is None else grace_s
-    if seconds:
-        count = max(1, int(seconds * rate)) if rate > 0 else 0
     stop = threading.Event()
     sent = [0]
     sim: threading.Thread | None = None
