@@ -420,7 +420,6 @@ class HDF5Batches:
     def __init__(self, path: str, recipe: DataRecipe, seed: int) -> None:
         if recipe.target_sps is not None:
             raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
-        self.path, self.recipe, self.seed = path, recipe, seed
         self.non_finite: set[int] = set()
         # a function of its own, not a method: a generator holding `self` would make a cycle,
         # and the file stayed open until the garbage collector came, past the last reference
