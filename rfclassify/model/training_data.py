@@ -304,6 +304,9 @@ def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: An
                 break
             except queue.Full:
                 continue
+    # stopped: the batches still in this process's queue buffer are nobody's. Without this the
+    # exit waits to write them into a pipe no one reads, for good (and SIGTERM is ignored here)
+    out_q.cancel_join_thread()
 
 
 def _val_main(recipe: DataRecipe, per_bucket: int, seed_seq: np.random.SeedSequence, out_q: Any) -> None:
@@ -386,9 +389,9 @@ class SynthPool:
         for p in self._procs:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
         for p in self._procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2.0)
+            if p.is_alive():   # SIGKILL: the workers ignore SIGTERM (_worker_setup), and one left
+                p.kill()       # alive made the interpreter's exit wait for it forever
+                p.join(timeout=5.0)
         for q in (self._q, self._val_q):
             q.cancel_join_thread()
             q.close()
