@@ -9,7 +9,8 @@ import pytest
 
 from rfclassify._exceptions import ConfigError
 from rfclassify.commands import train as train_command
-from rfclassify.model.train import RESUME_MAY_CHANGE, RUN_SETTINGS, TrainConfig
+from rfclassify.model.resume import RESUME_MAY_CHANGE, RUN_SETTINGS
+from rfclassify.model.train import TrainConfig
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -738,7 +738,7 @@ def test_older_checkpoints_resume_with_what_their_runs_ran_with():
     """A checkpoint from before channel_overrides was recorded read as None against the
     config's {} and could not be resumed at all; a cosine run that recorded a --warmup-steps it
     ignored was refused whether the flag was left out, given as recorded or as the default."""
-    from rfclassify.model.train import TrainConfig, _run_setting_differences, resume_settings
+    from rfclassify.model.resume import _run_setting_differences, resume_settings
 
     left_out = {name: None for name in ("data", "steps", "time_budget_s", "batch_size", "lr", "buckets_samples",
                                         "target_sps", "normalization", "channel_overrides", "snr_focus",
@@ -826,6 +826,33 @@ def test_a_resume_holds_the_checkpoints_network_to_the_dla_at_its_buckets(tmp_pa
                           resume=str(tmp_path / "old.pt"), stop_after_s=1e-9))
 
 
+def test_a_resume_reads_its_checkpoint_once(tmp_path, capsys, monkeypatch):
+    """`train --resume` read the whole checkpoint twice: once for the run's settings, once to
+    continue it. train() from Python still reads cfg.resume itself."""
+    from rfclassify.model.resume import Checkpoint
+    from rfclassify.model.train import train
+
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "2", "--stop-after-s", "1e-9", *_TINY]) == 0  # at step 0
+    ck = str(out / "checkpoint.pt")
+    real, reads = torch.load, []
+
+    def counted(f, *args, **kwargs):
+        reads.append(str(f))
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted)
+    assert main(["train", "--out", str(out), "--resume", ck, "--seed", "1", *_CONTROL]) == 0
+    assert reads.count(ck) == 1 and ModelMeta.load(out).extra["training"]["steps"] == 2
+    reads.clear()
+    assert main(["train", "--out", str(tmp_path / "more"), "--resume", ck, "--steps", "3", "--seed", "1",
+                 *_CONTROL]) == 0
+    assert reads.count(ck) == 1
+    with pytest.raises(ValueError, match="the checkpoint given is"):  # another file's, by mistake
+        train(TrainConfig(out_dir=str(out), steps=2, batch_size=4, buckets_samples=(128,), workers=0, device="cpu",
+                          resume=ck), Checkpoint(str(tmp_path / "other.pt")))
+
+
 def test_wsd_refuses_a_warmup_and_decay_longer_than_a_new_run():
     """--schedule wsd --steps 1000 --decay-steps 500 with the default 2,000 warmup steps never
     reached the peak and never decayed; a resumed branch starts past its warmup and may."""
@@ -867,6 +894,51 @@ def test_bursts_with_nan_samples_are_left_out_of_training_and_counted(tmp_path, 
     assert ModelMeta.load(out).extra["training"]["non_finite_bursts_left_out"] == 1
 
 
+def _poison(path, indices):
+    """Make one sample of each burst at `indices` of the HDF5 file at `path` a NaN."""
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        for i in indices:
+            off, n = int(f["offset"][i]), int(f["length"][i])
+            burst = f["iq"][off:off + n]
+            burst[10] = np.nan
+            f["iq"][off:off + n] = burst
+
+
+def test_a_bucket_with_two_finite_bursts_keeps_giving_batches(tmp_path, capsys):
+    """Bucket 256 of eight bursts, six with a NaN, in batches of four: where its two finite
+    bursts fell into different batches, its epoch gave no batch of two and the bucket was
+    dropped for good (for seed 0 from the first epoch). A bucket with one finite burst is left
+    out, said once."""
+    data = tmp_path / "d.h5"
+    assert main(["dataset", "generate", "--out", str(data), "--snr=0,20", "--per-cell", "4", "--classes",
+                 "BPSK,QPSK", "--lengths", "256,1024", "--seed", "2"]) == 0
+    from rfclassify.data.reader import DatasetReader
+
+    with DatasetReader(str(data)) as reader:
+        short = np.flatnonzero(reader.lengths == 256)
+    assert short.size == 8
+    _poison(data, short[2:])
+    recipe = td.DataRecipe(buckets_samples=(256, 1024), batch_size=4)
+    for seed in range(3):
+        batches = td.hdf5_batches(str(data), recipe, seed=seed)
+        drawn = [next(batches) for _ in range(100)]
+        short_batches = [b for b in drawn if b["x"].shape[3] == 256]
+        assert len(short_batches) > 30, seed  # about 2 in 3 by the bucket probabilities
+        assert all(len(b["label"]) == 2 and np.isfinite(b["x"]).all() for b in short_batches)
+    assert "warning" not in capsys.readouterr().err
+    del batches  # closes the file
+    _poison(data, short[1:2])  # one finite burst left: no batch can be made of bucket 256
+    batches = td.hdf5_batches(str(data), recipe, seed=0)
+    assert {next(batches)["x"].shape[3] for _ in range(60)} == {1024}
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"warning: {data}: bucket 256 has 1 burst(s) without NaN or infinite samples" \
+        in err, err
+    with pytest.raises(ValueError, match="two bursts or more"):
+        td.hdf5_batches(str(data), td.DataRecipe(buckets_samples=(256, 1024), batch_size=1), seed=0)
+
+
 @pytest.mark.parametrize("when", [["--log-every", "1"], ["--log-every", "100", "--checkpoint-every-s", "0"]])
 def test_a_non_finite_loss_stops_the_run_before_it_writes_the_network(tmp_path, capsys, monkeypatch, when):
     """A NaN loss (here from the third batch on) is one line and exit 2 at the next log line or
@@ -886,10 +958,33 @@ def test_a_non_finite_loss_stops_the_run_before_it_writes_the_network(tmp_path, 
     assert main(["train", "--out", str(out), "--steps", "6", *_TINY, *when]) == 2
     err = capsys.readouterr().err
     assert "the training loss is not finite (NaN or infinite) at step 3" in err and err.count("\n") == 1
+    # --data bursts with NaN samples are left out (above): the rate is what the user can change
+    assert "most likely at too high a learning rate (--lr 0.003)" in err and err.endswith("; give a lower --lr\n")
+    assert "data with NaN" not in err
     assert (out / "model.pt").read_bytes() == b"the good model" and not (out / "model.json").exists()
     if (out / "checkpoint.pt").exists():  # one per step before the NaN one
         ck = torch.load(out / "checkpoint.pt", weights_only=False)
         assert ck["step"] == 2 and all(torch.isfinite(w.float()).all() for w in ck["model"].values())
+
+
+def test_a_diverged_resume_is_told_a_way_on_that_it_accepts(tmp_path, capsys, monkeypatch):
+    """The message said "too high a --lr" to a --resume, which refuses another --lr: it names
+    what a resumed run may change (its data, by --seed) and a new run with a lower rate."""
+    from rfclassify.model import train as train_module
+
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--steps", "6", "--stop-after-s", "1e-9", *_TINY]) == 0
+    monkeypatch.setattr(train_module, "augment", lambda x, gen: x * float("nan"))
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", str(out / "checkpoint.pt"), "--seed", "1", "--log-every",
+                 "1", *_CONTROL]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not finite (NaN or infinite) at step 1: the run diverged" in err, err
+    assert err.endswith("a resumed run keeps its --lr: --resume the checkpoint again with another --seed, or "
+                        "start anew with a lower --lr\n"), err
+    assert main(["train", "--out", str(out), "--resume", str(out / "checkpoint.pt"), "--lr", "1e-3",
+                 *_CONTROL]) == 2
+    assert "was trained with --lr 0.003, not 0.001" in capsys.readouterr().err  # as the message says
 
 
 def test_model_pt_and_the_curves_are_replaced_whole_or_not_at_all(tmp_path, capsys, monkeypatch):

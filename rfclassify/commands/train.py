@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from rfclassify._argtypes import MAX_WIDTH, count, finite_float, int_range, learning_rate, path_text, seed, worker_count
 
 if TYPE_CHECKING:
+    from rfclassify.model.resume import Checkpoint
     from rfclassify.model.train import TrainConfig
 
 # argparse dest -> TrainConfig field, where the two names differ
 FIELD_OF_OPTION: dict[str, str] = {"out": "out_dir", "buckets": "buckets_samples"}
 # options whose default is None, TrainConfig's applied in config_from_args: left out of a
-# --resume, they are the checkpoint's (train.RUN_SETTINGS, train.RESUME_MAY_CHANGE)
+# --resume, they are the checkpoint's (resume.RUN_SETTINGS, resume.RESUME_MAY_CHANGE)
 LEFT_OUT_IS_NONE = ("data", "time_budget_s", "steps", "batch_size", "lr", "buckets", "target_sps", "normalization",
                     "channel_overrides", "snr_focus", "schedule", "warmup_steps", "decay_steps",
                     "ema_half_life_steps", "arch")
@@ -127,13 +128,16 @@ def _json_object(text: str | None, option: str) -> dict[str, Any]:
     return value
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def config_from_args(args: argparse.Namespace, checkpoint: Checkpoint | None = None) -> TrainConfig:
     """The TrainConfig the parsed options describe: TrainConfig's defaults for what was left out,
-    or with --resume the checkpoint's (train.resume_settings). ConfigError for a bad --arch,
-    overrides or bucket list, and for a --resume given a setting of its run otherwise."""
+    or with --resume the checkpoint's (resume.resume_settings), read from `checkpoint` (the
+    caller's, to hand on to train(): the file is read once) or, None, from args.resume here.
+    ConfigError for a bad --arch, overrides or bucket list, and for a --resume given a setting
+    of its run otherwise."""
     from rfclassify._exceptions import ConfigError
     from rfclassify.dsp.windows import BucketPolicy
-    from rfclassify.model.train import TrainConfig, read_checkpoint, resume_settings
+    from rfclassify.model.resume import Checkpoint, resume_settings
+    from rfclassify.model.train import TrainConfig
 
     # validates the list (ConfigError -> exit 2)
     buckets = BucketPolicy(tuple(args.buckets)).buckets_samples if args.buckets is not None else None
@@ -148,7 +152,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         "arch": None if args.arch is None else _json_object(args.arch, "--arch"),
     }
     if args.resume and not args.init_from:  # (both: TrainConfig says "not both")
-        run = resume_settings(run, read_checkpoint(args.resume), args.resume)
+        checkpoint = Checkpoint(args.resume) if checkpoint is None else checkpoint
+        run = resume_settings(run, checkpoint.contents, checkpoint.path)
     if args.warmup_steps is not None and (run["schedule"] or train_defaults()["schedule"]) != "wsd":
         # the cosine schedule warms up over a fraction of the run; the option was ignored
         raise ConfigError("--warmup-steps works with --schedule wsd only (the cosine schedule warms up over the "
@@ -167,8 +172,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def run(args: argparse.Namespace) -> int:
     import signal
 
+    from rfclassify.model.resume import Checkpoint
     from rfclassify.model.train import train
 
-    result = train(config_from_args(args))
+    # read on first use (after the options' own checks), once: for the run's settings and by train()
+    checkpoint = Checkpoint(args.resume) if args.resume else None
+    result = train(config_from_args(args, checkpoint), checkpoint)
     # a run stopped by SIGTERM (its checkpoint written) ends as a process SIGTERM ends
     return 128 + int(signal.SIGTERM) if result.get("terminated") else 0

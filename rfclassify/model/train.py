@@ -15,8 +15,7 @@ model; each sitting ``--resume``s it, and a decay branch (``--resume`` the trunk
 checkpoint with ``--steps`` = its step + N and ``--decay-steps N``) makes a finished model
 at any point without ending the trunk. The schedule is counted in steps, so it is the same
 on any GPU. A ``--resume`` takes the settings that define its run from the checkpoint
-(resume_settings: RUN_SETTINGS refused when given otherwise, RESUME_MAY_CHANGE not), and
-SIGTERM ends an invocation as ``--stop-after-s`` does, with a checkpoint.
+(resume.py), and SIGTERM ends an invocation as ``--stop-after-s`` does, with a checkpoint.
 
 When data workers cannot keep up, the loop reuses recent batches (kept on the device) with a
 fresh random augmentation instead of waiting: a constant carrier-phase rotation and, for half
@@ -28,19 +27,17 @@ circular time shift: its wrap point is a discontinuity no receiver ever sees.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import os
 import queue
 import shutil
 import signal
 import sys
 import threading
 import time
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,6 +51,9 @@ from rfclassify.labels import LABELS, NOISE_LABEL
 from rfclassify.model import training_data as td
 from rfclassify.model.train_step import make_step, set_lr
 
+if TYPE_CHECKING:
+    from rfclassify.model.resume import Checkpoint
+
 CHECKPOINT_FILE = "checkpoint.pt"
 LOG_FILE = "train_log.json"
 CURVE_FILE = "training_curves.png"
@@ -61,15 +61,6 @@ CURVE_FILE = "training_curves.png"
 SCHEDULES = ("cosine", "wsd")
 #: --schedule wsd's warmup when --warmup-steps is left out (the cosine schedule warms up over warmup_fraction)
 WSD_WARMUP_STEPS = 2000
-#: settings that define a run. On --resume one left out is the checkpoint's, and one given with
-#: another value is refused: the optimizer's state and the schedule so far were made with them
-RUN_SETTINGS = ("data", "batch_size", "lr", "buckets_samples", "target_sps", "normalization", "channel_overrides",
-                "snr_focus", "schedule", "warmup_steps")
-#: settings a --resume may change; left out, they are the checkpoint's. --steps and
-#: --time-budget-s are the run's length together: giving either replaces both
-RESUME_MAY_CHANGE = ("steps", "time_budget_s", "decay_steps", "ema_half_life_steps")
-#: TrainConfig field -> its option, where the names differ
-_OPTION_OF_FIELD = {"buckets_samples": "--buckets", "out_dir": "--out"}
 
 
 @dataclass(frozen=True)
@@ -219,11 +210,6 @@ class TrainConfig:
         return 0.0 if self.time_budget_s is None else min(25.0, 0.08 * self.time_budget_s)
 
 
-#: TrainConfig's plain defaults by field name (what a checkpoint from before a field was recorded ran with)
-_FIELD_DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
-                   for f in fields(TrainConfig) if f.default is not MISSING or f.default_factory is not MISSING}
-
-
 def lr_for_step(step: int, cfg: TrainConfig) -> float:
     """Warmup-stable-decay: linear warmup over warmup_steps, cfg.lr held, then a linear decay to
     final_lr_fraction * cfg.lr over the last decay_steps of cfg.steps."""
@@ -364,14 +350,18 @@ class _Source:
             self.pool.close()
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
+def train(cfg: TrainConfig, checkpoint: Checkpoint | None = None) -> dict[str, Any]:
     """Run one training; writes model.pt, model.json, train_log.json, curves and checkpoints to cfg.out_dir
     (a sitting ended by --stop-after-s or SIGTERM writes the checkpoint, the log and the curves only;
-    the result then says "paused", and "terminated" for SIGTERM)."""
+    the result then says "paused", and "terminated" for SIGTERM). `checkpoint`: cfg.resume's, where
+    the caller has it (`rfclassify train` reads it once, for the run's settings and here); None:
+    cfg.resume is read here."""
+    if checkpoint is not None and checkpoint.path != cfg.resume:
+        raise ValueError(f"the checkpoint given is {checkpoint.path!r}, cfg.resume {cfg.resume!r}")
     stop_asked = threading.Event()
     restore = _stop_on_sigterm(stop_asked)
     try:
-        return _train(cfg, stop_asked, restore)
+        return _train(cfg, stop_asked, restore, checkpoint)
     finally:
         restore()
 
@@ -394,10 +384,13 @@ def _stop_on_sigterm(stop_asked: threading.Event) -> Any:
     return lambda: signal.signal(signal.SIGTERM, previous)
 
 
-def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lambda: None) -> dict[str, Any]:
+def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lambda: None,
+           checkpoint: Checkpoint | None = None) -> dict[str, Any]:
     """train(), `loop_ended` called once the training loop is over: SIGTERM ends the process
     again from there (validation and the atomic writes), where the flag went unread and the
     run went on to exit 0."""
+    from rfclassify.model import resume  # here: resume.py imports this module's TrainConfig
+
     t_start = time.perf_counter()
     started_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch = require("torch", "training")
@@ -431,14 +424,16 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lamb
             print(f"warning: --seed {cfg.seed} is the parent model's seed, so this run synthesizes the "
                   "bursts it already trained on; give another seed for new data", file=sys.stderr, flush=True)
     else:
-        ck = _load_checkpoint(cfg, device) if cfg.resume else None
+        if cfg.resume:
+            ck = (resume.Checkpoint(cfg.resume) if checkpoint is None else checkpoint).contents
+            resume.check_continuation(cfg, ck)
         if ck and ck.get("config", {}).get("seed") == cfg.seed:
             print(f"warning: --seed {cfg.seed} is the checkpoint's, so the data starts again from the bursts "
                   "its run began with; give each sitting of a resumed run its own seed", file=sys.stderr,
                   flush=True)
         model = build_network(ck["arch"] if ck and ck.get("arch") else cfg.arch or None)
     if cfg.normalization is None:  # keep what the weights learned on, unless told otherwise
-        inherited = parent["normalization"] if parent else _checkpoint_normalization(ck) if ck else "remove_dc"
+        inherited = parent["normalization"] if parent else resume.recorded(ck, "normalization") if ck else "remove_dc"
         cfg = replace(cfg, normalization=inherited)
     recipe = td.DataRecipe(buckets_samples=tuple(cfg.buckets_samples), batch_size=cfg.batch_size,
                            target_sps=cfg.target_sps, normalization=cfg.normalization,
@@ -461,7 +456,7 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lamb
         except RuntimeError:  # a checkpoint from before the network was recorded in it
             raise ConfigError(f"{cfg.resume} holds another network than this one; give the --arch it was "
                               "trained with") from None
-        opt.load_state_dict(ck["optimizer"])
+        opt.load_state_dict(_on_device(ck["optimizer"], device))
         for g in opt.param_groups:  # a checkpoint of an eager run can continue with graphs and back
             g["capturable"] = graphs
         step, prior_s, history = ck["step"], ck["elapsed_s"], ck["history"]
@@ -536,19 +531,19 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lamb
             if step % cfg.log_every == 0:
                 history.append(_log_line(step, prior_s + now - t_start, opt, sums, n_since_log,
                                          examples, last_examples, now - last_log_t, src))
-                _check_finite(sums, model, step, history[-1])
+                _check_finite(sums, model, step, cfg, history[-1])
                 sums.zero_()
                 n_since_log = [0, 0]
                 last_log_t, last_examples = now, examples["fresh"] + examples["reused"]
             if now - last_ck_t >= cfg.checkpoint_every_s:
-                _check_finite(sums, model, step)
+                _check_finite(sums, model, step, cfg)
                 _checkpoint(out, model, opt, step, prior_s + now - t_start, history, examples, cfg, parent,
                             earlier, ema)
                 last_ck_t = now
         loop_ended()  # from here SIGTERM ends the process, as before
         paused = paused or stop_asked.is_set()  # one that came after the loop's last look
         train_s = prior_s + time.perf_counter() - t_start
-        _check_finite(sums, model, step)  # the steps since the last log
+        _check_finite(sums, model, step, cfg)  # the steps since the last log
         if step == 0 and not paused:  # random weights are no model; the budget ran out first
             raise ConfigError(f"no training step ran: the --time-budget-s of {cfg.time_budget_s:g} s was "
                               f"spent before the first one ({elapsed - prior_s:.1f} s to start); give more. "
@@ -582,10 +577,15 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lamb
     }, t_start)
 
 
-def _check_finite(sums: Any, model: Any, step: int, row: dict[str, float] | None = None) -> None:
+def _check_finite(sums: Any, model: Any, step: int, cfg: TrainConfig, row: dict[str, float] | None = None) -> None:
     """InputError (exit 2) once the loss summed since the last log, or a weight, is NaN or infinite:
     the network is lost from there on, and the run went on to write it as model.pt, exit 0. Called
-    before anything is written, so the files of the run before stay as they were."""
+    before anything is written, so the files of the run before stay as they were.
+
+    Bursts reach the network at unit power and --data bursts with NaN or infinite samples are
+    left out, so this is the run diverging, nearly always at too high a --lr: a setting the user
+    gives and can change, hence a user error (exit 2; exit 1 would print "internal error"). A
+    resumed run keeps its --lr (resume.RUN_SETTINGS): its way on is another --seed."""
     torch = require("torch")
     if row is not None:  # at a log line: its loss is read already
         finite = math.isfinite(row["loss"])
@@ -593,9 +593,11 @@ def _check_finite(sums: Any, model: Any, step: int, row: dict[str, float] | None
         finite = bool(torch.stack([torch.isfinite(sums).all(),
                                    *(torch.isfinite(p).all() for p in model.parameters())]).all())
     if not finite:
-        raise InputError(f"the training loss is not finite (NaN or infinite) at step {step}: too high a --lr, or "
-                         "data with NaN or infinite samples; stopped without writing the network (checkpoint.pt "
-                         "and model.pt, where there are, are from before)")
+        again = ("a resumed run keeps its --lr: --resume the checkpoint again with another --seed, or start "
+                 "anew with a lower --lr" if cfg.resume else "give a lower --lr")
+        raise InputError(f"the training loss is not finite (NaN or infinite) at step {step}: the run diverged, "
+                         f"most likely at too high a learning rate (--lr {cfg.lr:g}); stopped without writing the "
+                         f"network (checkpoint.pt and model.pt, where there are, are from before); {again}")
 
 
 def _write_log(out: Path, doc: dict[str, Any], history: list[dict[str, float]]) -> None:
@@ -734,130 +736,19 @@ def _lineage(parent: dict[str, Any] | None, step: int, train_s: float, examples:
         "examples": parent["examples"] + examples["fresh"] + examples["reused"]}}
 
 
-def read_checkpoint(path: str, device: str = "cpu") -> dict[str, Any]:
-    """The checkpoint a --resume continues, tensors on `device`; ConfigError for anything that is not one."""
-    torch = require("torch", "training")
-    try:
-        ck = torch.load(path, map_location=device, weights_only=False)
-    except FileNotFoundError:
-        raise ConfigError(f"no checkpoint at {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a directory; --resume takes its {CHECKPOINT_FILE}") from None
-    except Exception as exc:  # noqa: BLE001 - torch and pickle raise their own types for a file that is not one
-        raise ConfigError(f"{path} is not a checkpoint of rfclassify train ({first_line(exc, 200)})") from None
-    if not isinstance(ck, dict) or not {"model", "step"} <= set(ck):
-        raise ConfigError(f"{path} is not a checkpoint of rfclassify train (no model weights and step)")
-    return ck
-
-
-def option_of(name: str) -> str:
-    """The command-line option of TrainConfig field `name`."""
-    return _OPTION_OF_FIELD.get(name, "--" + name.replace("_", "-"))
-
-
-def _recorded(ck: dict[str, Any], name: str) -> Any:
-    """Setting `name` as the checkpoint's run had it; a checkpoint from before it was recorded
-    ran with its default."""
-    if name == "normalization":
-        return _checkpoint_normalization(ck)
-    config = ck.get("config") or {}
-    if name == "arch":  # the --arch its run was given (the network itself is ck["arch"])
-        return config.get("arch") or {}
-    if name == "warmup_steps" and config.get("schedule", _FIELD_DEFAULTS["schedule"]) != "wsd":
-        return WSD_WARMUP_STEPS  # the cosine schedule ignored it (an older run may record another)
-    value = config.get(name, _FIELD_DEFAULTS.get(name))
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _same_setting(name: str, given: Any, recorded: Any) -> bool:
-    if name == "data" and given and recorded and given != recorded:
-        try:  # the same file by another path (relative, through a link) is the same data
-            return os.path.samefile(given, recorded)
-        except OSError:
-            return False
-    if isinstance(given, (list, tuple)) and isinstance(recorded, (list, tuple)):
-        return list(given) == list(recorded)
-    return bool(given == recorded)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-    if isinstance(value, dict):
-        return f"'{json.dumps(value)}'"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _run_setting_differences(values: dict[str, Any], ck: dict[str, Any], path: str) -> None:
-    """ConfigError naming each setting that defines the run (RUN_SETTINGS) whose value in
-    `values` is not the checkpoint's, with both values; None in `values`: left out, taken."""
-    wrong = []
-    for name in RUN_SETTINGS:
-        given, recorded = values.get(name), _recorded(ck, name)
-        if name == "normalization" and given is None:
-            continue  # left out: train() takes the checkpoint's
-        if not _same_setting(name, given, recorded):
-            was = f"with {option_of(name)} {_shown(recorded)}" if recorded is not None else f"without {option_of(name)}"
-            now = "without it" if given is None else _shown(given)
-            wrong.append(f"{was}, not {now}")
-    if wrong:
-        raise ConfigError(f"{path} was trained {'; '.join(wrong)}: a resumed run keeps the settings that define "
-                          "it (leave the option out to take the checkpoint's)")
-
-
-def resume_settings(given: dict[str, Any], ck: dict[str, Any], path: str) -> dict[str, Any]:
-    """TrainConfig fields for a --resume of checkpoint `ck` (read from `path`): `given`, where
-    None means the option was left out, with what was left out taken from the checkpoint's run.
-    A setting that defines the run (RUN_SETTINGS) given with another value than the checkpoint's
-    is a ConfigError naming the option and both values; RESUME_MAY_CHANGE may differ (--steps
-    and --time-budget-s together: either given replaces both). The network is the checkpoint's
-    (an --arch that disagrees with it is refused), so the DLA check sees the network trained."""
-    out = dict(given)
-    if given.get("steps") is None and given.get("time_budget_s") is None:
-        out["steps"], out["time_budget_s"] = _recorded(ck, "steps"), _recorded(ck, "time_budget_s")
-    for name in (*RUN_SETTINGS, "decay_steps", "ema_half_life_steps"):
-        if given.get(name) is None:
-            out[name] = _recorded(ck, name)
-    _run_setting_differences(out, ck, path)
-    _check_arch(given.get("arch"), ck, path)
-    if ck.get("arch"):
-        out["arch"] = dict(ck["arch"])
-    elif given.get("arch") is None:  # a checkpoint from before the network was recorded in it
-        out["arch"] = _recorded(ck, "arch")
-    return out
-
-
-def _check_arch(arch: dict[str, Any] | None, ck: dict[str, Any], path: str) -> None:
-    """ConfigError where --arch (None or {}: left out) changes the network the checkpoint holds."""
-    from rfclassify.model.network import arch_with_defaults
-
-    if ck.get("arch") and arch and arch_with_defaults({**ck["arch"], **arch}) != ck["arch"]:
-        raise ConfigError(f"--arch differs from the network {path} was trained with; leave it out "
-                          "to continue that network")
-
-
-def _load_checkpoint(cfg: TrainConfig, device: str) -> dict[str, Any]:
-    """The checkpoint a --resume continues (tensors on `device`), checked against cfg: its network
-    against --arch and the DLA at cfg's buckets, the settings that define its run against cfg's.
-
-    The checkpoint records the whole network (since the fifth session), so a run trained with
-    --arch, deepened or not, resumes without repeating it; an --arch that disagrees is refused."""
-    from rfclassify.model.network import dla_arch_problems
-
-    ck = read_checkpoint(cfg.resume, device)
-    _check_arch(cfg.arch, ck, cfg.resume)
-    _run_setting_differences(asdict(cfg), ck, cfg.resume)
-    if ck.get("arch"):  # TrainConfig checked --arch; the network trained is the checkpoint's
-        problems = dla_arch_problems(ck["arch"], tuple(cfg.buckets_samples))
-        if problems:
-            raise ConfigError(f"the network of {cfg.resume} and this bucket list would not run on the DLA: "
-                              + "; ".join(problems))
-    return ck
-
-
-def _checkpoint_normalization(ck: dict[str, Any]) -> str:
-    """The normalization a checkpoint's run trained with (checkpoints from before it was recorded: remove_dc)."""
-    return ck.get("config", {}).get("normalization") or "remove_dc"
+def _on_device(state: Any, device: str) -> Any:
+    """An optimizer's state dict with its tensors on `device`, as they were when train() read the
+    checkpoint there itself (it is read once, on the CPU): torch's load_state_dict leaves each
+    parameter's step count where it finds it unless the saved group was fused or capturable, and
+    --cuda-graphs (capturable) needs it on the GPU."""
+    torch = require("torch")
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    if isinstance(state, dict):
+        return {k: _on_device(v, device) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_on_device(v, device) for v in state]
+    return state
 
 
 def _weight_average(model: Any, cfg: TrainConfig, ck: dict[str, Any] | None, step: int) -> Any:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -417,12 +418,16 @@ class HDF5Batches:
     DatasetReader.iter_batches, so every batch has a single bucket length. A burst whose window
     holds a NaN or an infinity is left out (the reader makes such a burst all NaN, so every
     window of it shows it), and `non_finite` collects the file indices of those: one such burst
-    turned the whole network into NaNs. A bucket with no finite burst left is dropped, and a
-    file with none at all is an InputError."""
+    turned the whole network into NaNs. A bucket's later epochs draw from its finite bursts
+    alone, so one with two or more of them keeps giving batches however its first epoch fell; a
+    bucket with fewer is dropped (said once, on stderr), and a file with no bucket left is an
+    InputError."""
 
     def __init__(self, path: str, recipe: DataRecipe, seed: int) -> None:
         if recipe.target_sps is not None:
             raise ValueError("training from an HDF5 dataset with a symbol-rate normalizer is not supported")
+        if recipe.batch_size < 2:  # batch norm needs two bursts a batch (TrainConfig refuses fewer)
+            raise ValueError(f"training batches need two bursts or more, got a batch size of {recipe.batch_size}")
         self.non_finite: set[int] = set()
         # a function of its own, not a method: a generator holding `self` would make a cycle,
         # and the file stayed open until the garbage collector came, past the last reference
@@ -457,13 +462,18 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
             raise ConfigError(f"{path}: no bucket has two bursts long enough for it "
                               f"(buckets {', '.join(map(str, recipe.buckets_samples))} samples)")
         iters: dict[int, Iterator[Any]] = {}
-        usable: dict[int, bool] = {}   # bucket -> whether its epoch so far gave a batch
         while True:
             probs = recipe.bucket_probabilities()[[recipe.buckets_samples.index(b) for b in present]]
             b = int(rng.choice(present, p=probs / probs.sum()))
             batch = next(iters.get(b, iter(())), None)
             if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
-                if b in iters and not usable[b]:  # a whole epoch without two finite bursts
+                if non_finite:
+                    # without the bursts found non-finite: a bucket whose few finite bursts fell one
+                    # to a batch gave no batch in an epoch, and was dropped for good
+                    pools[b] = pools[b][~np.isin(pools[b], list(non_finite))]
+                if pools[b].size < 2:
+                    print(f"warning: {path}: bucket {b} has {pools[b].size} burst(s) without NaN or infinite "
+                          "samples; it is left out of training (two make a batch)", file=sys.stderr, flush=True)
                     present.remove(b)
                     if not present:
                         raise InputError(f"{path}: no bucket has two bursts without NaN or infinite "
@@ -472,7 +482,6 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
                 iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
                                                indices=pools[b], normalize=True,
                                                normalization=recipe.normalization)
-                usable[b] = False
                 batch = next(iters[b])
             x = to_model_input(batch.iq)
             labels, snr_db = to_model[batch.label_index], batch.snr_db.astype(np.float32)
@@ -482,7 +491,6 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
                 if finite.sum() < 2:
                     continue
                 x, labels, snr_db = x[finite], labels[finite], snr_db[finite]
-            usable[b] = True
             yield {"x": x, "label": labels, "snr_db": snr_db}  # NaN SNR (no noise): no SNR loss
 
 
