@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -192,6 +193,31 @@ def test_length_tags_cut_exactly(flowgraph) -> None:
         (t["offset"], t["length"], t["burst_id"]) for t in truth]
     for b in bursts:  # signal (unit power) inside, not noise (0.01)
         assert np.mean(np.abs(b.iq[16:]) ** 2) > 0.5
+
+
+def test_pass_tags_auto_is_decided_by_a_clean_frame_not_by_a_corrupt_first_header(flowgraph) -> None:
+    """A real pub_sink(pass_tags=True) stream whose first frame is damaged. pass_tags auto latched
+    "no header" on it (its header cut short, or a tag count that does not fit): every good frame
+    after it was a bad_payload_size, no burst came out. It now decides nothing, and each later
+    frame is decoded as with pass_tags true."""
+    fg = flowgraph("--sink", "stream", "--mod", "bpsk", "--pass-tags", "--noise", "0.1", "--seed", "4")
+    msgs = receive_all(fg)
+    truth = fg.truth()
+    # joined at the first frame with tags (a burst's packet_len and burst_id), as a daemon started
+    # while the flowgraph runs joins it; that frame is the one damaged
+    k = next(k for k, m in enumerate(msgs) if struct.unpack_from("=HBQQ", m[-1])[3] >= 1)
+    first, msgs = msgs[k][-1], msgs[k:]
+    assert len(msgs) > 4 and first[:3] == b"\xf0\x5f\x01"
+    reference = _bursts(_decode("gr-stream", IngestConfig(sample_rate_hz=1e6, pass_tags=True), msgs[1:]))
+    assert len(reference) >= 3 and {b.burst_id for b in reference} <= {t["burst_id"] for t in truth}
+    for broken in (first[:16],                                              # cut inside the header
+                   first[:40],                                              # cut inside its tags
+                   first[:27] + b"\xff" + first[28:],                        # its first tag's key PMT garbled
+                   first[:11] + struct.pack("=Q", 2**40) + first[19:]):     # its tag count garbled
+        out = _decode("gr-stream", IngestConfig(sample_rate_hz=1e6), [[broken], *msgs[1:]])
+        assert [o.reason for o in out if isinstance(o, Reject)] == ["bad_tag_header"], out[:3]
+        assert [(b.meta["offset_samples"], b.n_samples, b.burst_id) for b in out if isinstance(b, Burst)] == [
+            (b.meta["offset_samples"], b.n_samples, b.burst_id) for b in reference]
 
 
 def test_start_and_end_tags_of_a_squelch_or_burst_tagger_cut_each_burst(flowgraph) -> None:

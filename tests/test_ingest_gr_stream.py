@@ -359,4 +359,81 @@ def test_auto_decides_on_the_first_frame_for_the_decoders_life() -> None:
     dec = make_decoder("gr-stream", IngestConfig())
     assert dec.decode([tag_header(0, []) + x[:8192].tobytes()], 0.0) == []
     (r,) = dec.decode([x[8200:].tobytes()], 0.0)
-    assert r.reason == "bad_tag_header" and "pass_tags auto, and the stream's first frame had one" in r.detail
+    assert r.reason == "bad_tag_header" and "pass_tags auto, and the stream's first clean frame had one" in r.detail
+
+
+def _tagged_stream(x: np.ndarray, size: int, bursts: list[tuple[int, int]]) -> list[bytes]:
+    """x as pub_sink(pass_tags=True) frames of `size` samples, a packet_len tag at each burst."""
+    return [tag_header(pos, [(s, "packet_len", n) for s, n in bursts if pos <= s < pos + c.shape[0]]) + c.tobytes()
+            for pos, c in _chunks(x, size)]
+
+
+@pytest.mark.parametrize("corrupt", ["cut to 24 bytes", "cut to 40 bytes", "cut to 43 bytes", "garbled PMT",
+                                     "garbled tag count"])
+def test_auto_is_decided_by_a_clean_frame_not_by_a_corrupt_first_header(corrupt) -> None:
+    """pass_tags auto latched "no header" on a first frame that was a header cut short or garbled:
+    every good header frame after it was a bad_payload_size, or read as samples with the header's
+    bytes in them. A corrupt frame now decides nothing, and the stream's bursts are all found."""
+    x, bursts = _signal(10)
+    frames = _tagged_stream(x, 2000, bursts)
+    first = frames[0]
+    assert struct.unpack_from("=HBQQ", first) == (0x5FF0, 1, 0, 0)
+    first = tag_header(0, [(0, "rx_rate", 1e6), (0, "burst_id", "x")]) + first[19:]
+    broken = {"cut to 24 bytes": first[:24], "cut to 40 bytes": first[:40], "cut to 43 bytes": first[:43],
+              "garbled PMT": first[:37] + b"\xff" + first[38:],   # the rx_rate value's type byte
+              "garbled tag count": first[:11] + struct.pack("=Q", 10**6) + first[19:]}[corrupt]
+    dec = make_decoder("gr-stream", IngestConfig(sample_rate_hz=1e6))
+    out = [o for f in [broken, *frames[1:]] for o in dec.decode([f], 0.0)] + dec.flush(0.0)
+    rejects = [o for o in out if isinstance(o, Reject)]
+    # one reject, for the corrupt frame: at once when it cannot be samples either, else once a
+    # clean frame has shown the stream has headers (it was held until then, not read as samples)
+    assert [r.reason for r in rejects] == ["bad_tag_header"], rejects
+    assert "no clean tag header" in rejects[0].detail
+    reference = make_decoder("gr-stream", IngestConfig(sample_rate_hz=1e6, pass_tags=True))
+    expected = [o for f in frames[1:] for o in reference.decode([f], 0.0)] + reference.flush(0.0)
+    assert [(b.meta["offset_samples"], b.n_samples) for b in out if isinstance(b, Burst)] == [
+        (b.meta["offset_samples"], b.n_samples) for b in expected] and len(expected) == len(bursts)
+
+
+def test_an_undecided_frame_that_is_neither_samples_nor_a_header_is_rejected_without_deciding() -> None:
+    x, _ = _signal(11)
+    for frame, reason in [(x[:100].tobytes() + b"\x00", "bad_payload_size"),                 # no magic
+                          (tag_header(0, []) + x[:100].tobytes() + b"\x00", "bad_payload_size"),  # partial item
+                          (tag_header(0, [(0, "burst_id", 1)])[:29], "bad_tag_header")]:      # cut short
+        for stream_has_headers in (True, False):
+            dec = make_decoder("gr-stream", IngestConfig())
+            (r,) = dec.decode([frame], 0.0)
+            assert r.reason == reason and "pass_tags auto is undecided until a clean frame" in r.detail, r
+            good = (tag_header(0, []) if stream_has_headers else b"") + x[:200].tobytes()
+            assert dec.decode([good], 0.0) == []
+            assert dec.decode([(tag_header(200, []) if stream_has_headers else b"") + x[200:400].tobytes()], 0.0) == []
+
+
+def test_a_frame_held_while_undecided_is_read_as_samples_when_the_stream_has_no_headers() -> None:
+    """Plain samples that start with the magic (one frame in 2**24) as the stream's first frame
+    are held, not lost: a plain frame after them decides "no header" and they are read first."""
+    rng = np.random.default_rng(12)
+    x = (0.01 * (rng.standard_normal(16384) + 1j * rng.standard_normal(16384))).astype(np.complex64)
+    x[3000:7000] += np.exp(2j * np.pi * rng.random(4000)).astype(np.complex64)
+    x[0] = complex(struct.unpack("<f", b"\xf0\x5f\x01\x3c")[0], x[0].imag)   # the magic, at the stream's start
+    assert has_tag_header(memoryview(x[:8192].tobytes()))
+    dec = make_decoder("gr-stream", IngestConfig())
+    assert dec.decode([x[:8192].tobytes()], 0.0) == []   # held
+    out = dec.decode([x[8192:].tobytes()], 0.0) + dec.flush(0.0)
+    reference = make_decoder("gr-stream", IngestConfig(pass_tags=False))
+    expected = reference.decode([x[:8192].tobytes()], 0.0) + reference.decode([x[8192:].tobytes()], 0.0)
+    expected += reference.flush(0.0)
+    assert len(out) == len(expected) == 1 and np.array_equal(out[0].iq, expected[0].iq)
+    assert out[0].meta["offset_samples"] == expected[0].meta["offset_samples"]
+
+
+def test_a_header_frame_in_a_stream_decided_without_headers_says_what_to_change() -> None:
+    """Decided "no header" (or set false), a later header frame was a bad_payload_size with no hint."""
+    x, _ = _signal(13)
+    for pass_tags, hint in [(None, "the stream's first clean frame had none (pass_tags auto decides once)"),
+                            (False, "set [input] pass_tags = true")]:
+        dec = make_decoder("gr-stream", IngestConfig(pass_tags=pass_tags))
+        assert dec.decode([x[:100].tobytes()], 0.0) == []
+        (r,) = dec.decode([tag_header(100, [(120, "burst_id", 7)]) + x[100:300].tobytes()], 0.0)
+        assert r.reason == "bad_payload_size" and hint in r.detail
+        assert "it starts with a gr-zeromq tag header" in r.detail

@@ -398,9 +398,9 @@ def test_input_pass_tags_and_center_freq_hz_reach_the_decoder_and_are_checked():
     assert make_input_decoder(DaemonConfig()).config.center_freq_hz is None   # 0: unknown
     with pytest.raises(ConfigError) as err:
         config_from_dict({"input": {"pass_tags": "yes", "center_freq_hz": -1.0}})
-    assert "input.pass_tags: must be one of auto, True, False; got 'yes'" in str(err.value)
+    assert 'input.pass_tags: must be "auto", true or false; got "yes"' in str(err.value)
     assert "input.center_freq_hz: must be in 0.0..inf; got -1.0" in str(err.value)
-    with pytest.raises(ConfigError, match="input.pass_tags: expected bool | str, got int 1"):
+    with pytest.raises(ConfigError, match="input.pass_tags: expected a boolean or a string, got int 1"):
         config_from_dict({"input": {"pass_tags": 1}})
     with pytest.raises(ConfigError, match="input.center_freq_hz: must be a finite number"):
         config_from_dict({"input": {"center_freq_hz": math.inf}})
@@ -411,6 +411,28 @@ def test_input_pass_tags_and_center_freq_hz_reach_the_decoder_and_are_checked():
     applied, restart = reloadable_changes(DaemonConfig(), config_from_dict(
         {"input": {"center_freq_hz": 1e9, "pass_tags": True}}))
     assert applied == [] and sorted(restart) == ["input.center_freq_hz", "input.pass_tags"]
+
+
+def test_input_pass_tags_errors_speak_toml_and_the_sink_hint_python(tmp_path):
+    """The file is TOML, where the values are true and false: its errors said "True, False" and
+    "bool | str", Python's words. GNU Radio's sink parameter is pass_tags=True (GRC, Python)."""
+    path = tmp_path / "rfclassify.toml"
+    cases = [('pass_tags = "yes"', 'input.pass_tags: must be "auto", true or false; got "yes"'),
+             ('pass_tags = "True"', 'input.pass_tags: must be "auto", true or false; got "True" '
+                                    '(a string: write true without quotes)'),
+             ("pass_tags = 1", "input.pass_tags: expected a boolean or a string, got int 1"),
+             ('cut_mode = "tags"\npass_tags = false', 'input.pass_tags: must be true or "auto" when input.cut_mode '
+                                                      "is tags (the cut needs the stream's tags: set pass_tags=True "
+                                                      "on the flowgraph's sink)")]
+    for text, message in cases:
+        path.write_text(f"[input]\n{text}\n")
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert str(err.value) == f"{path}: {message}"
+    for text, value in (('pass_tags = "auto"', "auto"), ("pass_tags = true", True), ("pass_tags = false", False)):
+        path.write_text(f"[input]\n{text}\n")
+        got = load_config(path).input.pass_tags
+        assert got == value and type(got) is type(value)
 
 
 def test_config_types_are_strict_but_ints_are_fine_for_floats():

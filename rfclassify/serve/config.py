@@ -12,6 +12,7 @@ import dataclasses
 import os
 import math
 import sys
+import types
 import typing
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -239,7 +240,21 @@ class DaemonConfig:
 
 
 def _type_name(t: Any) -> str:
+    if isinstance(t, types.UnionType):   # input.pass_tags: bool | str was "expected bool | str"
+        return " or ".join(map(_type_name, t.__args__))
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(t, str(t))
+
+
+def _choices_text(choices: tuple[Any, ...], value: Any) -> str:
+    """The allowed values, and the one given, as the file spells them. Where a choice is a boolean
+    (input.pass_tags) that is TOML: true, false and quoted strings, not Python's True and False."""
+    if not any(isinstance(c, bool) for c in choices):
+        return f"must be one of {', '.join(map(str, choices))}; got {value!r}"
+    words = [str(c).lower() if isinstance(c, bool) else quoted(c) for c in choices]
+    text = f"must be {', '.join(words[:-1])} or {words[-1]}; got {quoted(value)}"
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        text += f" (a string: write {value.lower()} without quotes)"
+    return text
 
 
 def _coerce(value: Any, kind: type, where: str, errors: list[str]) -> Any:
@@ -270,7 +285,7 @@ def _check_value(value: Any, meta: Any, where: str, errors: list[str]) -> bool:
         errors.append(f"{where}: must be a finite number; got {value!r}")
         return False
     if choices is not None and value not in choices:
-        errors.append(f"{where}: must be one of {', '.join(map(str, choices))}; got {value!r}")
+        errors.append(f"{where}: {_choices_text(choices, value)}")
         return False
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         rng = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"

@@ -60,9 +60,9 @@ class IngestConfig:
     expect_key         gr-stream: True = every message is [key, data]; False = [data];
                        None = decide per message by frame count.
     pass_tags          gr-stream: True = every data frame starts with a tag header;
-                       False = never; None = the first frame's magic and version decide, for
-                       the decoder's life (True with cut_mode "tags" / "start_end", which need
-                       the tags; False is refused there).
+                       False = never; None = the first clean frame decides (a whole tag header
+                       and items, or whole items without the magic), for the decoder's life (True
+                       with cut_mode "tags" / "start_end", which need the tags; False is refused there).
     cut_mode           gr-stream: "energy" (energy detector), "tags" (cut at `tag_key`
                        tags, whose value is the burst length in samples) or "start_end"
                        (a burst from a `start_tag` tag to an `end_tag` tag).

@@ -27,11 +27,18 @@ MAX_HEADER_VALUES values together, is a `bad_tag_header` too, found before (tag 
 tags took 40 s and a gigabyte to read.
 
 Whether frames start with a tag header: `pass_tags` True or False says so; None (auto) lets the
-stream's first frame decide, for the decoder's life: a header if it starts with the magic and
-version and its offset and tag count fit the frame. A guess made per frame took plain samples
-that happened to start with the magic (about one frame in 2**24) for a header and lost them.
-With `cut_mode` "tags" or "start_end" auto means True: the cut needs the tags, and a frame
-without a header is a `bad_tag_header` that says to set pass_tags=True on the sink.
+stream's first clean frame decide, for the decoder's life: a whole tag header followed by whole
+items says True, whole items that do not start with the magic say False. A guess made per frame
+took plain samples that happened to start with the magic (about one frame in 2**24) for a header
+and lost them; a first frame that was a corrupt header (cut short, garbled) latched False, and
+every good header frame after it was a `bad_payload_size`. Until a clean frame decides, a frame
+that starts with the magic but is no clean header decides nothing: when it is whole items and its
+offset and tag count could not be a header's (plain samples that start with the magic, or a
+header cut short) it is held, read as samples once a clean frame says the stream has no headers
+(or at its end) and dropped as a `bad_tag_header` if it has; else it is rejected at once
+(`bad_tag_header`, or `bad_payload_size` for a partial item) with a detail that says the mode is
+still open. With `cut_mode` "tags" or "start_end" auto means True: the cut needs the tags, and a
+frame without a header is a `bad_tag_header` that says to set pass_tags=True on the sink.
 
 UHD sources tag `rx_rate` (Hz) and `rx_freq` (Hz) with `rx_time`: a burst takes its sample rate
 and centre frequency from the last of each at or before its first sample (else the first inside
@@ -72,6 +79,7 @@ MAX_TAGS_PER_MESSAGE = 4096
 # ... and their PMTs (key, value, srcid) at most this many values together, as one PDU's may
 MAX_HEADER_VALUES = MAX_VALUES
 TAG_CUT_MODES = ("tags", "start_end")   # cut modes that need the stream's tags
+_UNDECIDED = "; pass_tags auto is undecided until a clean frame (a tag header and whole items, or whole items alone)"
 
 
 def has_tag_header(view: memoryview) -> bool:
@@ -152,6 +160,9 @@ class GrStreamDecoder(Decoder):
         self._pass_tags = config.pass_tags
         if self._pass_tags is None and config.cut_mode in TAG_CUT_MODES:
             self._pass_tags = True
+        # auto, undecided: a frame that starts with the magic and is no clean header, kept (bytes, why)
+        # until a clean frame says whether it was samples or a broken header
+        self._held: tuple[bytes, str] | None = None
         self._last_rx_s: float | None = None
         self._idle_flushed = True
         self._next_id = 0
@@ -168,22 +179,29 @@ class GrStreamDecoder(Decoder):
         data = frame_view(frames[-1])
         out: list[Burst | Reject] = []
         tags: list[StreamTag] = []
-        if self._pass_tags is None:   # auto: the first frame's answer holds for the decoder's life
-            self._pass_tags = _plausible_header(data, self.config.vlen)
-        if self._pass_tags:
+        item_bytes = ITEM_BYTES * self.config.vlen
+        header: tuple[int, list[StreamTag], int] | None = None
+        if self._pass_tags is None:   # auto: the first clean frame's answer holds for the decoder's life
+            undecided = self._undecided_frame(data, item_bytes)
+            if isinstance(undecided, list):   # rejected or held: nothing decided
+                return undecided
+            header = undecided
+            out += self._release_held(received_s)
+        elif self._pass_tags:
             if not _starts_with_magic(data):
                 return [self._reject("bad_tag_header", self._no_header(data))]
             try:   # the header counts items of vlen samples; the cutters count samples
-                offset, tags, used = parse_tag_header(data, self.config.vlen)
+                header = parse_tag_header(data, self.config.vlen)
             except MessageError as exc:
                 return [self._reject(exc.reason, exc.detail)]
+        if header is not None:
+            offset, tags, used = header
             data = data[used:]
             out += self._align(offset)
-        item_bytes = ITEM_BYTES * self.config.vlen
         if data.nbytes % item_bytes:
             # a partial item cannot be placed in the stream: drop the frame and restart there
             lost = self._cutter.reset(self._cutter.offset + data.nbytes // ITEM_BYTES)
-            detail = f"{data.nbytes} bytes is not a whole number of {item_bytes}-byte items"
+            detail = f"{data.nbytes} bytes is not a whole number of {item_bytes}-byte items" + self._header_hint(data)
             return out + [self._reject("bad_payload_size", detail + ("; open burst lost" if lost else ""))]
         self._started = True
         end = self._cutter.offset + data.nbytes // ITEM_BYTES
@@ -191,10 +209,14 @@ class GrStreamDecoder(Decoder):
             problem = self._too_far_ahead(tag, end) or _bad_rx_value(tag) or self._cutter.add_tag(tag)
             if problem:
                 out.append(self._reject("bad_tag", problem))
+        return out + self._feed(data, received_s)
+
+    def _feed(self, data: memoryview, received_s: float) -> list[Burst | Reject]:
+        """Whole items of samples, after any tag header, through the DC blocker into the cutter."""
         samples = np.frombuffer(data, dtype=np.complex64)
         if self._dc is not None:
             samples = self._dc.process(samples)
-        return out + self._bursts(self._cutter.feed(samples), received_s)
+        return self._bursts(self._cutter.feed(samples), received_s)
 
     def poll_timeout(self, now_s: float) -> list[Burst | Reject]:
         """After idle_flush_s without input, close an open energy burst (the stream went quiet)."""
@@ -207,7 +229,7 @@ class GrStreamDecoder(Decoder):
 
     def flush(self, received_s: float) -> list[Burst | Reject]:
         self._idle_flushed = True
-        return self._bursts(self._cutter.flush(), received_s)
+        return self._release_held(received_s) + self._bursts(self._cutter.flush(), received_s)
 
     def stats(self) -> dict[str, float]:
         out = super().stats()
@@ -221,6 +243,65 @@ class GrStreamDecoder(Decoder):
     def _reject(self, reason: str, detail: str) -> Reject:
         return Reject(reason, detail, stream=self.config.stream)
 
+    def _undecided_frame(self, data: memoryview,
+                         item_bytes: int) -> tuple[int, list[StreamTag], int] | None | list[Reject]:
+        """pass_tags auto before a clean frame has decided: the frame's tag header (the stream has
+        them), None (it has none: read the frame as samples) or what to return for a frame that
+        decides nothing. A corrupt first header latched "no header", and each good header frame
+        after it was a bad_payload_size."""
+        whole = data.nbytes % item_bytes == 0
+        if not _starts_with_magic(data):
+            if whole:
+                self._pass_tags = False
+                return None
+            return [self._reject("bad_payload_size", f"{data.nbytes} bytes is not a whole number of {item_bytes}-byte "
+                                                     f"items and starts with no tag header{_UNDECIDED}")]
+        try:
+            header = parse_tag_header(data, self.config.vlen)
+        except MessageError as exc:
+            if whole and not _plausible_header(data, self.config.vlen):
+                # plain samples that start with the magic (one frame in 2**24), or a header broken
+                # past telling: held until a clean frame says which (read as samples, this frame
+                # would put a broken header's bytes into the DC blocker and the noise floor)
+                out = [self._held_reject(self._held, "a later frame started with the magic too")] if self._held else []
+                self._held = (bytes(data), exc.detail)
+                return out
+            items = "" if whole else f", nor whole {item_bytes}-byte items ({data.nbytes} bytes)"
+            return [self._reject("bad_tag_header", f"frame starts with the tag header's magic but is no clean tag "
+                                                   f"header ({exc.detail}){items}{_UNDECIDED}")]
+        if (data.nbytes - header[2]) % item_bytes:
+            return [self._reject("bad_payload_size", f"{data.nbytes - header[2]} bytes after a {header[2]}-byte tag "
+                                                     f"header is not a whole number of {item_bytes}-byte items"
+                                                     f"{_UNDECIDED}")]
+        self._pass_tags = True
+        return header
+
+    def _release_held(self, received_s: float) -> list[Burst | Reject]:
+        """The frame held while auto was undecided, once a clean frame has decided (or the stream
+        ends undecided: then it is read as the samples it most likely is)."""
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        if self._pass_tags:
+            return [self._held_reject(held, "the stream's first clean frame had one")]
+        self._started = True
+        return self._feed(memoryview(held[0]), received_s)
+
+    def _held_reject(self, held: tuple[bytes, str], why: str) -> Reject:
+        return self._reject("bad_tag_header", f"a {len(held[0])}-byte frame starts with the tag header's magic but "
+                                              f"is no clean tag header ({held[1]}), and was held while pass_tags auto "
+                                              f"was undecided; dropped: {why}")
+
+    def _header_hint(self, data: memoryview) -> str:
+        """For a frame read as samples that is not whole items: if it holds a tag header, what to change."""
+        if self._pass_tags is not False or not _plausible_header(data, self.config.vlen):
+            return ""
+        if self.config.pass_tags is False:
+            return ("; it starts with a gr-zeromq tag header: the sink has pass_tags=True, so set [input] "
+                    "pass_tags = true")
+        return ("; it starts with a gr-zeromq tag header, and the stream's first clean frame had none (pass_tags "
+                "auto decides once): restart the daemon after changing the sink's pass_tags")
+
     def _no_header(self, data: memoryview) -> str:
         """Why a frame without a tag header is refused, and what the operator should do."""
         first = bytes(data[:3]).hex() or "nothing"
@@ -229,7 +310,7 @@ class GrStreamDecoder(Decoder):
         elif self.config.pass_tags:
             why = "pass_tags is true"
         else:
-            why = "pass_tags auto, and the stream's first frame had one"
+            why = "pass_tags auto, and the stream's first clean frame had one"
         return (f"frame starts {first}, not a gr-zeromq tag header ({why}): set pass_tags=True on the "
                 f"flowgraph's zeromq sink")
 
