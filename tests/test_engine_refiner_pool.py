@@ -1,7 +1,9 @@
 """The refiners' worker pool over a daemon's life (rfclassify.engine.refiner_pool), with
 stand-in pools: restarted after it breaks, the wait doubling while it keeps breaking, a start
-that fails retried, close stopping it all; how finely a map over it is cut. The real pool's
-kill-and-restart is in test_engine_refiner.py."""
+that fails retried, close stopping it all; how finely a map over it is cut. With real workers:
+deaf to Ctrl-C and SIGTERM (which reach the whole process group), ended with their parent, and
+killed where a broken pool or a stop needs them gone. The real pool's kill-and-restart is in
+test_engine_refiner.py; a daemon's drain under a group's SIGTERM in test_serve_group_sigterm.py."""
 
 from __future__ import annotations
 
@@ -303,7 +305,135 @@ def test_a_ctrl_c_or_sigterm_while_processes_start_is_raised_once_they_have():
         assert reached == ["after SIGTERM", "after SIGINT"]
         assert signal.getsignal(signal.SIGTERM) is on_term
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        assert signal.SIGINT not in blocked and signal.SIGTERM not in blocked
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
+
+
+def test_a_refiner_worker_outlives_a_sigterm_to_its_process_group():
+    """`timeout`, `kill -TERM -PGID`, supervisord's stopasgroup and a shell's job control send
+    SIGTERM to the whole group: each worker died of it, and the daemon's pool broke in the
+    middle of its drain (test_serve_group_sigterm.py has the daemon)."""
+    import os
+    import signal
+
+    from rfclassify.engine.refiner import start_pool
+
+    pool = start_pool(1)
+    try:
+        (pid,) = [p.pid for p in pool._processes.values()]
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert pool.submit(abs, -3).result(timeout=30) == 3      # the worker lives and works
+        assert pid in [p.pid for p in pool._processes.values()]
+    finally:
+        pool.shutdown()
+
+
+@needs_proc
+def test_refiner_workers_outlive_a_sigterm_that_comes_while_their_interpreters_start(tmp_path):
+    """A spawned interpreter imports for a second or more before its initializer runs; a
+    SIGTERM to the group then killed the worker and the pool's start failed. Here each
+    worker's start is held for two seconds (a sitecustomize) and gets SIGTERM meanwhile."""
+    import os
+    import signal
+
+    site = tmp_path / "site"
+    site.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "if '--multiprocessing-fork' in sys.argv:\n"
+        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(2.0)\n")
+    proc, out, path = _script(tmp_path, "from rfclassify.engine.refiner import start_pool\n"
+                                        "pool = start_pool(2)\n"
+                                        "print('started', pool.submit(abs, -3).result(30), flush=True)\n"
+                                        "pool.shutdown()\n",
+                              path_first=str(site))
+    try:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(os.listdir(marks)) == 2, path.read_text()     # both workers are starting
+        for pid in map(int, os.listdir(marks)):
+            os.kill(pid, signal.SIGTERM)
+        assert proc.wait(120) == 0, path.read_text()
+        text = path.read_text()
+        assert "started 3" in text and "Traceback" not in text, text
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for pid in map(int, os.listdir(marks)):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        out.close()
+
+
+def _queue_lock_holder(pids: list[int]) -> int | None:
+    """Of idle pool workers, the one reading the task queue (in a pipe read, holding its lock;
+    the others wait for the lock in a futex), where /proc/PID/wchan tells."""
+    from pathlib import Path
+
+    try:
+        waits = {pid: Path(f"/proc/{pid}/wchan").read_text() for pid in pids}
+    except OSError:
+        return None
+    readers = [pid for pid, w in waits.items() if w not in ("", "0") and "futex" not in w]
+    return readers[0] if len(readers) == 1 and all("futex" in waits[p] for p in pids if p != readers[0]) else None
+
+
+@needs_proc
+def test_the_other_workers_of_a_broken_pool_are_killed_since_they_ignore_sigterm(caplog):
+    """ProcessPoolExecutor ends the rest of a broken pool with SIGTERM (Python 3.11-3.13) and
+    waits for them. A worker killed while it held the task queue's lock left the others
+    waiting for it for good; ignoring SIGTERM, they outlived that, and so did the pool's manager
+    thread, which the interpreter joins at exit. RefinerPool.broke kills them."""
+    import os
+    import signal
+    from concurrent.futures import BrokenExecutor
+    from functools import partial
+
+    from rfclassify.engine.refiner import start_pool
+
+    pool = RefinerPool(partial(start_pool, 3), workers=3)
+    try:
+        first = pool.executor
+        manager = first._executor_manager_thread
+        pids = list(first._processes)
+        deadline = time.monotonic() + 10
+        while (holder := _queue_lock_holder(pids)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if holder is None:
+            pytest.skip("/proc/PID/wchan does not tell which worker holds the task queue's lock")
+        os.kill(holder, signal.SIGKILL)
+        with pytest.raises(BrokenExecutor):
+            first.submit(abs, -3).result(timeout=30)
+        pool.broke(first)
+        others = [pid for pid in pids if pid != holder]
+        assert wait_for(lambda: all(_gone(pid) for pid in others), 10), "the broken pool's workers live on"
+        manager.join(10)
+        assert not manager.is_alive(), "the broken pool's manager thread waits for ever"
+    finally:
+        pool.close()
+
+
+def test_close_kills_a_worker_that_does_not_end_in_time(monkeypatch):
+    """A worker stuck in a task held close() (and so the daemon's stop) for ever; SIGTERM, its
+    old way out, no longer ends it. close() waits CLOSE_WAIT_S, then kills it."""
+    from functools import partial
+
+    from rfclassify.engine.refiner import start_pool
+
+    monkeypatch.setattr(refiner_pool, "CLOSE_WAIT_S", 0.5)
+    pool = RefinerPool(partial(start_pool, 1), workers=1)
+    (pid,) = list(pool.executor._processes)
+    stuck = pool.executor.submit(time.sleep, 60)
+    assert wait_for(stuck.running)
+    t0 = time.monotonic()
+    pool.close()
+    assert time.monotonic() - t0 < 10 and _gone(pid)

@@ -62,7 +62,7 @@ from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LIN
 from rfclassify.dsp.power_lines import power_line_features
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
-from rfclassify.engine.refiner_pool import become_child_worker, map_chunksize, starting_processes
+from rfclassify.engine.refiner_pool import become_child_worker, end_processes, map_chunksize, starting_processes
 from rfclassify.engine.results import log_softmax
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
@@ -213,9 +213,10 @@ def _init_worker(sequence_net: SequenceNet | None, equalizer: tuple[str, ...], r
     through `started` (a shared count) and `all_started` (an event), until all `workers`
     have started (see start_pool)."""
     global _worker_sequence_net, _worker_equalizer, _worker_rate_rule, _worker_em_ranker
-    # Ctrl-C reaches the whole process group: the daemon drains, and a worker must not die with
-    # a KeyboardInterrupt traceback on the terminal meanwhile (two did, sixty-sixth session); and
-    # a worker whose daemon was killed ends too, instead of waiting for tasks under PID 1
+    # Ctrl-C and SIGTERM reach the whole process group: the daemon drains, and a worker must not
+    # die meanwhile (of Ctrl-C with a KeyboardInterrupt traceback on the terminal, sixty-sixth
+    # session; of a group's SIGTERM, which broke the pool in the middle of the drain); and a
+    # worker whose daemon was killed ends too, instead of waiting for tasks under PID 1
     become_child_worker()
     _worker_sequence_net, _worker_equalizer, _worker_rate_rule = sequence_net, equalizer, rate_rule
     _worker_em_ranker = em_ranker
@@ -320,11 +321,8 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     except BaseException:
         # Ctrl-C while they start, say: they are ended, not left to finish starting for no one
         # (a worker still starting then failed to open `started`, which this frame's end had
-        # freed, and printed that traceback); ProcessPoolExecutor has no public way to do it
-        # before Python 3.14 (terminate_workers)
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        # freed, and printed that traceback); killed, since they ignore SIGTERM
+        end_processes(pool, 0.0, join=False)
         raise
     return pool
 

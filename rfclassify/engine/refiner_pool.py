@@ -11,9 +11,12 @@ same way. map_chunksize says how finely a map over such a pool is cut.
 
 Such a worker (and any helper process the daemon's commands spawn) ends with its parent:
 `starting_processes` around the spawn and `become_child_worker` first thing in the child make it ignore
-Ctrl-C from the first instruction of its interpreter (the parent stops it) and exit by itself
-when the parent process is gone, killed or not (a SIGTERM or SIGKILL to `rfclassify demo` left
-its two workers running under PID 1, blocked for ever on a queue no one would write to again).
+Ctrl-C and SIGTERM from the first instruction of its interpreter (the parent stops it) and exit
+by itself when the parent process is gone, killed or not (a SIGTERM or SIGKILL to `rfclassify
+demo` left its two workers running under PID 1, blocked for ever on a queue no one would write
+to again). Since such a worker outlives a SIGTERM, the pool's processes are ended here with
+SIGKILL where they must be (`end_processes`): ProcessPoolExecutor ends the rest of a broken
+pool with SIGTERM.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from typing import Any
 
 log = logging.getLogger("rfclassify.engine")
 
@@ -39,6 +43,12 @@ MAP_TASKS = 256
 
 #: the exit status of a worker that ended because its parent process did
 PARENT_GONE_EXIT = 75
+#: how long closing a pool waits for its workers to end by themselves before it kills them
+CLOSE_WAIT_S = 5.0
+
+#: what a child worker ignores: both reach the whole process group (Ctrl-C; `timeout`, `kill
+#: -TERM -PGID`, supervisord's stopasgroup, a shell job's end), and its parent stops it
+_PARENTS_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -46,10 +56,11 @@ def starting_processes() -> Iterator[None]:
     """Around code that spawns processes (not around waiting for them: the parent must still
     hear a Ctrl-C):
 
-    - SIGINT is blocked in the calling thread, so a process spawned meanwhile starts with it
-      blocked (the mask survives fork and exec) until become_child_worker ignores it: a Ctrl-C
-      to the process group during the seconds a spawned interpreter spends importing printed a
-      KeyboardInterrupt traceback from each refiner worker still starting;
+    - SIGINT and SIGTERM are blocked in the calling thread, so a process spawned meanwhile
+      starts with them blocked (the mask survives fork and exec) until become_child_worker
+      ignores them: a Ctrl-C to the process group during the seconds a spawned interpreter
+      spends importing printed a KeyboardInterrupt traceback from each refiner worker still
+      starting, and a SIGTERM to the group killed it;
     - in the main thread, a SIGINT or SIGTERM that comes meanwhile is held and raised on
       leaving: Python raises KeyboardInterrupt in the main thread whichever thread the signal
       reached, and one raised in the middle of a spawn lost the process just started (its
@@ -68,7 +79,7 @@ def starting_processes() -> Iterator[None]:
             # not running, and *unblocks* SIGINT after that start (its own mask, bpo-33613):
             # started before ours
             resource_tracker.ensure_running()
-            previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(_PARENTS_SIGNALS))
         yield
     finally:
         if previous_mask is not None:
@@ -80,9 +91,16 @@ def starting_processes() -> Iterator[None]:
 
 
 def become_child_worker() -> None:
-    """First thing in a spawned worker process: ignore SIGINT (Ctrl-C reaches the whole
-    process group; the parent stops its workers) and let it through again (starting_processes
-    blocked it), and end this process when its parent process ends.
+    """First thing in a spawned worker process: ignore SIGINT and SIGTERM and let them through
+    again (starting_processes blocked them), and end this process when its parent process ends.
+
+    Both signals reach the whole process group: Ctrl-C, and SIGTERM from `timeout`, `kill -TERM
+    -PGID`, supervisord's stopasgroup or a shell ending its job (systemd's KillMode=mixed
+    signals the main process alone). The parent drains on either and stops its workers; a
+    refiner worker that died of the group's SIGTERM broke the daemon's pool in the middle of
+    its drain before they ignored it (an ERROR line, the backlog's statistics in the inference
+    thread, a new pool spawned while stopping, the drain's bound missed, bursts lost and exit
+    1). A worker is ended with SIGKILL where it must be (end_processes).
 
     The parent's end is watched on multiprocessing's sentinel of it (a pipe the parent holds
     open until it exits, however it exits) by a daemon thread that ends the process then, in
@@ -91,9 +109,10 @@ def become_child_worker() -> None:
     that broke is started again by a thread that ends right after (RefinerPool)."""
     import multiprocessing
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in _PARENTS_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_PARENTS_SIGNALS))
     parent = multiprocessing.parent_process()
     if parent is None:          # the main process: no parent to watch
         return
@@ -102,6 +121,36 @@ def become_child_worker() -> None:
         parent.join()            # returns once the sentinel reads end of file: the parent is gone
         os._exit(PARENT_GONE_EXIT)
     threading.Thread(target=watch, name="rfclassify-parent-watch", daemon=True).start()
+
+
+def end_processes(executor: Executor, wait_s: float, join: bool = True) -> None:
+    """Shut `executor` down (its pending tasks cancelled) and end its worker processes: those
+    still there after wait_s (0: at once) get SIGKILL, since they ignore SIGTERM
+    (become_child_worker), which is how ProcessPoolExecutor ends the rest of a broken pool
+    (terminate(), Python 3.11-3.13) and then waits for them: a worker killed while it held the
+    task queue's lock left the others waiting on it for good, and the pool's manager thread,
+    which the interpreter joins at exit, with them. `join`: wait for that manager thread too.
+    Works through ProcessPoolExecutor's private `_processes` (no public way before Python
+    3.14's kill_workers); any other executor is only shut down."""
+    from multiprocessing.connection import wait
+
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    manager = getattr(executor, "_executor_manager_thread", None)
+    executor.shutdown(wait=False, cancel_futures=True)
+    running: dict[int, Any] = {}           # sentinel: process
+    for process in processes:
+        with contextlib.suppress(ValueError):       # not started, or closed
+            running[process.sentinel] = process
+    deadline = time.monotonic() + wait_s
+    # their sentinels, not join(): the manager thread reaps them, and two reapers race
+    while running and (left := deadline - time.monotonic()) > 0:
+        for sentinel in wait(list(running), left):
+            running.pop(sentinel)
+    for process in running.values():
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    if join and manager is not None and manager is not threading.current_thread():
+        manager.join(CLOSE_WAIT_S)
 
 
 def map_chunksize(n: int) -> int:
@@ -148,7 +197,7 @@ class RefinerPool:
             self._restarter = threading.Thread(target=self._restart_after, args=(delay,),
                                                name="rfclassify-refiner-pool", daemon=True)
             self._restarter.start()
-        executor.shutdown(wait=False, cancel_futures=True)
+        end_processes(executor, 0.0, join=False)    # its other workers too: a broken pool is done
 
     def _next_delay(self) -> float:
         """Count a break and give the wait before the next start (the lock held)."""
@@ -178,12 +227,14 @@ class RefinerPool:
                                 "" if self.workers == 1 else "es")
                     self._executor, self._started_at = new, self._clock()
                     return
-            new.shutdown(wait=True, cancel_futures=True)    # closed while it started
+            end_processes(new, CLOSE_WAIT_S)    # closed while it started
             return
 
     def close(self) -> None:
-        """Shut the pool down (waiting for its workers to end) and stop any restart; a restart
-        already starting a pool is waited for, and that pool shut down too."""
+        """Shut the pool down and stop any restart; a restart already starting a pool is waited
+        for, and that pool shut down too. Its workers get CLOSE_WAIT_S to end (their tasks
+        cancelled, a running one finished), then SIGKILL (end_processes): a stuck one, or one
+        of a pool that broke with no task to tell, no longer holds the stop for ever."""
         with self._lock:
             self._closing.set()
             executor, self._executor = self._executor, None
@@ -191,4 +242,4 @@ class RefinerPool:
         if restarter is not None:
             restarter.join()
         if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+            end_processes(executor, CLOSE_WAIT_S)

@@ -281,17 +281,14 @@ def synthesized_batches(recipe: DataRecipe, rng: np.random.Generator) -> Iterato
 
 
 def _worker_setup() -> None:
-    """First thing in a data worker: deaf to Ctrl-C and SIGTERM (`timeout` and systemd signal
-    the whole process group: the workers died at once, and the trainer read that as a failed
-    pipeline, exit 1, instead of pausing with a checkpoint; the trainer stops them), and ended
-    with the process that started it (a trainer killed where it could not stop them left them
-    synthesizing, a core each, for good)."""
-    import signal
-
+    """First thing in a data worker: become_child_worker, deaf to Ctrl-C and SIGTERM (`timeout`
+    signals the whole process group: the workers died at once, and the trainer read that as a
+    failed pipeline, exit 1, instead of pausing with a checkpoint; the trainer stops them), and
+    ended with the process that started it (a trainer killed where it could not stop them left
+    them synthesizing, a core each, for good)."""
     from rfclassify.engine.refiner_pool import become_child_worker
 
     become_child_worker()
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _worker_main(recipe: DataRecipe, seed_seq: np.random.SeedSequence, out_q: Any, stop: Any) -> None:
