@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -137,20 +138,43 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_to_read(cache_dir: str | None) -> tuple[Path, bool]:
+    """The engine cache `inspect` and `prune` read, and whether it exists. A --cache-dir that does
+    not exist or is not a folder is a mistake (a typo listed "0 engine(s)", exit 0, before); the
+    default one not made yet only means nothing was built into it."""
+    from rfclassify._exceptions import InputError
+    from rfclassify.engine.tensorrt_plan import engine_cache_dir
+
+    cache = Path(cache_dir) if cache_dir else engine_cache_dir()
+    named = f"--cache-dir {cache}" if cache_dir else f"the engine cache {cache}"
+    try:
+        with os.scandir(cache):
+            pass
+    except FileNotFoundError:
+        if cache_dir:
+            raise InputError(f"{named}: no such folder") from None
+        return cache, False
+    except NotADirectoryError:
+        raise InputError(f"{named}: not a folder") from None
+    except OSError as exc:   # a folder this user may not list reads as empty through glob
+        raise InputError(f"{named}: cannot be read ({exc.strerror})") from None
+    return cache, True
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from rfclassify._exceptions import InputError
     from rfclassify._optional import available
     from rfclassify.engine.tensorrt_engines import cached_engines, deserialize, layer_information, load_tensorrt
-    from rfclassify.engine.tensorrt_plan import engine_cache_dir
 
     if args.engine is None:
-        cache = Path(args.cache_dir) if args.cache_dir else engine_cache_dir()
+        cache, exists = _cache_to_read(args.cache_dir)
         engines = cached_engines(cache)
         if args.json:
-            json.dump({"cache": str(cache), "engines": engines}, sys.stdout, indent=2)
+            json.dump({"cache": str(cache), "exists": exists, "engines": engines}, sys.stdout, indent=2)
             print()
             return 0
-        print(f"engine cache {cache}: {len(engines)} engine(s)")
+        print(f"engine cache {cache}: {len(engines)} engine(s)"
+              + ("" if exists else " (not made yet: nothing was built into it)"))
         for e in engines:
             print(f"  {e['file']}  {e.get('precision')} on {e.get('where')}, TensorRT {e.get('tensorrt')}, "
                   f"{e.get('device')}, {e['bytes'] / 1e6:.1f} MB, built {e.get('built_at')} "
@@ -193,12 +217,14 @@ def _inspect(args: argparse.Namespace) -> int:
 def _prune(args: argparse.Namespace) -> int:
     from rfclassify._optional import available, require
     from rfclassify.engine.tensorrt_engines import stale_files
-    from rfclassify.engine.tensorrt_plan import engine_cache_dir
     from rfclassify.model.meta import ModelMeta, default_model_dir
 
     model_dir = Path(args.model_dir or default_model_dir())
     meta = ModelMeta.load(model_dir)
-    cache = Path(args.cache_dir) if args.cache_dir else engine_cache_dir()
+    cache, exists = _cache_to_read(args.cache_dir)
+    if not exists:
+        print(f"engine cache {cache}: not made yet (nothing was built into it), nothing to prune")
+        return 0
     version = require("tensorrt").__version__ if available("tensorrt") else None
     stale = stale_files(cache, model_dir, meta.model_id, version)
     freed, failed = 0, 0

@@ -42,7 +42,7 @@ def _rendered(reply: dict, endpoint: str) -> str:
         if not isinstance(reply.get("health"), str) or not isinstance(reply.get("counters"), dict):
             raise TypeError("no health or counters")
         return render_status(reply)
-    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError, ArithmeticError) as exc:
         raise UnexpectedReplyError(f"the reply from {endpoint} is not a status this version reads ({exc}); "
                                    "--json prints it as it came") from None
 

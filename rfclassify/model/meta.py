@@ -144,7 +144,13 @@ def _problems(data: dict[str, Any]) -> list[str]:
     integer("min_samples", 1)
     integer("max_windows", 1)
     integer("refiner_skip_min_samples", 0)
-    for key in ("model_id", "weights_file", "onnx_file", "int8_onnx_file", "normalization"):
+    # the one field without a default (older files rely on the others'): missing, it was once a
+    # TypeError from the constructor, a traceback in every command that loads a model
+    if "model_id" not in data:
+        out.append("model_id is missing (a non-empty string naming the model, as train writes it)")
+    elif not isinstance(data["model_id"], str) or not data["model_id"].strip():
+        out.append(f"model_id must be a non-empty string, got {quoted(data['model_id'])}")
+    for key in ("weights_file", "onnx_file", "int8_onnx_file", "normalization"):
         kind(key, (str,), "a string")
     for key in ("arch", "symbol_rate", "refiner", "low_order_refiner", "extra"):
         kind(key, (dict,), "a JSON object")

@@ -394,6 +394,19 @@ def count_parameters(model: Any) -> int:
     return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
+def _weights_load_failure(exc: BaseException) -> str:
+    """Why torch.load(weights_only=True) refused a file, in a few words. Its refusal of a pickle
+    holding anything but tensors and plain containers (garbage too) advises loading it with
+    weights_only=False, which runs whatever code the file holds: that advice is never passed on."""
+    import pickle
+
+    if isinstance(exc, pickle.UnpicklingError) or "weights_only" in str(exc):
+        return "not a state_dict of tensors as torch.save writes one"
+    if isinstance(exc, EOFError):
+        return "empty, or cut short"
+    return first_line(exc).split(". ")[0]   # torch's zip reader goes on about what may have happened
+
+
 def load_trained(model_dir: Any) -> tuple[Any, Any]:
     """(model in eval mode on the CPU, ModelMeta) from a model directory (model.json + weights)."""
     from pathlib import Path
@@ -408,8 +421,15 @@ def load_trained(model_dir: Any) -> tuple[Any, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ModelNotFoundError(f"no weights in {model_dir}: {meta.weights_file} is missing") from None
+    except OSError as exc:
+        if exc.filename is None:   # torch's zip reader on a file cut short: EINVAL, no file named
+            raise ModelNotFoundError(f"cannot read the weights {path}: not a weights file of this model "
+                                     "(damaged, or cut short)") from None
+        # a folder, or a file this user may not read
+        raise ModelNotFoundError(f"cannot read the weights {path}: {exc.strerror or first_line(exc)}") from None
     except Exception as exc:  # torch raises its own types (and pickle's) for a damaged file
-        raise ModelNotFoundError(f"cannot read the weights {path}: {first_line(exc)}") from None
+        raise ModelNotFoundError(f"cannot read the weights {path}: not a weights file of this model "
+                                 f"({_weights_load_failure(exc)})") from None
     model = build_network(meta.arch or None)
     try:
         model.load_state_dict(state)

@@ -9,6 +9,8 @@ STALE_TELEMETRY_S = 5.0
 
 
 def _fmt_duration(seconds: float) -> str:
+    if not 0 <= seconds < 1e12:   # Infinity, NaN or negative (json reads them): int() of it was a traceback
+        return f"{seconds:g} s"
     s = int(seconds)
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)
