@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from rfclassify._exceptions import InputError
 from rfclassify.cli import main
-from rfclassify.engine.file_bursts import Reading
+from rfclassify.engine.file_bursts import Reading, unread
 from rfclassify.engine.files import iter_file_bursts
 from rfclassify.engine.sigmf import read_sigmf
 
@@ -140,14 +141,15 @@ def test_core_offset_makes_sample_indices_absolute(tmp_path):
     np.testing.assert_array_equal(burst.iq, (x[100:150, 0] + 1j * x[100:150, 1]).astype(np.complex64))
     meta["annotations"] = [{"core:sample_start": 100, "core:sample_count": 50}]   # a file index, not absolute
     (tmp_path / "part2.sigmf-meta").write_text(json.dumps(meta))
-    with pytest.raises(InputError, match=r"lies outside the 3000 samples .*samples 1000000..1002999: core:offset"):
-        read_sigmf(tmp_path / "part2")
+    (reject,) = read_sigmf(tmp_path / "part2")   # a bad_annotation reject (tests/test_sigmf_bad_annotations.py)
+    assert re.search(r"lies outside the 3000 samples .*samples 1000000..1002999: core:offset", unread(reject).detail)
 
 
 def test_an_annotation_that_cannot_be_read_is_named_by_its_place_in_the_file(tmp_path):
     """Bursts are numbered in time, but a mistake names the annotation as the file lists it
-    (0-based, as in its annotations array): the third entry here, not the second burst in time,
-    as before the sixty-sixth session. rfclassify's own entries (results) count as entries."""
+    (0-based, as in its annotations array): the fourth entry here, not the second burst in time,
+    as before the sixty-sixth session. rfclassify's own entries (results) count as entries. The
+    mistake is that burst's bad_annotation reject (a one-line error before the sixty-ninth)."""
     np.zeros(5000, np.complex64).tofile(tmp_path / "rec.sigmf-data")
     ours = {"core:sample_start": 0, "core:sample_count": 10, "core:generator": "rfclassify 0.1.0 m"}
     meta = {"global": {"core:datatype": "cf32_le", "core:version": "1.2.0"},
@@ -155,8 +157,10 @@ def test_an_annotation_that_cannot_be_read_is_named_by_its_place_in_the_file(tmp
                             {"core:sample_start": 3000, "core:sample_count": 1000},
                             {"core:sample_start": 1000, "core:sample_count": 9000}]}
     (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
-    with pytest.raises(InputError, match=r"annotation 3 \(1000\+9000\) lies outside the 5000 samples"):
-        read_sigmf(tmp_path / "rec")
+    bursts = read_sigmf(tmp_path / "rec")
+    assert [(b.index, b.start_sample) for b in bursts] == [(0, 0), (1, 1000), (2, 3000)]
+    assert [None if unread(b) is None else unread(b).detail for b in bursts] == [
+        None, "annotation 3 (1000+9000) lies outside the 5000 samples of rec.sigmf-data", None]
     meta["annotations"][3]["core:sample_count"] = 500
     (tmp_path / "rec.sigmf-meta").write_text(json.dumps(meta))
     assert [(b.index, b.start_sample) for b in read_sigmf(tmp_path / "rec")] == [(0, 0), (1, 1000), (2, 3000)]
@@ -270,10 +274,10 @@ def test_classify_reports_the_band_and_its_rate(tiny_model_dir, tmp_path, capsys
         ({"core:freq_lower_edge": 2.5e9, "core:freq_upper_edge": 2.5001e9}, None, "centred outside its capture"),
     ],
 )
-def test_a_band_that_cannot_be_placed_is_one_clear_error(tmp_path, annotation, capture, match):
+def test_a_band_that_cannot_be_placed_is_a_reject_naming_it(tmp_path, annotation, capture, match):
     _wideband(tmp_path, [{"core:sample_start": 0, **annotation}], capture)
-    with pytest.raises(InputError, match=match):
-        read_sigmf(tmp_path / "wide")
+    (burst,) = read_sigmf(tmp_path / "wide")   # a one-line error for the whole run before the sixty-ninth session
+    assert unread(burst).reason == "bad_annotation" and re.search(f"annotation 0.*{match}", unread(burst).detail)
     read_sigmf(tmp_path / "wide", reading=Reading(full_band=True))   # the whole band is still there to classify
 
 

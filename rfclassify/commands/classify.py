@@ -10,6 +10,7 @@ recording's results are also written as SigMF annotations beside it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -40,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rfclassify.engine import sigmf_annotations
     from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.file_bursts import unread
     from rfclassify.engine.files import iter_file_bursts
 
     # Open and check every file first (limit 0: no burst read), so a bad one fails before
@@ -75,9 +77,13 @@ def run(args: argparse.Namespace) -> int:
         who = sigmf_annotations.generator(clf.model_id) if targets else ""
         for path in files:
             target = targets.get(path)
+            damaged = _Damaged(path)
             for chunk in iter_file_bursts(path, limit=args.limit, reading=reading):
                 results = clf.classify([b.iq for b in chunk], sample_rate=chunk[0].sample_rate_hz)
                 for burst, result in zip(chunk, results, strict=True):
+                    if not result.ok and unread(burst) is not None:   # no samples: say how many it covers
+                        result = dataclasses.replace(result, n_samples=burst.recording_samples)
+                        damaged.add(result)
                     tally.add(burst, result)
                     if target is not None:
                         target.add(burst, result, who)
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
                         print(json.dumps(_record(burst, result, clf)))
                     elif not args.quiet:
                         print(_row(burst, result).rstrip())
+            damaged.report()
             if target is not None:
                 written = target.write()
                 print(f"annotated {len(target.annotations)} bursts: {written}"
@@ -122,6 +129,31 @@ def _record(burst: Any, r: Any, clf: Any) -> dict[str, Any]:
     if burst.truth_label is not None or burst.truth_snr_db is not None:
         rec["truth"] = {"label": burst.truth_label, "snr_db": burst.truth_snr_db}
     return rec
+
+
+class _Damaged:
+    """The bursts of one file its reader could not read (a damaged chunk of an HDF5 dataset, a
+    length past what is read), for one line on stderr naming the file: with --quiet the summary
+    counted them (unreadable N) but named neither file nor burst."""
+
+    REASONS = ("unreadable", "too_long")   # rfclassify.data.reader.Unreadable's
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        self.first = ""
+
+    def add(self, r: Any) -> None:
+        """The reject of a burst its reader gave no samples for (file_bursts.unread)."""
+        if r.reject_reason in self.REASONS:
+            self.counts[r.reject_reason] += 1
+            self.first = self.first or r.reject_detail
+
+    def report(self) -> None:
+        if self.counts:
+            n, reasons = sum(self.counts.values()), ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+            print(f"{self.path}: {n} burst(s) could not be read, counted rejected ({reasons}); the first: "
+                  f"{self.first}", file=sys.stderr)
 
 
 class _Tally:

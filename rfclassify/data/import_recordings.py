@@ -8,10 +8,13 @@ rfclassify writes are results, which the reader skips), or an rfclassify dataset
 bursts are read as `rfclassify classify` reads them (rfclassify.engine.files, a Reading: an
 annotated band is cut out, WAV and raw files are cut by energy, ...). Its SNR is the file's
 truth where it has one (an rfclassify dataset), else unknown (NaN: no SNR loss in training,
-outside every SNR bin in evaluation). A burst shorter than the schema's MIN_BURST_SAMPLES is
-skipped; one longer than MAX_BURST_SAMPLES is split into near-equal consecutive pieces, each
-an example (a burst keeps its modulation throughout). The synthesizer's parameters are unknown
-(NaN / -1) for every example; extra["sources"] lists the files read.
+outside every SNR bin in evaluation). A SigMF annotation that cannot be read (outside the
+samples, a start or count that is not a whole number, a band that cannot be used) is skipped
+and named in the report, the file's other bursts imported; a burst shorter than the schema's
+MIN_BURST_SAMPLES is skipped; one longer than MAX_BURST_SAMPLES is split into near-equal
+consecutive pieces, each an example (a burst keeps its modulation throughout). The
+synthesizer's parameters are unknown (NaN / -1) for every example; extra["sources"] lists the
+files read.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import numpy as np
 from rfclassify._exceptions import InputError
 from rfclassify.data import schema
 from rfclassify.engine.file_bursts import Reading
+from rfclassify.engine.file_bursts import unread
+from rfclassify.engine.sigmf import BAD_ANNOTATION
 from rfclassify.labels import LABELS, label_index
 
 CHANNEL = {"recorded": {"description": "as recorded: the channel of the air and the receiver"}}
@@ -43,6 +48,7 @@ class ImportReport:
     per_label: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)   # why -> bursts
     split: int = 0                                          # bursts split into pieces
+    not_read: dict[str, list[str]] = field(default_factory=dict)   # reject reason -> "FILE: detail" of each
     elapsed_s: float = 0.0
 
 
@@ -75,6 +81,10 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
             for chunk in iter_file_bursts(name, reading=reading):
                 iq, labels, snr = [], [], []
                 for burst in chunk:
+                    bad = unread(burst)   # a SigMF annotation or HDF5 burst that cannot be read
+                    if bad is not None:
+                        report.not_read.setdefault(bad.reason, []).append(f"{burst.source}: {bad.detail}")
+                        continue
                     why = _skip_reason(burst.truth_label, burst.iq)
                     if why:
                         report.skipped[why] += 1
@@ -88,12 +98,26 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
                         report.per_label[burst.truth_label] += 1
                 writer.append(iq, np.array(labels, np.int16), np.array(snr, np.float32),
                               params_by_name({}, len(iq)))
+        for reason, details in report.not_read.items():
+            report.skipped[_unread_text(reason, details)] = len(details)
         report.n_examples = writer.n_examples
         if not report.n_examples:   # leaving the block removes the partial file
             raise InputError(f"no burst to import: {skipped_text(report.skipped) or 'the files hold none'}")
         writer.commit(attrs(tuple(name for name in LABELS if name in report.per_label)))
     report.elapsed_s = time.perf_counter() - start
     return report
+
+
+def _unread_text(reason: str, details: list[str], shown: int = 3) -> str:
+    """The skipped-bursts entry of the bursts whose reader gave no samples for one reason (a
+    UnreadSamples' reason: the reject classify gives them), naming the first few: 'an
+    annotation that cannot be read (rec.sigmf-meta: annotation 4 (2658+100) lies outside ...;
+    and 2 more)'."""
+    what = f"samples that cannot be read ({reason})"
+    if reason == BAD_ANNOTATION:
+        what = "an annotation that cannot be read"
+    more = f"; and {len(details) - shown} more" if len(details) > shown else ""
+    return f"{what} ({'; '.join(details[:shown])}{more})"
 
 
 def _skip_reason(truth: str | None, iq: np.ndarray) -> str:

@@ -7,11 +7,16 @@
 
 Per-example arrays (labels, SNR, lengths) are loaded once; samples are read on demand
 (contiguous runs in one slice each), or all at once with `in_memory=True`.
+
+A burst whose samples cannot be read (a damaged compressed chunk of /iq, or a /length past
+MAX_READ_SAMPLES) is an InputError naming the file and the burst from `read`; `read_or_reject`
+gives an Unreadable for it instead and reads the others (what `rfclassify classify` counts).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +27,54 @@ import numpy as np
 from rfclassify._exceptions import InputError, MessageError
 from rfclassify.data import schema
 from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_burst
+
+#: the longest burst read: the daemon's default max_burst_samples (docs/ingest.md: it classifies
+#: no longer burst whole), 128 times the schema's longest. A /length past it is a damaged or
+#: foreign file's, and reading it took what it claimed (2**33 samples of a sparse /iq: "not
+#: enough memory", the whole run lost, neither file nor burst named).
+MAX_READ_SAMPLES = 1 << 20
+#: h5py's errors for samples that cannot be read (a compressed chunk that fails to decompress)
+_READ_ERRORS = (OSError, RuntimeError)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A burst whose samples cannot be read: reason a reject code ("too_long": its /length
+    passes MAX_READ_SAMPLES; "unreadable": its samples lie in a damaged chunk of /iq), detail
+    a line naming the burst."""
+
+    reason: str
+    detail: str
+
+
+def not_a_file(path: Path) -> str:
+    """What `path`, named as a file to read, is instead: "no such file", "a directory", "a pipe
+    (FIFO)", "a socket", "a device"; "" for a regular file. A pipe (`<(...)`, a FIFO) and a
+    folder were "no such file" before."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return "no such file"
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def not_a_file_text(path: Path, what: str = "file") -> str:
+    """'PATH: no such WHAT' or 'PATH: a pipe (FIFO), not a file ...': the error for a path that
+    names no regular file (where not_a_file(path) is not "")."""
+    kind = not_a_file(path)
+    if kind == "no such file":
+        return f"{path}: no such {what}"
+    if kind == "a pipe (FIFO)":
+        return f"{path}: a pipe (FIFO), not a file: the readers seek in what they read; save it to a file first"
+    return f"{path}: {kind}, not a file"
 
 
 @dataclass(frozen=True)
@@ -41,7 +94,7 @@ class DatasetReader:
     def __init__(self, path: str | os.PathLike[str], in_memory: bool = False) -> None:
         self.path = Path(path)
         if not self.path.is_file():
-            raise InputError(f"{self.path}: no such dataset file")
+            raise InputError(not_a_file_text(self.path, "dataset file"))
         try:
             self._f = h5py.File(self.path, "r")
         except OSError as exc:
@@ -100,15 +153,40 @@ class DatasetReader:
         return np.asarray(self.labels, dtype=object)[self.label_index]
 
     def samples_sha256(self, chunk: int = 1 << 22) -> str:
-        """sha256 of the file's samples (/iq's bytes, in order): what tells two files made by
-        the same command apart (a GNU Radio set can differ between machines, docs/datasets.md)."""
+        """sha256 of the samples the bursts use (the bytes of the union of their ranges of /iq, in
+        file order): what tells two files made by the same command apart (a GNU Radio set can
+        differ between machines, docs/datasets.md). A file rfclassify writes stores its bursts
+        back to back from /iq's start to its end, so this is the sha256 of its /iq, the digest
+        recorded before; a /iq that claims more (2**34 samples, sparse) is no longer hashed whole
+        (minutes of zeros before `evaluate` began). A burst past MAX_READ_SAMPLES is left out (it
+        is never read); InputError naming the samples where a damaged chunk holds some."""
         import hashlib
 
         digest = hashlib.sha256()
-        iq = self._f[schema.IQ]
-        for start in range(0, iq.shape[0], chunk):
-            digest.update(np.ascontiguousarray(iq[start:start + chunk]).tobytes())
+        for lo, hi in self._used_ranges():
+            for start in range(lo, hi, chunk):
+                stop = min(hi, start + chunk)
+                try:
+                    block = self._samples([(start, stop)])[0]
+                except _READ_ERRORS as exc:
+                    raise InputError(f"{self.path}: samples {start}..{stop - 1} of /{schema.IQ} cannot be "
+                                     f"read ({exc})") from None
+                digest.update(np.ascontiguousarray(block).tobytes())
         return digest.hexdigest()
+
+    def _used_ranges(self) -> list[tuple[int, int]]:
+        """The ascending, disjoint [lo, hi) ranges of /iq that the bursts read cover (touching
+        ones joined)."""
+        keep = (self.lengths > 0) & (self.lengths <= MAX_READ_SAMPLES)
+        lo = self.offsets[keep]
+        order = np.argsort(lo, kind="stable")
+        lo, hi = lo[order], (lo + self.lengths[keep])[order]
+        if not lo.size:
+            return []
+        reach = np.maximum.accumulate(hi)
+        first = np.flatnonzero(np.concatenate(([True], lo[1:] > reach[:-1])))
+        last = np.concatenate((first[1:] - 1, [lo.size - 1]))
+        return list(zip(lo[first].tolist(), reach[last].tolist()))
 
     @property
     def params(self) -> np.ndarray:
@@ -140,13 +218,31 @@ class DatasetReader:
 
     # -- samples -------------------------------------------------------------------------
     def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
-        """The bursts at `indices` (in that order), each a 1-D complex64 array."""
+        """The bursts at `indices` (in that order), each a 1-D complex64 array; InputError naming
+        the file and the burst where one cannot be read (read_or_reject says which)."""
+        out = self.read_or_reject(indices)
+        bad = [b for b in out if isinstance(b, Unreadable)]
+        if bad:
+            more = f" (and {len(bad) - 1} more of the {len(out)} asked for)" if len(bad) > 1 else ""
+            raise InputError(f"{self.path}: {bad[0].detail}{more}")
+        return out  # type: ignore[return-value]
+
+    def read_or_reject(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray | Unreadable]:
+        """The bursts at `indices` (in that order), each a 1-D complex64 array, or an Unreadable
+        where its /length passes MAX_READ_SAMPLES or its samples lie in a chunk of /iq that
+        cannot be read (a damaged compressed chunk: every burst with samples in it), the others
+        read as ever."""
         idx = np.asarray(indices, dtype=np.int64).ravel()
         if idx.size and (idx.min() < -len(self) or idx.max() >= len(self)):
             raise InputError(f"example index out of range 0..{len(self) - 1}")
         idx = np.where(idx < 0, idx + len(self), idx)
-        out: list[np.ndarray | None] = [None] * idx.size
-        order = np.argsort(idx, kind="stable")
+        out: list[np.ndarray | Unreadable | None] = [None] * idx.size
+        lengths = self.lengths[idx]
+        for j in np.flatnonzero(lengths > MAX_READ_SAMPLES):
+            out[j] = Unreadable("too_long", f"burst {idx[j]} claims {int(lengths[j]):,} samples, past the longest "
+                                            f"read, {MAX_READ_SAMPLES:,} (the daemon's max_burst_samples)")
+        fits = np.flatnonzero(lengths <= MAX_READ_SAMPLES)
+        order = fits[np.argsort(idx[fits], kind="stable")]
         # Bursts are usually stored back to back: each run of adjacent examples whose samples
         # follow each other is one sample range. The schema does not promise that order (read
         # gave empty bursts for a file whose offsets did not follow it before the 66th session).
@@ -161,12 +257,31 @@ class DatasetReader:
             runs.append((int(self.offsets[first]), int(self.offsets[last] + self.lengths[last]),
                          order[run_start:k]))
             run_start = k
-        blocks = self._samples([(lo, hi) for lo, hi, _ in runs])
+        try:
+            blocks: list[np.ndarray | None] = list(self._samples([(lo, hi) for lo, hi, _ in runs]))
+        except _READ_ERRORS:   # a damaged chunk: found run by run, then burst by burst
+            blocks = [self._range_or_none(lo, hi) for lo, hi, _ in runs]
         for (lo, _, positions), block in zip(runs, blocks):
             for j in positions:
-                o = int(self.offsets[idx[j]]) - lo
-                out[j] = block[o:o + int(self.lengths[idx[j]])].copy()
+                o, n = int(self.offsets[idx[j]]), int(self.lengths[idx[j]])
+                out[j] = self._one(int(idx[j])) if block is None else block[o - lo:o - lo + n].copy()
         return out  # type: ignore[return-value]
+
+    def _range_or_none(self, lo: int, hi: int) -> np.ndarray | None:
+        """Samples [lo, hi) of /iq, or None where some cannot be read."""
+        try:
+            return self._samples([(lo, hi)])[0]
+        except _READ_ERRORS:
+            return None
+
+    def _one(self, i: int) -> np.ndarray | Unreadable:
+        """Burst i, or the Unreadable of its samples."""
+        o, n = int(self.offsets[i]), int(self.lengths[i])
+        try:
+            return self._samples([(o, o + n)])[0]
+        except _READ_ERRORS as exc:
+            return Unreadable("unreadable", f"burst {i}: its samples ({o}..{o + n - 1} of /{schema.IQ}) "
+                                            f"cannot be read ({exc})")
 
     def _samples(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         """The samples of ascending, disjoint [lo, hi) ranges of /iq."""

@@ -30,6 +30,14 @@ def _pick(ds: DatasetReader, label: int) -> np.ndarray:
     return idx[np.argsort(-snr, kind="stable")][:MAX_BURSTS_PER_CLASS]
 
 
+def _drawable(burst: object) -> bool:
+    """Whether the sheet can draw a burst: read (not an Unreadable), of some samples, all finite,
+    not all zero. A NaN burst made a class's mean spectrum NaN and one of no samples printed
+    numpy's RuntimeWarnings ("Mean of empty slice") with their source lines."""
+    return (isinstance(burst, np.ndarray) and burst.size > 0 and bool(np.isfinite(burst).all())
+            and bool(np.any(burst != 0)))
+
+
 def _symbol_points(x: np.ndarray, params: np.void) -> np.ndarray:
     """Samples at the symbol centres when the burst has a known symbol clock, else every sample."""
     sps = float(params["samples_per_symbol"]) if "samples_per_symbol" in params.dtype.names else math.nan
@@ -51,6 +59,8 @@ def _spectrum_db(bursts: list[np.ndarray]) -> np.ndarray:
         segs = x[: x.size // FFT_SAMPLES * FFT_SAMPLES].reshape(-1, FFT_SAMPLES)
         acc += np.mean(np.abs(np.fft.fft(segs * win, axis=1)) ** 2, axis=0)
     spec = np.fft.fftshift(acc)
+    if not spec.max() > 0:   # bursts whose power is all DC: normalized to zeros
+        return np.full(FFT_SAMPLES, -120.0)
     return 10 * np.log10(spec / spec.max() + 1e-12)
 
 
@@ -70,12 +80,23 @@ def draw_sheet(ds: DatasetReader, png: str | os.PathLike[str]) -> Path:
     for k, li in enumerate(present):
         r, c = divmod(k, CLASSES_PER_ROW)
         idx = _pick(ds, li)
-        bursts = ds.read(idx)
-        snr = ds.snr_db[idx[0]]
-        snr_text = "no noise" if not np.isfinite(snr) else f"{snr:g} dB"
+        # bursts it cannot draw are left out: a damaged chunk's, a NaN one, one of no samples
+        shown = [(i, b) for i, b in zip(idx, ds.read_or_reject(idx)) if _drawable(b)]
         ax = fig.add_subplot(grid[r, 2 * c])
+        ax2 = fig.add_subplot(grid[r, 2 * c + 1])
+        if not shown:
+            for a in (ax, ax2):
+                a.set_xticks([])
+                a.set_yticks([])
+            ax.set_title(ds.labels[li], fontsize=8)
+            ax2.text(0.5, 0.5, f"no burst to draw: its {idx.size} of highest SNR\nare unreadable, empty, NaN or zero",
+                     ha="center", va="center", fontsize=7, transform=ax2.transAxes)
+            continue
+        first, bursts = shown[0][0], [b for _, b in shown]
+        snr = ds.snr_db[first]
+        snr_text = "no noise" if not np.isfinite(snr) else f"{snr:g} dB"
         x = normalize_batch(bursts[0][None, :])[0]
-        pts = _symbol_points(x, params[idx[0]])[:MAX_POINTS]
+        pts = _symbol_points(x, params[first])[:MAX_POINTS]
         ax.scatter(pts.real, pts.imag, s=1.5, alpha=0.5, linewidths=0)
         lim = max(1.5, float(np.percentile(np.abs(pts), 99)) * 1.1) if pts.size else 1.5
         ax.set_xlim(-lim, lim)
@@ -84,7 +105,6 @@ def draw_sheet(ds: DatasetReader, png: str | os.PathLike[str]) -> Path:
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(f"{ds.labels[li]} ({snr_text})", fontsize=8)
-        ax2 = fig.add_subplot(grid[r, 2 * c + 1])
         ax2.plot(freqs, _spectrum_db(bursts), linewidth=0.8)
         ax2.set_ylim(-60, 3)
         ax2.set_xlim(-0.5, 0.5)

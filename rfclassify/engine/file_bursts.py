@@ -1,6 +1,10 @@
 """The burst a file reader returns (FileBurst), how the readers are asked to read (Reading), and
 how a recording that marks no bursts is cut into them: as the daemon's gr-stream input cuts a
-stream (its DC blocker, then its energy detector)."""
+stream (its DC blocker, then its energy detector).
+
+A burst a reader finds but cannot give samples for (a damaged HDF5 chunk, a length past what
+is read, a stretch of NaN samples no cut burst holds) has UnreadSamples as its iq: the
+classifier makes it a reject of that reason, and the bursts around it are read as ever."""
 
 from __future__ import annotations
 
@@ -10,17 +14,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rfclassify._exceptions import InputError
+from rfclassify._exceptions import InputError, MessageError
 from rfclassify.serve.config import DC_BLOCK_SAMPLES, CutterConfig
 
 CUTS = ("auto", "energy", "whole")
+
+
+class UnreadSamples:
+    """The samples of a burst a reader found but cannot give: none. Made an array, as
+    Classifier.classify makes each burst one, it raises MessageError(reason, detail), so the
+    burst is that reject, counted and reported as any other (before, a damaged chunk or a
+    length of 2**33 samples in an HDF5 dataset ended the whole run with h5py's or numpy's text,
+    naming neither file nor burst); unread() tells such a burst."""
+
+    size = 0
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason   # a reject code: unreadable, too_long, non_finite, bad_annotation
+        self.detail = detail   # which burst, and why, for a person
+
+    def __len__(self) -> int:
+        return 0
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        raise MessageError(self.reason, self.detail)
 
 
 @dataclass(frozen=True)
 class FileBurst:
     """One burst read from a file, with where it came from and its truth when the file has it."""
 
-    iq: np.ndarray                       # 1-D complex (or real for real SigMF types)
+    iq: np.ndarray                       # 1-D complex (or real for real SigMF types), or UnreadSamples
     source: str                          # the file
     index: int                           # burst number within the file
     start_sample: int                    # offset in the recording / dataset
@@ -36,6 +60,11 @@ class FileBurst:
     def recording_samples(self) -> int:
         """How many of the recording's samples the burst covers, from start_sample."""
         return len(self.iq) if self.span is None else self.span
+
+
+def unread(burst: FileBurst) -> UnreadSamples | None:
+    """The UnreadSamples of a burst its reader could not give samples for; None for one with samples."""
+    return burst.iq if isinstance(burst.iq, UnreadSamples) else None
 
 
 @dataclass(frozen=True)
@@ -66,19 +95,74 @@ def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, so
                   rate_hz: float | None, cutter: CutterConfig, channel: int | None = None) -> Iterator[FileBurst]:
     """The bursts the daemon's gr-stream input would find in samples first..first+n (read(start,
     count) gives them): its DC blocker, then its energy detector set by cutter
-    (rfclassify.serve.burst_cutter)."""
+    (rfclassify.serve.burst_cutter).
+
+    NaN and infinite samples always end up in a burst that is rejected non_finite: the detector
+    measures each as an infinity (a block with a NaN was never "on", so a stretch of NaN in the
+    noise vanished, where one of infinities was a burst and a reject), and a stretch that no
+    burst holds (one too short for min_burst_samples, or in a recording so full of them that
+    the noise floor is infinite: an all-NaN file gave "0 classified" and counted nothing) is a
+    burst of its own, with UnreadSamples, stretches closer than hangover_samples one burst."""
     from rfclassify.dsp.dc_block import DcBlocker
     from rfclassify.serve.burst_cutter import EnergyCutter
 
     detector, dc = EnergyCutter(cutter, start_offset=first), DcBlocker(DC_BLOCK_SAMPLES)
+    stray = _NonFinite(cutter.hangover_samples)
     index, end = 0, first + n
+
+    def alone(stretches: list[tuple[int, int]]) -> Iterator[FileBurst]:
+        nonlocal index
+        for a, b in stretches:
+            why = UnreadSamples("non_finite", f"samples {a}..{b - 1} hold NaN or infinite values")
+            yield FileBurst(why, source, index, a, rate_hz, channel=channel, span=b - a)
+            index += 1
+
     for pos in range(first, end + 1, READ_SAMPLES):
         last = pos + READ_SAMPLES > end
         x = read(pos, min(READ_SAMPLES, end - pos)).astype(np.complex64, copy=False)
+        bad = ~np.isfinite(x)
+        if bad.any():
+            stray.add(pos, bad)
+            x = np.where(bad, np.complex64(np.inf), x)
         segments = detector.feed(dc.process(x)) + (detector.flush() if last else [])
         for seg in segments:
+            yield from alone(stray.outside(seg.start_sample, seg.start_sample + len(seg.iq)))
             yield FileBurst(seg.iq, source, index, seg.start_sample, rate_hz, channel=channel)
             index += 1
+    yield from alone(stray.outside(end, end))
+
+
+class _NonFinite:
+    """The stretches [start, stop) of a recording's NaN or infinite samples not yet in a burst,
+    in order; stretches at most `join` samples apart are one (a NaN every few samples is one
+    reject, not thousands)."""
+
+    def __init__(self, join: int) -> None:
+        self.join = join
+        self.stretches: list[tuple[int, int]] = []
+
+    def add(self, pos: int, bad: np.ndarray) -> None:
+        """The non-finite samples of the samples from pos (bad: a mask of them)."""
+        edges = np.flatnonzero(np.diff(np.concatenate(([False], bad, [False])).astype(np.int8)))
+        for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
+            if self.stretches and pos + a - self.stretches[-1][1] <= self.join:
+                self.stretches[-1] = (self.stretches[-1][0], pos + b)
+            else:
+                self.stretches.append((pos + a, pos + b))
+
+    def outside(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The stretches, or their parts, before start that no burst holds, given that the cut's
+        next burst is [start, stop) (its bursts come in order): those go, and so do the parts the
+        burst holds; what lies past stop stays."""
+        out = []
+        while self.stretches and self.stretches[0][0] < max(stop, start + 1):
+            a, b = self.stretches.pop(0)
+            if a < start:
+                out.append((a, min(b, start)))
+            if b > stop:
+                self.stretches.insert(0, (max(a, stop), b))
+                break
+        return out
 
 
 def unmarked_bursts(read: Callable[[int, int], np.ndarray], n: int, source: str, rate_hz: float | None,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError
-from rfclassify.engine.file_bursts import FileBurst, Reading, chunked, unmarked_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, UnreadSamples, chunked, unmarked_bursts
 from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
                                      read_sigmf_archive, sigmf_dtype, sigmf_paths)
 
@@ -165,20 +165,44 @@ def _npy_rows(data: np.ndarray, p: Path) -> tuple[np.ndarray, bool]:
                      "complex (L,) or (N, L), or real I/Q (L, 2), (N, L, 2), (2, L) or (N, 2, L)")
 
 
+HDF5_CHUNK_SAMPLES = 1 << 24   # samples of an HDF5 dataset read at a time (128 MiB), at least one burst
+
+
 def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> Iterator[list[FileBurst]]:
-    """Chunks of the bursts of an rfclassify HDF5 dataset, with label and SNR as truth."""
-    from rfclassify.data.reader import DatasetReader
+    """Chunks of the bursts of an rfclassify HDF5 dataset, with label and SNR as truth; at most
+    chunk bursts and HDF5_CHUNK_SAMPLES samples a chunk. A burst that cannot be read (a damaged
+    chunk of /iq, a /length past the reader's MAX_READ_SAMPLES: DatasetReader.read_or_reject)
+    has UnreadSamples saying why, and the others are read."""
+    from rfclassify.data.reader import DatasetReader, Unreadable
 
     with DatasetReader(path) as ds:
         n = len(ds) if limit is None else min(len(ds), limit)
         names = ds.label_names
-        for lo in range(0, n, chunk):
-            idx = np.arange(lo, min(n, lo + chunk))
+        for idx in _hdf5_chunks(ds.lengths[:n], chunk):
             yield [
-                FileBurst(iq, str(path), int(i), int(ds.offsets[i]), None, str(names[i]),
-                          None if np.isnan(ds.snr_db[i]) else float(ds.snr_db[i]))
-                for i, iq in zip(idx, ds.read(idx), strict=True)
+                FileBurst(UnreadSamples(iq.reason, iq.detail) if isinstance(iq, Unreadable) else iq,
+                          str(path), int(i), int(ds.offsets[i]), None, str(names[i]),
+                          None if np.isnan(ds.snr_db[i]) else float(ds.snr_db[i]),
+                          span=int(ds.lengths[i]) if isinstance(iq, Unreadable) else None)
+                for i, iq in zip(idx, ds.read_or_reject(idx), strict=True)
             ]
+
+
+def _hdf5_chunks(lengths: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
+    """The indices of bursts of these lengths in consecutive chunks of at most chunk bursts and
+    HDF5_CHUNK_SAMPLES samples (a longer burst alone), a burst too long to be read counted as none:
+    4096 bursts of a million samples each were one read of 32 GiB."""
+    from rfclassify.data.reader import MAX_READ_SAMPLES
+
+    n = lengths.size
+    ends = np.cumsum(np.where(lengths <= MAX_READ_SAMPLES, lengths, 0))
+    lo = 0
+    while lo < n:
+        before = int(ends[lo - 1]) if lo else 0
+        hi = min(n, lo + chunk, int(np.searchsorted(ends, before + HDF5_CHUNK_SAMPLES, side="right")))
+        hi = max(hi, lo + 1)
+        yield np.arange(lo, hi)
+        lo = hi
 
 
 def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = None,
@@ -215,7 +239,7 @@ def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[st
     if is_sigmf(p):
         return "sigmf", p
     if not p.is_file():
-        raise InputError(f"{p}: no such file (nor {sigmf_paths(p)[0].name})")
+        raise InputError(_not_a_file_text(p))
     if _is_hdf5(p):
         return "hdf5", p
     if _is_wav(p):
@@ -227,6 +251,20 @@ def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[st
     raise InputError(f"{p}: neither SigMF (.sigmf-meta + .sigmf-data, or a .sigmf archive), an rfclassify HDF5 "
                      "dataset, a WAV IQ recording nor a NumPy .npy array; a raw recording needs --raw DATATYPE "
                      "(cf32_le for GNU Radio's file_sink of gr_complex)")
+
+
+def _not_a_file_text(p: Path) -> str:
+    """The error for a FILE that names no regular file, nor a SigMF recording: a pipe, a FIFO and
+    a NAME whose NAME.sigmf-meta is a folder were "no such file" before."""
+    from rfclassify.data.reader import not_a_file, not_a_file_text
+
+    if p.exists():
+        return not_a_file_text(p)
+    meta = sigmf_paths(p)[0]
+    kind = not_a_file(meta)
+    if kind == "no such file":
+        return f"{p}: no such file (nor {meta.name})"
+    return f"{p}: no such file, and {meta.name} is {kind}, not SigMF metadata"
 
 
 def _is_wav(path: Path) -> bool:

@@ -20,6 +20,12 @@ keeps the whole band (rfclassify.engine.file_bursts.Reading says which). Annotat
 ``rfclassify classify --annotate`` wrote (``core:generator`` "rfclassify ...") are results, not
 bursts: they are skipped (rfclassify.engine.sigmf_annotations writes them). The datatypes and
 the sample layout (SampleMap) serve raw recordings too.
+
+A recording that cannot be read (its metadata, datatype, captures or data file) is an
+InputError before any burst. An annotation that cannot be read (outside the samples, a start
+or count that is not a whole number, a band that cannot be used) is not: its burst has no
+samples (file_bursts.UnreadSamples), which Classifier.classify makes a ``bad_annotation`` reject naming
+the annotation, and the recording's other annotations are read as ever.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rfclassify._exceptions import InputError, quoted
+from rfclassify._exceptions import InputError, MessageError, quoted
 from rfclassify._numbers import as_finite_float
-from rfclassify.engine.file_bursts import FileBurst, Reading, energy_bursts
+from rfclassify.engine.file_bursts import FileBurst, Reading, UnreadSamples, energy_bursts
 from rfclassify.labels import LABELS
 
 MAX_CHANNELS = 1024   # interleaved channels a recording may have
 GENERATOR = "rfclassify"   # core:generator of the annotations `classify --annotate` writes
+BAD_ANNOTATION = "bad_annotation"   # the reject reason of an annotation that cannot be read as a burst
 _SIGMF_TYPE = re.compile(r"^(?P<kind>[cr])(?P<fmt>[fiu])(?P<bits>8|16|32|64)(?:_(?P<end>le|be))?$")
 
 
@@ -90,7 +97,8 @@ class Dataset:
 
 def read_sigmf(path: str | Path, limit: int | None = None, reading: Reading = Reading()) -> list[FileBurst]:
     """The bursts of one SigMF recording (see the module docstring), at most `limit` of them,
-    read as `reading` says (its full_band, cut and cutter).
+    read as `reading` says (its full_band, cut and cutter); an annotation that cannot be read is
+    a burst of UnreadSamples (file_bursts).
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
     meta, meta_path, data_path = recording_metadata(path)
@@ -214,50 +222,81 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
     if not annotations:
         return [FileBurst(samples.read(first, samples.n, c), str(meta_path), 0, first, rate_hz, channel=c,
                           capture_hz=samples.frequency_at(first)) for c in each][:limit]
-    spans = []
-    starts = [_sigmf_int(a, "core:sample_start", 0, meta_path) for a in annotations]
-    in_time = sorted(zip(starts, entries, strict=True), key=lambda pair: pair[0])
-    for i, (start, (j, a)) in enumerate(in_time):
-        count = _sigmf_int(a, "core:sample_count", first + samples.n - start, meta_path)
-        if start < first or count < 0 or start + count > first + samples.n:
-            raise InputError(f"{meta_path}: annotation {j} ({start}+{count}) lies outside the "
-                             f"{samples.n} samples of {dataset.path.name}"
-                             + (f" (samples {first}..{first + samples.n - 1}: core:offset)" if first else ""))
+    # Each annotation is checked here, its samples read below for the bursts returned. One that
+    # cannot be read is that burst's reject (UnreadSamples), the others are still read.
+    planned = []   # (start, truth, (count, band, capture_hz) or why the annotation is a reject)
+    for j, a in entries:
+        start = _whole(a["core:sample_start"])
+        try:
+            plan: tuple | str = _annotation_plan(a, j, start, first, samples, rate_hz, reading, dataset.path.name)
+        except MessageError as exc:
+            plan = exc.detail
         label = a.get("core:label")
-        capture_hz = samples.frequency_at(start)
-        band = None if reading.full_band else _annotation_band(a, j, capture_hz, rate_hz, meta_path)
-        spans.append((i, start, count, label if label in LABELS else None, band, capture_hz))
-    out = []
-    for (i, start, count, truth, band, capture_hz), c in itertools.islice(itertools.product(spans, each), limit):
-        iq, rate = samples.read(start, count, c), rate_hz
-        if band is not None:
-            from rfclassify.dsp.channelize import channelize
+        planned.append((-1 if start is None else start, label if label in LABELS else None, plan))
+    planned.sort(key=lambda p: p[0])   # in time; one whose start is not a number first, in the file's order
 
-            lower, upper = band
-            iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
-        out.append(FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c,
-                             span=None if band is None else count, capture_hz=capture_hz))
-    return out
+    def bursts() -> Iterator[FileBurst]:
+        for i, (start, truth, plan) in enumerate(planned):
+            if isinstance(plan, str):   # one reject however many channels: one annotation is bad
+                yield FileBurst(UnreadSamples(BAD_ANNOTATION, plan), str(meta_path), i, start, rate_hz, truth)
+                continue
+            count, band, capture_hz = plan
+            for c in each:
+                iq, rate = samples.read(start, count, c), rate_hz
+                if band is not None:
+                    from rfclassify.dsp.channelize import channelize
+
+                    lower, upper = band
+                    iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
+                yield FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c,
+                                span=None if band is None else count, capture_hz=capture_hz)
+
+    return list(itertools.islice(bursts(), limit))
 
 
-def _annotation_band(a: dict, i: int, capture_hz: float | None, rate_hz: float | None,
-                     meta_path: Path) -> tuple[float, float] | None:
+def _annotation_plan(a: dict, j: int, start: int | None, first: int, samples: SampleMap, rate_hz: float | None,
+                     reading: Reading, data_name: str) -> tuple[int, tuple[float, float] | None, float | None]:
+    """(count, band, capture_hz) of annotation j (its place in the file's annotations), which
+    starts at sample start (None: not a whole number) of the samples from first; MessageError(
+    BAD_ANNOTATION) naming it when it cannot be read as a burst: it lies outside the recording,
+    its start or count is not a whole number, or its band cannot be used."""
+    if start is None:
+        raise MessageError(BAD_ANNOTATION, f"annotation {j}: core:sample_start must be an integer, "
+                                           f"got {quoted(a['core:sample_start'])}")
+    end = first + samples.n
+    count = _whole(a.get("core:sample_count", end - start))
+    if count is None:
+        raise MessageError(BAD_ANNOTATION, f"annotation {j}: core:sample_count must be an integer, "
+                                           f"got {quoted(a['core:sample_count'])}")
+    if start < first or count < 0 or start + count > end:
+        raise MessageError(BAD_ANNOTATION, f"annotation {j} ({start}+{count}) lies outside the {samples.n} "
+                                           f"samples of {data_name}"
+                           + (f" (samples {first}..{end - 1}: core:offset)" if first else ""))
+    capture_hz = samples.frequency_at(start)
+    band = None if reading.full_band else _annotation_band(a, j, capture_hz, rate_hz)
+    return count, band, capture_hz
+
+
+def _annotation_band(a: dict, i: int, capture_hz: float | None, rate_hz: float | None) -> tuple[float, float] | None:
     """An annotation's (lower, upper) frequency edges in Hz when it gives both (None when it
-    gives neither or one), checked against its capture; InputError when they cannot be used."""
+    gives neither or one), checked against its capture; MessageError(BAD_ANNOTATION) when they
+    cannot be used."""
     lower, upper = a.get("core:freq_lower_edge"), a.get("core:freq_upper_edge")
     if lower is None or upper is None:
         return None
     lo, hi = as_finite_float(lower), as_finite_float(upper)
     if lo is None or hi is None or not lo < hi:
-        raise InputError(f"{meta_path}: annotation {i}: core:freq_lower_edge and core:freq_upper_edge must be "
-                         f"finite numbers of Hz, lower first; got {quoted(lower)} and {quoted(upper)}")
+        raise MessageError(BAD_ANNOTATION, f"annotation {i}: core:freq_lower_edge and core:freq_upper_edge must "
+                                           f"be finite numbers of Hz, lower first; got {quoted(lower)} and "
+                                           f"{quoted(upper)}")
     if capture_hz is None or rate_hz is None:
         missing = "core:sample_rate" if rate_hz is None else "core:frequency in its capture"
-        raise InputError(f"{meta_path}: annotation {i} gives its band ({lo:g}..{hi:g} Hz) but the recording has "
-                         f"no {missing} to place it in the samples; add it, or classify the whole band (--full-band)")
+        raise MessageError(BAD_ANNOTATION, f"annotation {i} gives its band ({lo:g}..{hi:g} Hz) but the recording "
+                                           f"has no {missing} to place it in the samples; add it, or classify "
+                                           "the whole band (--full-band)")
     if abs((lo + hi) / 2 - capture_hz) > rate_hz / 2:
-        raise InputError(f"{meta_path}: annotation {i}'s band ({lo:g}..{hi:g} Hz) is centred outside its capture "
-                         f"({capture_hz - rate_hz / 2:g}..{capture_hz + rate_hz / 2:g} Hz)")
+        raise MessageError(BAD_ANNOTATION, f"annotation {i}'s band ({lo:g}..{hi:g} Hz) is centred outside its "
+                                           f"capture ({capture_hz - rate_hz / 2:g}..{capture_hz + rate_hz / 2:g} Hz)")
     return lo, hi
 
 
@@ -345,6 +384,14 @@ def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{meta_path}: {key} must be an integer, got {quoted(value)}")
     return value
+
+
+def _whole(value: object) -> int | None:
+    """A sample index or count as an int (a float of integral value, as some writers put it,
+    taken); None when it is not a whole number (a fraction, a string, a bool, NaN)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _sigmf_rate(rate: object, meta_path: Path) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,9 @@ from typing import Any
 
 from rfclassify._atomic import write_atomic
 from rfclassify._exceptions import InputError
-from rfclassify.engine.file_bursts import FileBurst, Reading
+from rfclassify.engine.file_bursts import FileBurst, Reading, unread
 from rfclassify.engine.files import recording_format, wav_layout
-from rfclassify.engine.sigmf import GENERATOR, recording_metadata, written_by_rfclassify
+from rfclassify.engine.sigmf import BAD_ANNOTATION, GENERATOR, recording_metadata, written_by_rfclassify
 
 SUFFIX = ".rfclassify.sigmf-meta"
 EXTENSION = "rfclassify"     # our namespace, declared in core:extensions
@@ -55,8 +56,12 @@ class Target:
     annotations: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, burst: FileBurst, result: Any, generator: str) -> None:
-        """One annotation for a classified (or rejected) burst."""
-        self.annotations.append(annotation(burst, result, generator))
+        """One annotation for a classified (or rejected) burst; none for a burst whose own
+        annotation could not be read (a bad_annotation reject): it has no samples to place one
+        on, and the user's annotation stays in the metadata as it was."""
+        bad = unread(burst)
+        if bad is None or bad.reason != BAD_ANNOTATION:
+            self.annotations.append(annotation(burst, result, generator))
 
     def write(self) -> Path:
         """Writes the metadata with the annotations added (sorted by core:sample_start, as the
@@ -231,9 +236,11 @@ def _link(link: Path, data_name: str) -> Path | None:
 
 
 def _start(annotation: Any) -> float:
-    """An annotation's core:sample_start to sort by (-1 for an entry without a number there:
-    the user's, kept in place ahead of the rest)."""
+    """An annotation's core:sample_start to sort by (-1 for an entry without a number there,
+    NaN and infinities included: the user's, kept in place ahead of the rest)."""
     start = annotation.get("core:sample_start") if isinstance(annotation, dict) else None
+    if isinstance(start, float) and not math.isfinite(start):
+        return -1   # NaN (Python's json reads it) compares false both ways, which left sorted()'s order arbitrary
     return start if isinstance(start, (int, float)) and not isinstance(start, bool) else -1
 
 
