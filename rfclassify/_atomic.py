@@ -1,12 +1,15 @@
 """Files replaced in one step: written under a temporary name beside the target, flushed to the
 disk, then renamed over it, so that a reader, a crash or a power cut finds the old file or the
-new one, never part of one, and a write that fails leaves no temporary file behind."""
+new one, never part of one, and a write that fails leaves no temporary file behind.
+`replacing_together` does it for a set of files that name each other (an index written last)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -40,6 +43,55 @@ def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
     with contextlib.suppress(OSError):   # the rename itself on the disk; a file system may refuse
         _fsync(path.parent, directory=True)
+
+
+@contextlib.contextmanager
+def replacing_together(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list[Path]]:
+    """Several files replaced as a set: yields their temporary paths (temporary_name, in the
+    order given) to write and check. When the block ends without an error, each is flushed to
+    the disk and they replace their paths in the order given (the file that names the others
+    last: model.json after the files whose sha256s it records), Ctrl-C and SIGTERM held until
+    the last rename is done (then raised). On an error or an interrupt in the block every
+    temporary file is removed and every path left as it was; only a crash during the renames
+    themselves (milliseconds) can leave some replaced and others not."""
+    targets = [Path(p) for p in paths]
+    temporaries = [temporary_name(p) for p in targets]
+    try:
+        for folder in dict.fromkeys(p.parent for p in targets):
+            folder.mkdir(parents=True, exist_ok=True)
+        yield temporaries
+        for tmp in temporaries:
+            _fsync(tmp)
+        with _signals_held():
+            for tmp, path in zip(temporaries, targets, strict=True):
+                os.replace(tmp, path)
+    finally:
+        for tmp in temporaries:
+            tmp.unlink(missing_ok=True)
+    for folder in dict.fromkeys(p.parent for p in targets):
+        with contextlib.suppress(OSError):
+            _fsync(folder, directory=True)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM that come meanwhile, held and raised on leaving (their handlers run
+    then: KeyboardInterrupt, rfclassify._signals.Terminated). In the main thread only, where
+    Python runs signal handlers; a signal whose handler is not Python's (ignored, or the
+    default's end of the process) is left alone."""
+    came: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if callable(signal.getsignal(signum)):
+                previous[signum] = signal.signal(signum, lambda s, _frame: came.append(s))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:

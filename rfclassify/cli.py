@@ -8,17 +8,23 @@ Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything
 OSError is one line naming its path, exit 2 where it names one (an output the user pointed
 at a file, a directory or somewhere unwritable), else 1; a closed stdout (`| head`) ends the
 command quietly, exit 1.
+SIGTERM (`kill`, `timeout`, systemd) takes Ctrl-C's way out, exit 143 instead of 130: the
+command's clean-up runs (temporary and partial files removed, worker processes ended), which
+a process that died of the signal left behind. `serve` and `train` answer SIGTERM themselves
+(a drain; a checkpoint), and `demo` and `bench daemon` say what they stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import sys
 
 from rfclassify._exceptions import RfclassifyError, UserError
+from rfclassify._signals import EXIT_STATUS, Terminated, sigterm_as_interrupt
 
 # name -> (module under rfclassify.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -38,6 +44,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),
     "keys": ("keys", "make CURVE key pairs for the daemon's sockets"),
 }
+
+#: commands that answer SIGTERM themselves, left to it: `serve` drains, `train` writes a
+#: checkpoint, `demo` summarizes what it stopped (`bench daemon` nests its own
+#: sigterm_as_interrupt, which wins while it lasts)
+OWN_SIGTERM = frozenset({"serve", "train", "demo"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,11 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     args._argv = argv   # the words as given, for a command that records itself or checks their order
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    own_sigterm = args.command in OWN_SIGTERM
     try:
-        return int(args._run(args) or 0)
+        with contextlib.nullcontext() if own_sigterm else sigterm_as_interrupt():
+            return int(args._run(args) or 0)
+    except Terminated:
+        print(f"rfclassify {args.command}: stopped by SIGTERM", file=sys.stderr)
+        return EXIT_STATUS["SIGTERM"]
     except KeyboardInterrupt:
         print("rfclassify: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_STATUS["SIGINT"]
     except UserError as exc:
         print(f"rfclassify {args.command}: error: {exc}", file=sys.stderr)
         return 2

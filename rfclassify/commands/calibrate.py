@@ -21,14 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.model.meta import ModelMeta, default_model_dir
-    from rfclassify.quant.cpu_int8 import calibrate_model_dir
+    from rfclassify.quant.cpu_int8 import calibrate_model_dir, rejected_text
 
     model_dir = args.model_dir or default_model_dir()
     rec = calibrate_model_dir(model_dir, args.data, max_bursts=args.bursts)
     cal = rec["calibration"]
     windows = ", ".join(f"{b}: {n}" for b, n in cal["windows_per_bucket"].items())
     print(f"calibrated on {cal['bursts']} bursts of {cal['file']} ({rec['method']}; windows per bucket {windows}"
-          + (f"; {cal['rejected']} rejected by the length rule" if cal["rejected"] else "") + ")")
+          + (f"; {cal['rejected']} left out as serving rejects them: {rejected_text(cal['rejected_by_reason'])}"
+             if cal["rejected"] else "") + ")")
     print(f"wrote {model_dir}/{rec['file']}: {rec['format']}, activations {rec['activations']}, "
           f"weights {rec['weights']}; {rec['int8_nodes']} nodes INT8, {len(rec['fp32_nodes'])} fp32 (the heads)")
     print(" bucket  bursts  top-1 agreement  max |softmax diff|  mean / max |SNR diff| dB")

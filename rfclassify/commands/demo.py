@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from rfclassify._exceptions import InputError
-    from rfclassify.serve.demo import EXIT_STATUS, Terminated, run_demo, sigterm_as_interrupt
+    from rfclassify._signals import EXIT_STATUS, Terminated, sigterm_as_interrupt
+    from rfclassify.serve.demo import run_demo
     from rfclassify.serve.simulate import SimulateOptions
 
     if args.rate <= 0:

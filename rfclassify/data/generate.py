@@ -7,6 +7,12 @@ Workers only compute chunks; the parent writes them in chunk order, keeping at m
 2 x workers chunks in flight. So the file is identical for a seed whatever the worker count,
 and memory stays bounded by a few chunks.
 
+Stopping: Ctrl-C, and SIGTERM where the CLI makes it an exception (rfclassify.cli's
+Terminated), are taken at the next chunk boundary; the partial file is removed and the
+workers are killed (they ignore both signals, which reach the whole process group, and end
+by themselves when this process is gone, killed or not: a SIGTERM once left them running
+under PID 1 for good, ~140 MB each).
+
 Balance: every (class, SNR) cell gets exactly `per_cell` examples. Every class gets each
 channel preset and (for an explicit length list) each length equally often, up to one,
 assigned in a shuffled order independent of the SNR. With a length range instead, each chunk
@@ -17,6 +23,7 @@ so class x length stays balanced on average).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import shlex
@@ -34,7 +41,7 @@ import numpy as np
 
 from rfclassify._paths import nearest_existing, writable_folder
 from rfclassify import __version__
-from rfclassify._exceptions import InputError
+from rfclassify._exceptions import InputError, InternalError
 from rfclassify.data import schema
 from rfclassify.labels import LABELS, label_index, parse_labels
 
@@ -43,6 +50,8 @@ ALL_PRESETS = "all"
 _PLAN_KEY = 0
 _CHUNK_KEY = 1
 MAX_EXAMPLES = 2 ** 31 - 1     # examples one dataset file may hold (its indices are planned in memory)
+#: how often an interrupt is looked for while the workers compute, seconds
+CHECK_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -206,35 +215,42 @@ def make_chunk(task: ChunkTask) -> ChunkResult:
 
 
 class _DeferredInterrupt:
-    """Turns Ctrl-C into a KeyboardInterrupt at the next `check()` (between chunks).
+    """Holds Ctrl-C, and SIGTERM, to the next `check()` (between chunks), which then runs
+    the signal's own handler: KeyboardInterrupt, or rfclassify._signals.Terminated. A signal whose
+    handler is not Python's (the default's end of the process, or ignored) is left alone.
 
-    A KeyboardInterrupt raised at an arbitrary point can land in a weakref callback inside
-    h5py, where Python prints and swallows it and generation carries on; checking a flag
-    at a safe point makes Ctrl-C reliable. Only the main thread may set signal handlers."""
+    An exception raised at an arbitrary point can land in a weakref callback inside h5py,
+    where Python prints and swallows it and generation carries on (and the CLI's SIGTERM
+    handler ignores a second SIGTERM); checking a flag at a safe point makes both reliable.
+    Only the main thread may set signal handlers."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __enter__(self) -> _DeferredInterrupt:
-        self.hit = False
-        self._old: Any = None
+        self.hit: int | None = None
+        self._old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
+            for signum in self._SIGNALS:
+                if callable(signal.getsignal(signum)):
+                    self._old[signum] = signal.signal(signum, self._handler)
         return self
 
     def _handler(self, signum: int, frame: Any) -> None:
-        self.hit = True
+        if self.hit is None:
+            self.hit = signum
 
     def check(self) -> None:
-        if self.hit:
-            raise KeyboardInterrupt
+        if self.hit is not None:
+            self._restore()
+            signal.raise_signal(self.hit)   # its handler runs now and raises
+
+    def _restore(self) -> None:
+        for signum, old in self._old.items():
+            signal.signal(signum, old)
+        self._old = {}
 
     def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-
-
-def _ignore_sigint() -> None:
-    # Ctrl-C is the parent's to handle (it cancels the pool and removes the partial file);
-    # without this every worker would print its own KeyboardInterrupt traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self._restore()
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -251,24 +267,47 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def _results(tasks: list[ChunkTask], workers: int) -> Iterator[ChunkResult]:
-    """Chunk results in task order; at most 2 x workers chunks computed ahead of the writer."""
+def _results(tasks: list[ChunkTask], workers: int,
+             check: Callable[[], None] = lambda: None) -> Iterator[ChunkResult]:
+    """Chunk results in task order; at most 2 x workers chunks computed ahead of the writer.
+    While it waits for the workers, `check` is called every CHECK_S (raising stops it: an
+    interrupt need not wait for a chunk of up to a few seconds). Closed before its end (an
+    interrupt, an error), it kills the workers at once: the chunks they compute are nobody's."""
     if workers <= 1:
         for t in tasks:
             yield make_chunk(t)
         return
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_ignore_sigint) as pool:
-        pending: dict[int, cf.Future[ChunkResult]] = {}
-        next_submit = 0
-        try:
-            for i in range(len(tasks)):
-                while next_submit < len(tasks) and next_submit < i + 2 * workers:
+    from rfclassify.engine.refiner_pool import become_child_worker, end_processes, starting_processes
+
+    # Ctrl-C and a SIGTERM to the process group are the parent's to handle (it stops at a chunk
+    # boundary, kills the workers and removes the partial file): a worker that took them died
+    # with a KeyboardInterrupt traceback, or mid-task. Each ends by itself when the parent is gone.
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=become_child_worker)
+    pending: dict[int, cf.Future[ChunkResult]] = {}
+    next_submit = 0
+    try:
+        for i in range(len(tasks)):
+            while next_submit < len(tasks) and next_submit < i + 2 * workers:
+                with starting_processes():   # a submit may start a worker: deaf to Ctrl-C from its first line
                     pending[next_submit] = pool.submit(make_chunk, tasks[next_submit])
-                    next_submit += 1
-                yield pending.pop(i).result()
-        finally:
-            for fut in pending.values():
-                fut.cancel()
+                next_submit += 1
+            yield _when_done(pending.pop(i), check)
+    except cf.BrokenExecutor:   # a worker killed (the kernel's OOM killer, say): its traceback said no more
+        end_processes(pool, 0.0)
+        raise InternalError("a worker process ended abruptly (killed, or out of memory)") from None
+    except BaseException:
+        end_processes(pool, 0.0)    # SIGKILL, since they ignore SIGTERM: their chunks are nobody's
+        raise
+    pool.shutdown(wait=True)
+
+
+def _when_done(future: cf.Future[ChunkResult], check: Callable[[], None]) -> ChunkResult:
+    """The future's result, `check` called every CHECK_S until it comes."""
+    while True:
+        try:
+            return future.result(timeout=CHECK_S)
+        except cf.TimeoutError:
+            check()
 
 
 def _jsonable(obj: Any) -> Any:
@@ -348,8 +387,9 @@ def generate_dataset(spec: GenerateSpec, out: str | os.PathLike[str], workers: i
     tasks = plan_chunks(spec)
     start = time.perf_counter()
     with _DeferredInterrupt() as interrupt, \
-            schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer:
-        for res in _results(tasks, workers):
+            schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer, \
+            contextlib.closing(_results(tasks, workers, interrupt.check)) as results:
+        for res in results:
             interrupt.check()
             writer.append(res.iq, res.label_index, res.snr_db, res.params, res.channel_index)
             if on_progress is not None:

@@ -29,7 +29,13 @@ Nagel et al., "Data-Free Quantization", 2019).
 
 The INT8 graph is tied to the fp32 graph it was made from: model.json ``extra.int8`` records
 the sha256 of both, and the ONNX Runtime backend refuses an INT8 graph whose source is no
-longer the model's ``model.onnx`` (``int8_problem``).
+longer the model's ``model.onnx`` (``int8_problem``). So the model directory changes only
+once a calibration is complete: its three INT8 files and model.json are written under
+temporary names beside them and checked, then renamed, model.json last
+(``calibrate_model_dir``); a calibration stopped before (Ctrl-C, SIGTERM, an error) leaves
+the directory as it was (the INT8 files were once replaced first, and a Ctrl-C during the
+agreement check left model.json recording other files' sha256s: the old INT8 graph was gone,
+and serving fell back to fp32).
 """
 
 from __future__ import annotations
@@ -42,11 +48,11 @@ from typing import Any
 
 import numpy as np
 
-from rfclassify._atomic import write_atomic
+from rfclassify._atomic import replacing_together, write_atomic
 from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, InputError, MessageError, ModelNotFoundError
 from rfclassify._optional import require
-from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+from rfclassify.model.meta import INPUT_NAME, META_FILE, OUTPUT_NAMES, ModelMeta
 
 INT8_ONNX_FILE = "model_int8.onnx"
 #: nodes whose names start with one of these stay fp32 (the classification and SNR heads)
@@ -83,16 +89,18 @@ def cpu_int8_plan(node_names: Sequence[str]) -> dict[str, list[str]]:
 
 
 def calibration_windows(path: str | os.PathLike[str], meta: ModelMeta,
-                        max_bursts: int | None = None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
+                        max_bursts: int | None = None) -> tuple[dict[int, np.ndarray], dict[str, Any]]:
     """The calibration set as the model sees it: {bucket: (n, 2, 1, bucket) float32 model input}
-    and what was read ({"bursts", "rejected", "samples_sha256"}: the file's whole samples).
-    max_bursts takes that many, spread evenly over the file."""
+    and what was read ({"bursts", "rejected", "rejected_by_reason", "samples_sha256"}: the
+    bursts serving would reject, left out, counted by its reject reason (too_short,
+    non_finite, zero_power...); the file's whole samples). max_bursts takes that many, spread
+    evenly over the file."""
     from rfclassify.data.reader import DatasetReader
     from rfclassify.dsp.windows import burst_to_windows, to_model_input
 
     policy = meta.bucket_policy
     by_bucket: dict[int, list[np.ndarray]] = {}
-    rejected = 0
+    rejected: dict[str, int] = {}
     with DatasetReader(path) as ds:
         n = len(ds)
         if n == 0:
@@ -102,15 +110,22 @@ def calibration_windows(path: str | os.PathLike[str], meta: ModelMeta,
         for burst in ds.read(indices):
             try:
                 w = burst_to_windows(burst, policy)
-            except MessageError:   # a burst serving would reject is not what it calibrates for
-                rejected += 1
+            except MessageError as exc:   # a burst serving would reject is not what it calibrates for
+                rejected[exc.reason] = rejected.get(exc.reason, 0) + 1
                 continue
             by_bucket.setdefault(w.bucket_samples, []).append(w.windows)
         samples_sha256 = ds.samples_sha256()
     if not by_bucket:
-        raise InputError(f"{path}: every calibration burst was rejected by the model's length rule")
+        raise InputError(f"{path}: every calibration burst was rejected as serving would reject it "
+                         f"({rejected_text(rejected)})")
     windows = {b: to_model_input(np.concatenate(ws)) for b, ws in sorted(by_bucket.items())}
-    return windows, {"bursts": int(indices.size), "rejected": rejected, "samples_sha256": samples_sha256}
+    return windows, {"bursts": int(indices.size), "rejected": sum(rejected.values()),
+                     "rejected_by_reason": dict(sorted(rejected.items())), "samples_sha256": samples_sha256}
+
+
+def rejected_text(by_reason: dict[str, int]) -> str:
+    """Rejected bursts by reason, for a line: "2 too_short, 1 non_finite"."""
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def calibration_batches(windows: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
@@ -373,7 +388,9 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     """Calibrate the model in model_dir and write its INT8 graph (INT8_ONNX_FILE) beside model.onnx;
     model.json then names it (int8_onnx_file) and records how it was made (extra.int8, returned).
     The same ranges make TensorRT's INT8 artifacts (rfclassify.quant.tensorrt_int8), recorded
-    in extra.tensorrt_int8."""
+    in extra.tensorrt_int8. All of them, model.json included, are written under temporary names
+    and checked before any replaces its file, model.json last (replacing_together): stopped
+    before that, the directory is left as it was."""
     ort = require("onnxruntime", "INT8 calibration")
     meta = ModelMeta.load(model_dir)
     fp32 = Path(model_dir) / meta.onnx_file
@@ -382,27 +399,34 @@ def calibrate_model_dir(model_dir: str | os.PathLike[str], calibration: str | os
     _check_graphs(model_dir, meta)
     cal = Path(calibration) if calibration is not None else default_calibration_path()
     windows, read = calibration_windows(cal, meta, max_bursts)
-    out = Path(model_dir) / INT8_ONNX_FILE
     from rfclassify.quant import tensorrt_int8
 
-    with tempfile.TemporaryDirectory(prefix="rfclassify-calibrate-") as tmp:
+    model_dir = Path(model_dir)
+    final = [model_dir / INT8_ONNX_FILE, model_dir / tensorrt_int8.TRT_QDQ_FILE,
+             model_dir / tensorrt_int8.CALIBRATION_CACHE_FILE, model_dir / META_FILE]
+    with tempfile.TemporaryDirectory(prefix="rfclassify-calibrate-") as tmp, \
+            replacing_together(final) as (out, qdq, cache, meta_file):
         corrected, plan, ranges = measure(fp32, tmp, windows)
         write_qdq(corrected, out, plan, ranges, windows)
-        trt_record = tensorrt_int8.write_artifacts(Path(model_dir), meta, corrected, plan, ranges, windows)
-    record = {
-        "file": INT8_ONNX_FILE, "sha256": file_sha256(out), "source_onnx_sha256": file_sha256(fp32),
-        "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
-        "bias_correction": BIAS_CORRECTION,
-        "fp32_nodes": plan["fp32"], "int8_nodes": len(plan["int8"]),
-        "calibration": {"file": cal.name, **read,
-                        "windows_per_bucket": {str(b): int(x.shape[0]) for b, x in windows.items()}},
-        "onnxruntime": ort.__version__,
-        "agreement": agreement(fp32, out, meta),
-    }
-    extra = dict(meta.extra)
-    extra["int8"] = record
-    extra["tensorrt_int8"] = trt_record
-    meta.with_updates(int8_onnx_file=INT8_ONNX_FILE, extra=extra).save(model_dir)
+        trt_record = tensorrt_int8.write_artifacts(model_dir, meta, corrected, plan, ranges, windows,
+                                                   qdq_path=qdq, cache_path=cache)
+        record = {
+            "file": INT8_ONNX_FILE, "sha256": file_sha256(out), "source_onnx_sha256": file_sha256(fp32),
+            "format": QUANT_FORMAT, "activations": ACTIVATIONS, "weights": WEIGHTS, "method": METHOD,
+            "bias_correction": BIAS_CORRECTION,
+            "fp32_nodes": plan["fp32"], "int8_nodes": len(plan["int8"]),
+            "calibration": {"file": cal.name, **read,
+                            "windows_per_bucket": {str(b): int(x.shape[0]) for b, x in windows.items()}},
+            "onnxruntime": ort.__version__,
+            "agreement": agreement(fp32, out, meta),
+        }
+        extra = dict(meta.extra)
+        extra["int8"] = record
+        extra["tensorrt_int8"] = trt_record
+        # ModelMeta writes the file (its format in one place), in the work folder; its bytes go
+        # to model.json's temporary name, renamed last
+        written = meta.with_updates(int8_onnx_file=INT8_ONNX_FILE, extra=extra).save(tmp)
+        meta_file.write_bytes(written.read_bytes())
     return record
 
 

@@ -189,20 +189,24 @@ def cache_scales(ranges: dict[str, tuple[float, float]], graph_nodes: Iterable[A
 
 
 def write_artifacts(model_dir: Path, meta: Any, corrected: Path, plan: dict[str, list[str]],
-                    ranges: dict[str, tuple[float, float]], windows: dict[int, np.ndarray]) -> dict[str, Any]:
+                    ranges: dict[str, tuple[float, float]], windows: dict[int, np.ndarray], *,
+                    qdq_path: Path | None = None, cache_path: Path | None = None) -> dict[str, Any]:
     """Write TRT_QDQ_FILE and CALIBRATION_CACHE_FILE into model_dir from one calibration
-    (cpu_int8.measure's graph, plan and ranges); returns model.json's ``extra.tensorrt_int8``."""
+    (cpu_int8.measure's graph, plan and ranges); returns model.json's ``extra.tensorrt_int8``.
+    qdq_path and cache_path: write them there instead (the temporary files that calibrate
+    renames to those names once the whole set is made and checked); the record names them
+    by their names in model_dir all the same."""
     onnx = require("onnx", "TensorRT's INT8 artifacts")
     from rfclassify.quant.cpu_int8 import agreement, write_qdq
 
     model_dir = Path(model_dir)
-    qdq = model_dir / TRT_QDQ_FILE
+    qdq = qdq_path or model_dir / TRT_QDQ_FILE
     write_qdq(corrected, qdq, plan, ranges, windows, symmetric=True)
     static_files = dict((meta.extra.get("export") or {}).get("static_files") or {})
     static_paths = [model_dir / f for f in static_files.values() if (model_dir / f).is_file()]
     nodes = list(onnx.load(str(corrected)).graph.node)
     scales, grown = cache_scales(ranges, nodes, static_tensor_names(static_paths) if static_paths else None)
-    cache = model_dir / CALIBRATION_CACHE_FILE
+    cache = cache_path or model_dir / CALIBRATION_CACHE_FILE
     write_atomic(cache, cache_text(scales))
     fp32 = model_dir / meta.onnx_file
     record: dict[str, Any] = {

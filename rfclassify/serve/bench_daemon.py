@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     # without it is told what is missing instead of "unrecognized arguments" for every option
     if importlib.util.find_spec("zmq") is None:
         raise ConfigError("the daemon benchmark needs pyzmq (`pip install pyzmq`)")
-    from rfclassify.serve.demo import EXIT_STATUS, Terminated, sigterm_as_interrupt
+    from rfclassify._signals import EXIT_STATUS, Terminated, sigterm_as_interrupt
 
     to_stdout = args.json is not None and str(args.json) == "-"
     if args.json is not None and not to_stdout:

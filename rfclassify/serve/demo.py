@@ -5,24 +5,23 @@ The daemon runs exactly as `rfclassify serve` would (same threads, real ZeroMQ s
 backend with the shipped model; the simulator hands bursts over PUSH/PULL (lossless, so the
 accuracy counts every burst) and a subscriber collects the published results.
 The summary comes from the daemon's own status after its drain (the same counters, latency
-percentiles and live accuracy `rfclassify status` shows). `local_config`, `ResultCollector` and
-`sigterm_as_interrupt` are shared with `rfclassify bench daemon` and the tests.
+percentiles and live accuracy `rfclassify status` shows). `local_config` and `ResultCollector`
+are shared with `rfclassify bench daemon` and the tests; SIGTERM becomes Ctrl-C's Terminated
+through rfclassify._signals' `sigterm_as_interrupt`, which `rfclassify demo` holds around it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import zmq
 
+from rfclassify._signals import Terminated
 from rfclassify.serve.config import (
     BatchingConfig,
     ControlConfig,
@@ -38,35 +37,6 @@ from rfclassify.serve.control import open_socket
 LOOPBACK_ANY_PORT = "tcp://127.0.0.1:*"
 #: how long the demo waits for its answers after the last burst was due to be sent
 GRACE_S = 30.0
-#: the exit status of a command stopped by Ctrl-C or SIGTERM (128 + the signal's number)
-EXIT_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (`kill`, `timeout`), raised in the main thread as Ctrl-C's KeyboardInterrupt is,
-    so that it takes the same way out: the daemon stopped, the refiners' worker processes and
-    the load generator ended, the temporary folder removed. Without it the process died at
-    once and left all of them behind."""
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While it lasts, SIGTERM raises Terminated in the main thread, once (a second one while
-    the first's clean-up runs is ignored; SIGKILL is still there). For `demo` and `bench
-    daemon` only: `serve` drains on SIGTERM without raising. Elsewhere than in the main thread
-    it changes nothing (Python runs signal handlers there only)."""
-    def on_sigterm(_signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated("SIGTERM")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def local_config(control_dir: str | Path, *, model_dir: str = "", backend: str = "auto",
