@@ -437,3 +437,37 @@ def test_close_kills_a_worker_that_does_not_end_in_time(monkeypatch):
     t0 = time.monotonic()
     pool.close()
     assert time.monotonic() - t0 < 10 and _gone(pid)
+
+
+@needs_proc
+@pytest.mark.timeout(180)
+def test_a_pool_closed_after_a_job_that_broke_it_ends_its_other_workers():
+    """`fit-refiner --workers N` closed its pool with shutdown(): when a worker died (the OOM
+    killer, kill -9) ProcessPoolExecutor ended the others with SIGTERM, which they ignore, and
+    the fit waited for them for good, in shutdown() and again at the interpreter's exit."""
+    import os
+    import signal
+    from concurrent.futures import BrokenExecutor
+
+    from rfclassify.engine.refiner import start_pool
+    from rfclassify.engine.refiner_pool import pool_closed_after
+
+    executor = start_pool(3)
+    pids, manager = list(executor._processes), executor._executor_manager_thread
+    try:
+        deadline = time.monotonic() + 10
+        while (holder := _queue_lock_holder(pids)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if holder is None:
+            pytest.skip("/proc/PID/wchan does not tell which worker holds the task queue's lock")
+        os.kill(holder, signal.SIGKILL)
+        with pytest.raises(BrokenExecutor):
+            with pool_closed_after(executor):
+                executor.submit(abs, -3).result(timeout=30)
+        assert wait_for(lambda: all(_gone(pid) for pid in pids), 10), "the broken pool's workers live on"
+        manager.join(10)
+        assert not manager.is_alive(), "the broken pool's manager thread waits for ever"
+    finally:
+        for pid in pids:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)

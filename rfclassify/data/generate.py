@@ -277,7 +277,7 @@ def _results(tasks: list[ChunkTask], workers: int,
         for t in tasks:
             yield make_chunk(t)
         return
-    from rfclassify.engine.refiner_pool import become_child_worker, end_processes, starting_processes
+    from rfclassify.engine.refiner_pool import become_child_worker, pool_closed_after, starting_processes
 
     # Ctrl-C and a SIGTERM to the process group are the parent's to handle (it stops at a chunk
     # boundary, kills the workers and removes the partial file): a worker that took them died
@@ -285,20 +285,17 @@ def _results(tasks: list[ChunkTask], workers: int,
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=become_child_worker)
     pending: dict[int, cf.Future[ChunkResult]] = {}
     next_submit = 0
-    try:
-        for i in range(len(tasks)):
-            while next_submit < len(tasks) and next_submit < i + 2 * workers:
-                with starting_processes():   # a submit may start a worker: deaf to Ctrl-C from its first line
-                    pending[next_submit] = pool.submit(make_chunk, tasks[next_submit])
-                next_submit += 1
-            yield _when_done(pending.pop(i), check)
-    except cf.BrokenExecutor:   # a worker killed (the kernel's OOM killer, say): its traceback said no more
-        end_processes(pool, 0.0)
-        raise InternalError("a worker process ended abruptly (killed, or out of memory)") from None
-    except BaseException:
-        end_processes(pool, 0.0)    # SIGKILL, since they ignore SIGTERM: their chunks are nobody's
-        raise
-    pool.shutdown(wait=True)
+    # ended with SIGKILL on an error or an interrupt, since they ignore SIGTERM: their chunks are nobody's
+    with pool_closed_after(pool):
+        try:
+            for i in range(len(tasks)):
+                while next_submit < len(tasks) and next_submit < i + 2 * workers:
+                    with starting_processes():   # a submit may start a worker: deaf to Ctrl-C from its first line
+                        pending[next_submit] = pool.submit(make_chunk, tasks[next_submit])
+                    next_submit += 1
+                yield _when_done(pending.pop(i), check)
+        except cf.BrokenExecutor:   # a worker killed (the kernel's OOM killer, say): its traceback said no more
+            raise InternalError("a worker process ended abruptly (killed, or out of memory)") from None
 
 
 def _when_done(future: cf.Future[ChunkResult], check: Callable[[], None]) -> ChunkResult:

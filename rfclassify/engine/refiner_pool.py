@@ -15,8 +15,8 @@ Ctrl-C and SIGTERM from the first instruction of its interpreter (the parent sto
 by itself when the parent process is gone, killed or not (a SIGTERM or SIGKILL to `rfclassify
 demo` left its two workers running under PID 1, blocked for ever on a queue no one would write
 to again). Since such a worker outlives a SIGTERM, the pool's processes are ended here with
-SIGKILL where they must be (`end_processes`): ProcessPoolExecutor ends the rest of a broken
-pool with SIGTERM.
+SIGKILL where they must be (`end_processes`; a pool used for one job: `pool_closed_after`):
+ProcessPoolExecutor ends the rest of a broken pool with SIGTERM.
 """
 
 from __future__ import annotations
@@ -151,6 +151,21 @@ def end_processes(executor: Executor, wait_s: float, join: bool = True) -> None:
             process.kill()
     if join and manager is not None and manager is not threading.current_thread():
         manager.join(CLOSE_WAIT_S)
+
+
+@contextlib.contextmanager
+def pool_closed_after(executor: Executor) -> Iterator[Executor]:
+    """`executor` (a pool of child workers, start_pool's) ended with the block: its workers
+    given CLOSE_WAIT_S to end where the block finished, killed at once where it raised (a
+    broken pool's other workers too: ProcessPoolExecutor ends them with SIGTERM, which they
+    ignore, and then waits for them). A refiner fit whose worker died (the OOM killer, kill
+    -9) waited for the others for good, in shutdown() and again at the interpreter's exit."""
+    try:
+        yield executor
+    except BaseException:
+        end_processes(executor, 0.0)
+        raise
+    end_processes(executor, CLOSE_WAIT_S)
 
 
 def map_chunksize(n: int) -> int:

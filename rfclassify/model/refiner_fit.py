@@ -23,6 +23,7 @@ high-order alphabets), saved as refiner_low_order.npz and recorded in model.json
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +48,7 @@ from rfclassify.engine.refiner import (LIGHT_REFINER_FILE, LOW_ORDER_REFINER_FIL
                                       start_pool, statistics_many, worker_statistics_settings)
 from rfclassify.dsp.symbol_clock import RATE_RULES, STRONGEST_LINE
 from rfclassify.engine.dc_pass import FitRoute
+from rfclassify.engine.refiner_pool import pool_closed_after
 from rfclassify.engine.sequence_net import SequenceNet
 from rfclassify.engine.tree_ensemble import TreeEnsemble
 from rfclassify.labels import HIGH_ORDER_LABELS, LOW_ORDER_LABELS
@@ -224,12 +226,9 @@ def routed_examples(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple
     if cfg.workers > 1:
         pool = start_pool(cfg.workers, sequence_net, equalizer, rule,
                           setup=(_load_worker_network, (str(model_dir), cfg.backend)))
-    try:
+    with contextlib.nullcontext() if pool is None else pool_closed_after(pool):
         return _routed_examples(model_dir, cfg, classes, progress, pool, sequence_net, equalizer, rule,
                                 dc_route(model_dir, cfg, classes), em_labels, cfg.em_gate, cfg.em_classes)
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
 
 
 _worker_network: Any = None     # a fit worker's Classifier (the network alone), set by _load_worker_network
@@ -405,7 +404,7 @@ def em_columns(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str,
     pool = start_pool(cfg.workers, rate_rule=rate_rule) if cfg.workers > 1 else None
     jobs: list[tuple[int, Any]] = []
     row = 0
-    try:
+    with contextlib.nullcontext() if pool is None else pool_closed_after(pool):
         for chunk, (lab, length, snr, bursts) in enumerate(fit_bursts(model_dir, cfg, classes), 1):
             for i, x in enumerate(bursts):
                 if row < n and (int(ex["length"][row]) == length and ex["snr_db"][row] == np.float32(snr[i])
@@ -422,9 +421,6 @@ def em_columns(model_dir: str | Path, cfg: RefinerFitConfig, classes: tuple[str,
                               "made with another seed, per_class or training recipe")
         for r, job in jobs:
             out[r] = job.result() if isinstance(job, Future) else job
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
     return out
 
 
