@@ -136,8 +136,6 @@ class _Damaged:
     length past what is read), for one line on stderr naming the file: with --quiet the summary
     counted them (unreadable N) but named neither file nor burst."""
 
-    REASONS = ("unreadable", "too_long")   # rfclassify.data.reader.Unreadable's
-
     def __init__(self, path: str) -> None:
         self.path = path
         self.counts: Counter[str] = Counter()
@@ -145,7 +143,9 @@ class _Damaged:
 
     def add(self, r: Any) -> None:
         """The reject of a burst its reader gave no samples for (file_bursts.unread)."""
-        if r.reject_reason in self.REASONS:
+        from rfclassify.data.reader import TOO_LONG, UNREADABLE
+
+        if r.reject_reason in (UNREADABLE, TOO_LONG):
             self.counts[r.reject_reason] += 1
             self.first = self.first or r.reject_detail
 

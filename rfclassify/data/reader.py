@@ -37,11 +37,16 @@ MAX_READ_SAMPLES = 1 << 20
 _READ_ERRORS = (OSError, RuntimeError)
 
 
+#: the reject codes of an Unreadable: its /length passes MAX_READ_SAMPLES; its samples lie in a
+#: damaged chunk of /iq
+TOO_LONG, UNREADABLE = "too_long", "unreadable"
+
+
 @dataclass(frozen=True)
 class Unreadable:
-    """A burst whose samples cannot be read: reason a reject code ("too_long": its /length
-    passes MAX_READ_SAMPLES; "unreadable": its samples lie in a damaged chunk of /iq), detail
-    a line naming the burst."""
+    """A burst whose samples cannot be read: reason a reject code (TOO_LONG, UNREADABLE), detail
+    a line naming the burst. (The engine's file readers carry it on as file_bursts.UnreadSamples,
+    which raises it as a reject; this package does not import the engine.)"""
 
     reason: str
     detail: str
@@ -239,8 +244,8 @@ class DatasetReader:
         out: list[np.ndarray | Unreadable | None] = [None] * idx.size
         lengths = self.lengths[idx]
         for j in np.flatnonzero(lengths > MAX_READ_SAMPLES):
-            out[j] = Unreadable("too_long", f"burst {idx[j]} claims {int(lengths[j]):,} samples, past the longest "
-                                            f"read, {MAX_READ_SAMPLES:,} (the daemon's max_burst_samples)")
+            out[j] = Unreadable(TOO_LONG, f"burst {idx[j]} claims {int(lengths[j]):,} samples, past the longest "
+                                          f"read, {MAX_READ_SAMPLES:,} (the daemon's max_burst_samples)")
         fits = np.flatnonzero(lengths <= MAX_READ_SAMPLES)
         order = fits[np.argsort(idx[fits], kind="stable")]
         # Bursts are usually stored back to back: each run of adjacent examples whose samples
@@ -280,8 +285,8 @@ class DatasetReader:
         try:
             return self._samples([(o, o + n)])[0]
         except _READ_ERRORS as exc:
-            return Unreadable("unreadable", f"burst {i}: its samples ({o}..{o + n - 1} of /{schema.IQ}) "
-                                            f"cannot be read ({exc})")
+            return Unreadable(UNREADABLE, f"burst {i}: its samples ({o}..{o + n - 1} of /{schema.IQ}) "
+                                          f"cannot be read ({exc})")
 
     def _samples(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         """The samples of ascending, disjoint [lo, hi) ranges of /iq."""

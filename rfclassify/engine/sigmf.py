@@ -379,11 +379,10 @@ def _sigmf_int(obj: dict, key: str, default: int, meta_path: Path) -> int:
     """obj[key] as an int (default when absent; a float of integral value, as some writers
     put it, taken); InputError naming it when it is not one."""
     value = obj.get(key, default)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+    whole = _whole(value)
+    if whole is None:
         raise InputError(f"{meta_path}: {key} must be an integer, got {quoted(value)}")
-    return value
+    return whole
 
 
 def _whole(value: object) -> int | None:
