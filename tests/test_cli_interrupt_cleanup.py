@@ -16,115 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from processes import LINUX, Command, cmdline, running, stat_fields
 
-ROOT = Path(__file__).resolve().parents[1]
-LINUX = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
-#: SIGINT at its default in the command (a background job's shell would have it ignored), then
-#: `python -m rfclassify ARGS`
-_EXEC_RFCLASSIFY = (
-    "import os, signal, sys\n"
-    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'rfclassify', *sys.argv[1:]])\n")
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}
-
-
-# -- processes --------------------------------------------------------------------------------
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _descendants(pid: int) -> dict[int, str]:
-    """pid -> start time of every process under `pid` (its children, theirs, ...)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
-            parents.setdefault(int(st[1]), []).append(int(entry.name))
-    found: dict[int, str] = {}
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found and (st := _stat(child)) is not None:
-                found[child] = st[19]
-                todo.append(child)
-    return found
-
-
-def _running(processes: dict[int, str]) -> list[int]:
-    """Those of `processes` (pid -> start time) still running: not ended, not a zombie, not
-    another process that took the number since."""
-    return [pid for pid, started in processes.items()
-            if (st := _stat(pid)) is not None and st[0] != "Z" and st[19] == started]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-class Command:
-    """`python -m rfclassify ARGS` in a process group of its own, its temporary folders in `tmp`."""
-
-    def __init__(self, args: list[str], tmp: Path, cwd: Path = ROOT) -> None:
-        self.tmp = tmp
-        self.log_path = tmp.parent / f"{tmp.name}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "-c", _EXEC_RFCLASSIFY, *args], stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                                     env={**os.environ, "TMPDIR": str(tmp)})
-        self.started: dict[int, str] = {}
-
-    def output(self) -> str:
-        return self.log_path.read_text()
-
-    def wait_for(self, condition, timeout_s: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            assert self.proc.poll() is None, f"ended early ({self.proc.returncode}):\n{self.output()}"
-            assert time.monotonic() < deadline, f"timed out waiting:\n{self.output()}"
-            time.sleep(0.02)
-
-    def note_processes(self) -> dict[int, str]:
-        self.started.update(_descendants(self.proc.pid))
-        return self.started
-
-    def signal(self, signum: int, group: bool = False) -> int:
-        """Send `signum` to the command (group: to its whole process group, as Ctrl-C, `timeout`
-        and systemd do) and return its exit status."""
-        if group:
-            os.killpg(self.proc.pid, signum)
-        else:
-            os.kill(self.proc.pid, signum)
-        return self.proc.wait(120)
-
-    def still_running(self, timeout_s: float = 20.0) -> list[int]:
-        """Processes it started that still run `timeout_s` after it ended (a worker notices
-        its parent's end within moments)."""
-        deadline = time.monotonic() + timeout_s
-        while (left := _running(self.started)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return left
-
-    def kill_all(self) -> None:
-        for pid in _running(self.started):
-            os.kill(pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        self.log.close()
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -216,7 +115,7 @@ def test_calibrate_names_why_it_left_bursts_out(calibrated, tiny_dataset, tmp_pa
 def _workers_started(cmd: Command, workers: int) -> bool:
     """The fork server and `workers` processes forked from it, all under the command."""
     under = cmd.note_processes()
-    return sum("forkserver" in _cmdline(pid) for pid in _running(under)) >= 1 + workers
+    return sum("forkserver" in cmdline(pid) for pid in running(under)) >= 1 + workers
 
 
 @LINUX
@@ -236,7 +135,7 @@ def test_generate_stopped_ends_its_workers_and_removes_its_partial_file(tmp_path
     try:
         cmd.wait_for(lambda: _workers_started(cmd, 2) and out.with_name("g.h5.partial").exists())
         rc = cmd.signal(signum, group=group)
-        assert cmd.still_running() == [], {pid: _cmdline(pid) for pid in _running(cmd.started)}
+        assert cmd.still_running() == [], {pid: cmdline(pid) for pid in running(cmd.started)}
         if signum == signal.SIGKILL:
             assert rc == EXIT[signum]
             return
@@ -256,14 +155,14 @@ def test_generate_whose_worker_is_killed_says_so_in_one_line(tmp_path):
                    "--workers", "2", "--seed", "3"], tmp)
     try:
         cmd.wait_for(lambda: _workers_started(cmd, 2))
-        server = next(pid for pid in _running(cmd.started)
-                      if "forkserver" in _cmdline(pid) and int(_stat(pid)[1]) == cmd.proc.pid)
-        worker = next(pid for pid in _running(cmd.started) if int(_stat(pid)[1]) == server)
+        server = next(pid for pid in running(cmd.started)
+                      if "forkserver" in cmdline(pid) and int(stat_fields(pid)[1]) == cmd.proc.pid)
+        worker = next(pid for pid in running(cmd.started) if int(stat_fields(pid)[1]) == server)
         os.kill(worker, signal.SIGKILL)
         assert cmd.proc.wait(120) == 1
         out_text = cmd.output()
         assert "internal error: a worker process ended abruptly" in out_text and "Traceback" not in out_text, out_text
-        assert cmd.still_running() == [], {pid: _cmdline(pid) for pid in _running(cmd.started)}
+        assert cmd.still_running() == [], {pid: cmdline(pid) for pid in running(cmd.started)}
         assert list(out.parent.iterdir()) == []
     finally:
         cmd.kill_all()

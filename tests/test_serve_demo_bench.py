@@ -22,112 +22,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import LINUX, ROOT, Command, cmdline, running
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("zmq")
 
-ROOT = Path(__file__).resolve().parents[1]
-LINUX = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
-
-
-# -- processes --------------------------------------------------------------------------------
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _descendants(pid: int) -> dict[int, str]:
-    """pid -> start time of every process under `pid` (its children, theirs, ...)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
-            parents.setdefault(int(st[1]), []).append(int(entry.name))
-    found: dict[int, str] = {}
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found and (st := _stat(child)) is not None:
-                found[child] = st[19]
-                todo.append(child)
-    return found
-
-
-def _running(processes: dict[int, str]) -> list[int]:
-    """Those of `processes` (pid -> start time) still running: not ended, not a zombie, not
-    another process that took the number since."""
-    return [pid for pid, started in processes.items()
-            if (st := _stat(pid)) is not None and st[0] != "Z" and st[19] == started]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 #: the cores a Command may use: the daemon then starts two refiner workers (auto_refiner_workers),
 #: not one a core of a large host
 COMMAND_CORES = 2
-_EXEC_RFCLASSIFY = (
-    "import os, signal, sys\n"
-    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "if hasattr(os, 'sched_setaffinity'):\n"
-    f"    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:{COMMAND_CORES}])\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'rfclassify', *sys.argv[1:]])\n")
 
 
 def _expected_workers() -> int:
     from rfclassify._cpus import auto_refiner_workers
 
     return auto_refiner_workers(min(len(os.sched_getaffinity(0)), COMMAND_CORES))
-
-
-class Command:
-    """`python -m rfclassify ARGS` in a process group of its own, SIGINT at its default (a
-    shell's background job would ignore it), on at most COMMAND_CORES cores, temporary folders
-    under `tmp`."""
-
-    def __init__(self, args: list[str], tmp: Path) -> None:
-        self.log_path = tmp / "out.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "-c", _EXEC_RFCLASSIFY, *args], stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-                                     env={**os.environ, "TMPDIR": str(tmp)})
-        self.started: dict[int, str] = {}
-
-    def output(self) -> str:
-        return self.log_path.read_text()
-
-    def wait_for(self, condition, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            assert self.proc.poll() is None, f"ended early ({self.proc.returncode}):\n{self.output()}"
-            assert time.monotonic() < deadline, f"timed out waiting:\n{self.output()}"
-            time.sleep(0.1)
-
-    def note_processes(self) -> dict[int, str]:
-        self.started.update(_descendants(self.proc.pid))
-        return self.started
-
-    def ended_cleanly(self, timeout_s: float = 20.0) -> list[int]:
-        """Processes it started that still run `timeout_s` after it ended (waiting for them:
-        a worker notices its parent's end within moments, the resource tracker after them)."""
-        deadline = time.monotonic() + timeout_s
-        while (left := _running(self.started)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return left
-
-    def kill_all(self) -> None:
-        for pid in _running(self.started):
-            os.kill(pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -161,15 +69,15 @@ def test_a_signal_to_the_demo_ends_it_and_every_process_it_started(refiner_model
     Both left the workers running under PID 1 (and SIGTERM the temporary folder)."""
     tmp = tmp_path_factory.mktemp("demo")     # short: the control socket's path must fit 107 bytes
     cmd = Command(["demo", "--model-dir", str(refiner_model_dir), "--backend", "onnxruntime", "--count", "400",
-                   "--rate", "5", "--lines", "1"], tmp)
+                   "--rate", "5", "--lines", "1"], tmp, cores=COMMAND_CORES)
     try:
         cmd.wait_for(lambda: "\n#" in cmd.output())      # the first result: the run is under way
         started = cmd.note_processes()
-        workers = sum("spawn_main" in _cmdline(pid) for pid in started)
-        assert workers == _expected_workers(), {p: _cmdline(p) for p in started}
+        workers = sum("spawn_main" in cmdline(pid) for pid in started)
+        assert workers == _expected_workers(), {p: cmdline(p) for p in started}
         os.kill(cmd.proc.pid, signum)
         assert cmd.proc.wait(60) == expected_rc, cmd.output()
-        assert cmd.ended_cleanly() == [], {p: _cmdline(p) for p in _running(started)}
+        assert cmd.still_running() == [], {p: cmdline(p) for p in running(started)}
         out = cmd.output()
         assert "Traceback" not in out, out
         if signum == signal.SIGTERM:
@@ -186,15 +94,15 @@ def test_a_signal_to_bench_daemon_ends_its_load_generator(tiny_model_dir, tmp_pa
     left it sending for ever under PID 1."""
     tmp = tmp_path_factory.mktemp("bench")
     cmd = Command(["bench", "daemon", "--model-dir", str(tiny_model_dir), "--backend", "onnxruntime",
-                   "--seconds", "6", "--rate", "20"], tmp)
+                   "--seconds", "6", "--rate", "20"], tmp, cores=COMMAND_CORES)
     try:
         # the tiny model has no refiner: the one spawned process is the load generator
-        cmd.wait_for(lambda: any("spawn_main" in _cmdline(pid) for pid in cmd.note_processes()))
+        cmd.wait_for(lambda: any("spawn_main" in cmdline(pid) for pid in cmd.note_processes()))
         time.sleep(0.5)
         cmd.note_processes()
         os.kill(cmd.proc.pid, signum)
         assert cmd.proc.wait(60) == expected_rc, cmd.output()
-        assert cmd.ended_cleanly() == [], {p: _cmdline(p) for p in _running(cmd.started)}
+        assert cmd.still_running() == [], {p: cmdline(p) for p in running(cmd.started)}
         out = cmd.output()
         assert "Traceback" not in out, out
         if signum == signal.SIGTERM:
