@@ -7,9 +7,9 @@ Workers only compute chunks; the parent writes them in chunk order, keeping at m
 2 x workers chunks in flight. So the file is identical for a seed whatever the worker count,
 and memory stays bounded by a few chunks.
 
-Stopping: Ctrl-C, and SIGTERM where the CLI makes it an exception (rfclassify.cli's
-Terminated), are taken at the next chunk boundary; the partial file is removed and the
-workers are killed (they ignore both signals, which reach the whole process group, and end
+Stopping: Ctrl-C, and SIGTERM where the CLI makes it an exception
+(rfclassify._signals.Terminated), are taken at the next chunk boundary; the partial file is
+removed and the workers are killed (they ignore both signals, which reach the whole process group, and end
 by themselves when this process is gone, killed or not: a SIGTERM once left them running
 under PID 1 for good, ~140 MB each).
 
