@@ -118,6 +118,16 @@ def _workers_started(cmd: Command, workers: int) -> bool:
     return sum("forkserver" in cmdline(pid) for pid in running(under)) >= 1 + workers
 
 
+def _generate_with_two_workers(tmp_path: Path) -> tuple[Path, Command]:
+    """`dataset generate --workers 2` of a file that takes a while, into tmp_path/out: (the file
+    it writes, the command)."""
+    out = tmp_path / "out" / "g.h5"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    return out, Command(["dataset", "generate", "--out", str(out), "--per-cell", "400", "--length-max", "2048",
+                         "--workers", "2", "--seed", "3"], tmp)
+
+
 @LINUX
 @pytest.mark.parametrize("signum, group", [
     (signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True), (signal.SIGKILL, False),
@@ -127,11 +137,7 @@ def test_generate_stopped_ends_its_workers_and_removes_its_partial_file(tmp_path
     under PID 1 for good (~140 MB each) beside OUT.h5.partial. A SIGTERM to the whole group
     (`timeout`, systemd) killed the workers too, and left the partial file. SIGKILL cannot
     clean up, but the workers still end with their parent."""
-    out = tmp_path / "out" / "g.h5"
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    cmd = Command(["dataset", "generate", "--out", str(out), "--per-cell", "400", "--length-max", "2048",
-                   "--workers", "2", "--seed", "3"], tmp)
+    out, cmd = _generate_with_two_workers(tmp_path)
     try:
         cmd.wait_for(lambda: _workers_started(cmd, 2) and out.with_name("g.h5.partial").exists())
         rc = cmd.signal(signum, group=group)
@@ -148,11 +154,7 @@ def test_generate_stopped_ends_its_workers_and_removes_its_partial_file(tmp_path
 @LINUX
 def test_generate_whose_worker_is_killed_says_so_in_one_line(tmp_path):
     """A worker killed (the OOM killer, say): BrokenProcessPool's traceback, exit 1, before."""
-    out = tmp_path / "out" / "g.h5"
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    cmd = Command(["dataset", "generate", "--out", str(out), "--per-cell", "400", "--length-max", "2048",
-                   "--workers", "2", "--seed", "3"], tmp)
+    out, cmd = _generate_with_two_workers(tmp_path)
     try:
         cmd.wait_for(lambda: _workers_started(cmd, 2))
         server = next(pid for pid in running(cmd.started)

@@ -7,6 +7,7 @@ test_engine_refiner.py; a daemon's drain under a group's SIGTERM in test_serve_g
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -190,6 +191,40 @@ def _gone(pid: int) -> bool:
         return not os.path.exists(f"/proc/{pid}")
 
 
+@contextlib.contextmanager
+def _workers_held_while_starting(tmp_path, body: str):
+    """_script(body) with each spawned worker's start held for two seconds (a sitecustomize)
+    once it has begun: yields (process, its output file, the workers' pids) when both of
+    start_pool(2)'s workers are in that hold; everything it started is killed afterwards."""
+    import os
+    import signal
+
+    site = tmp_path / "site"
+    site.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "if '--multiprocessing-fork' in sys.argv:\n"
+        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(2.0)\n")
+    proc, out, path = _script(tmp_path, body, path_first=str(site))
+    try:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(os.listdir(marks)) == 2, path.read_text()     # both workers are starting
+        yield proc, path, list(map(int, os.listdir(marks)))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for pid in map(int, os.listdir(marks)):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        out.close()
+
+
 @needs_proc
 def test_a_refiner_worker_ends_when_its_parent_process_is_killed(tmp_path):
     """A SIGKILL to a daemon (or a demo's SIGTERM, before it was taken as Ctrl-C) left its
@@ -232,45 +267,23 @@ def test_refiner_workers_ignore_a_ctrl_c_that_comes_while_their_interpreters_sta
     import os
     import signal
 
-    site = tmp_path / "site"
-    site.mkdir()
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, sys, time\n"
-        "if '--multiprocessing-fork' in sys.argv:\n"
-        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(2.0)\n")
-    proc, out, path = _script(tmp_path, "from rfclassify.engine.refiner import start_pool\n"
-                                        "try:\n"
-                                        "    pool = start_pool(2)\n"
-                                        "except KeyboardInterrupt:\n"
-                                        "    print('parent interrupted', flush=True)\n"
-                                        "    sys.exit(130)\n"
-                                        "pool.shutdown()\n",
-                              path_first=str(site))
-    try:
-        deadline = time.monotonic() + 120
-        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert len(os.listdir(marks)) == 2, path.read_text()     # both workers are starting
+    body = ("from rfclassify.engine.refiner import start_pool\n"
+            "try:\n"
+            "    pool = start_pool(2)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('parent interrupted', flush=True)\n"
+            "    sys.exit(130)\n"
+            "pool.shutdown()\n")
+    with _workers_held_while_starting(tmp_path, body) as (proc, path, workers):
         os.killpg(proc.pid, signal.SIGINT)                          # Ctrl-C
         assert proc.wait(60) == 130, path.read_text()
         text = path.read_text()
         assert "parent interrupted" in text and "KeyboardInterrupt" not in text and "Traceback" not in text, text
-        for pid in map(int, os.listdir(marks)):
+        for pid in workers:
             deadline = time.monotonic() + 20
             while not _gone(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert _gone(pid)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        for pid in map(int, os.listdir(marks)):
-            if not _gone(pid):
-                os.kill(pid, signal.SIGKILL)
-        out.close()
 
 
 @needs_proc
@@ -340,38 +353,16 @@ def test_refiner_workers_outlive_a_sigterm_that_comes_while_their_interpreters_s
     import os
     import signal
 
-    site = tmp_path / "site"
-    site.mkdir()
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, sys, time\n"
-        "if '--multiprocessing-fork' in sys.argv:\n"
-        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(2.0)\n")
-    proc, out, path = _script(tmp_path, "from rfclassify.engine.refiner import start_pool\n"
-                                        "pool = start_pool(2)\n"
-                                        "print('started', pool.submit(abs, -3).result(30), flush=True)\n"
-                                        "pool.shutdown()\n",
-                              path_first=str(site))
-    try:
-        deadline = time.monotonic() + 120
-        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert len(os.listdir(marks)) == 2, path.read_text()     # both workers are starting
-        for pid in map(int, os.listdir(marks)):
+    body = ("from rfclassify.engine.refiner import start_pool\n"
+            "pool = start_pool(2)\n"
+            "print('started', pool.submit(abs, -3).result(30), flush=True)\n"
+            "pool.shutdown()\n")
+    with _workers_held_while_starting(tmp_path, body) as (proc, path, workers):
+        for pid in workers:
             os.kill(pid, signal.SIGTERM)
         assert proc.wait(120) == 0, path.read_text()
         text = path.read_text()
         assert "started 3" in text and "Traceback" not in text, text
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        for pid in map(int, os.listdir(marks)):
-            if not _gone(pid):
-                os.kill(pid, signal.SIGKILL)
-        out.close()
 
 
 def _queue_lock_holder(pids: list[int]) -> int | None:
