@@ -136,9 +136,13 @@ def test_a_serving_batch_goes_to_the_pool_one_burst_a_task_and_a_fits_thousands_
     assert [map_chunksize(n) for n in (0, 1, 64, 255, 256, 1_000, 60_000)] == [1, 1, 1, 1, 1, 3, 234]
 
 
-def test_a_refiner_worker_ignores_ctrl_c_which_the_daemon_handles():
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_refiner_worker_outlives_the_signals_its_process_group_gets(signame):
     """Ctrl-C reaches the whole process group: each worker died with a KeyboardInterrupt
-    traceback on the terminal while the daemon drained (sixty-sixth session)."""
+    traceback on the terminal while the daemon drained (sixty-sixth session). So does SIGTERM
+    from `timeout`, `kill -TERM -PGID`, supervisord's stopasgroup or a shell's job control:
+    each worker died of it, and the daemon's pool broke in the middle of its drain
+    (test_serve_group_sigterm.py has the daemon)."""
     import os
     import signal
     import time
@@ -148,7 +152,7 @@ def test_a_refiner_worker_ignores_ctrl_c_which_the_daemon_handles():
     pool = start_pool(1)
     try:
         (pid,) = [p.pid for p in pool._processes.values()]
-        os.kill(pid, signal.SIGINT)
+        os.kill(pid, getattr(signal, signame))
         time.sleep(0.5)
         assert pool.submit(abs, -3).result(timeout=30) == 3      # the worker lives and works
         assert pid in [p.pid for p in pool._processes.values()]
@@ -325,26 +329,6 @@ def test_a_ctrl_c_or_sigterm_while_processes_start_is_raised_once_they_have():
         signal.signal(signal.SIGINT, previous_int)
 
 
-def test_a_refiner_worker_outlives_a_sigterm_to_its_process_group():
-    """`timeout`, `kill -TERM -PGID`, supervisord's stopasgroup and a shell's job control send
-    SIGTERM to the whole group: each worker died of it, and the daemon's pool broke in the
-    middle of its drain (test_serve_group_sigterm.py has the daemon)."""
-    import os
-    import signal
-
-    from rfclassify.engine.refiner import start_pool
-
-    pool = start_pool(1)
-    try:
-        (pid,) = [p.pid for p in pool._processes.values()]
-        os.kill(pid, signal.SIGTERM)
-        time.sleep(0.5)
-        assert pool.submit(abs, -3).result(timeout=30) == 3      # the worker lives and works
-        assert pid in [p.pid for p in pool._processes.values()]
-    finally:
-        pool.shutdown()
-
-
 @needs_proc
 def test_refiner_workers_outlive_a_sigterm_that_comes_while_their_interpreters_start(tmp_path):
     """A spawned interpreter imports for a second or more before its initializer runs; a
@@ -378,14 +362,27 @@ def _queue_lock_holder(pids: list[int]) -> int | None:
     return readers[0] if len(readers) == 1 and all("futex" in waits[p] for p in pids if p != readers[0]) else None
 
 
+def _kill_queue_lock_holder(pids: list[int]) -> int:
+    """SIGKILL to the idle pool worker holding the task queue's lock (as the OOM killer might
+    pick it); its pid. The test is skipped where /proc/PID/wchan does not tell which it is."""
+    import os
+    import signal
+
+    deadline = time.monotonic() + 10
+    while (holder := _queue_lock_holder(pids)) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if holder is None:
+        pytest.skip("/proc/PID/wchan does not tell which worker holds the task queue's lock")
+    os.kill(holder, signal.SIGKILL)
+    return holder
+
+
 @needs_proc
 def test_the_other_workers_of_a_broken_pool_are_killed_since_they_ignore_sigterm(caplog):
     """ProcessPoolExecutor ends the rest of a broken pool with SIGTERM (Python 3.11-3.13) and
     waits for them. A worker killed while it held the task queue's lock left the others
     waiting for it for good; ignoring SIGTERM, they outlived that, and so did the pool's manager
     thread, which the interpreter joins at exit. RefinerPool.broke kills them."""
-    import os
-    import signal
     from concurrent.futures import BrokenExecutor
     from functools import partial
 
@@ -396,12 +393,7 @@ def test_the_other_workers_of_a_broken_pool_are_killed_since_they_ignore_sigterm
         first = pool.executor
         manager = first._executor_manager_thread
         pids = list(first._processes)
-        deadline = time.monotonic() + 10
-        while (holder := _queue_lock_holder(pids)) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if holder is None:
-            pytest.skip("/proc/PID/wchan does not tell which worker holds the task queue's lock")
-        os.kill(holder, signal.SIGKILL)
+        holder = _kill_queue_lock_holder(pids)
         with pytest.raises(BrokenExecutor):
             first.submit(abs, -3).result(timeout=30)
         pool.broke(first)
@@ -446,12 +438,7 @@ def test_a_pool_closed_after_a_job_that_broke_it_ends_its_other_workers():
     executor = start_pool(3)
     pids, manager = list(executor._processes), executor._executor_manager_thread
     try:
-        deadline = time.monotonic() + 10
-        while (holder := _queue_lock_holder(pids)) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if holder is None:
-            pytest.skip("/proc/PID/wchan does not tell which worker holds the task queue's lock")
-        os.kill(holder, signal.SIGKILL)
+        _kill_queue_lock_holder(pids)
         with pytest.raises(BrokenExecutor):
             with pool_closed_after(executor):
                 executor.submit(abs, -3).result(timeout=30)
