@@ -232,3 +232,17 @@ def test_per_example_arrays_of_the_wrong_kind_raise_input_error(written, name, m
         _replace(f, name, make(f[name][()]))
     with pytest.raises(InputError, match=re.escape(message)):
         DatasetReader(path)
+
+
+def test_a_writer_stopped_while_it_is_made_leaves_no_partial_file(tmp_path):
+    """The partial file exists before the writer does: a Ctrl-C or SIGTERM (Terminated, a
+    KeyboardInterrupt) while it was being made left it, since no `with` block had the writer
+    yet (a clean-clone run caught `dataset import` leaving one on SIGTERM)."""
+    class Interrupted:
+        def to_hdf5(self):
+            raise KeyboardInterrupt
+
+    path = tmp_path / "out.h5"
+    with pytest.raises(KeyboardInterrupt):
+        schema.DatasetWriter(path, Interrupted(), PARAM_DTYPE)
+    assert list(tmp_path.iterdir()) == []

@@ -178,17 +178,22 @@ class DatasetWriter:
             self._f = h5py.File(self.tmp_path, "w")
         except OSError as exc:
             raise InputError(f"{self.path}: cannot be written ({exc.strerror or exc})") from None
-        for key, value in attrs.to_hdf5().items():
-            self._f.attrs[key] = value
-        comp = {} if compression == "none" else {"compression": compression, "shuffle": True}
-        self._f.create_dataset(IQ, shape=(0,), maxshape=(None,), dtype=np.complex64,
-                               chunks=(_IQ_CHUNK_SAMPLES,), **comp)
-        for name, dt in ((OFFSET, np.int64), (LENGTH, np.int32), (LABEL_INDEX, np.int16),
-                         (SNR_DB, np.float32), (CHANNEL_INDEX, np.int8), (PARAMS, self._param_dtype)):
-            self._f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dt, chunks=(_EXAMPLE_CHUNK,))
+        self._done = False
+        try:   # the partial file exists from here: a Ctrl-C or SIGTERM before the caller's `with`
+            # block has the writer would leave it behind (a SIGTERM to `dataset import` did)
+            for key, value in attrs.to_hdf5().items():
+                self._f.attrs[key] = value
+            comp = {} if compression == "none" else {"compression": compression, "shuffle": True}
+            self._f.create_dataset(IQ, shape=(0,), maxshape=(None,), dtype=np.complex64,
+                                   chunks=(_IQ_CHUNK_SAMPLES,), **comp)
+            for name, dt in ((OFFSET, np.int64), (LENGTH, np.int32), (LABEL_INDEX, np.int16),
+                             (SNR_DB, np.float32), (CHANNEL_INDEX, np.int8), (PARAMS, self._param_dtype)):
+                self._f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dt, chunks=(_EXAMPLE_CHUNK,))
+        except BaseException:
+            self.abort()
+            raise
         self.n_examples = 0
         self.n_samples = 0
-        self._done = False
 
     def append(self, iq: np.ndarray | list[np.ndarray], label_index: np.ndarray,
                snr_db: np.ndarray, params: np.ndarray, channel_index: int | np.ndarray = 0) -> None:
