@@ -8,9 +8,11 @@ rfclassify writes are results, which the reader skips), or an rfclassify dataset
 bursts are read as `rfclassify classify` reads them (rfclassify.engine.files, a Reading: an
 annotated band is cut out, WAV and raw files are cut by energy, ...). Its SNR is the file's
 truth where it has one (an rfclassify dataset), else unknown (NaN: no SNR loss in training,
-outside every SNR bin in evaluation). A SigMF annotation that cannot be read (outside the
-samples, a start or count that is not a whole number, a band that cannot be used) is skipped
-and named in the report, the file's other bursts imported; a burst shorter than the schema's
+outside every SNR bin in evaluation). A burst its reader gives no samples for (a SigMF
+annotation that cannot be read: outside the samples, a start or count that is not a whole
+number, a band that cannot be used; an HDF5 burst in a damaged chunk or past the longest read;
+a stretch of NaN samples an energy cut found) is skipped and named in the report by its
+reason, the file's other bursts imported; a burst shorter than the schema's
 MIN_BURST_SAMPLES is skipped; one longer than MAX_BURST_SAMPLES is split into near-equal
 consecutive pieces, each an example (a burst keeps its modulation throughout). The
 synthesizer's parameters are unknown (NaN / -1) for every example; extra["sources"] lists the
