@@ -214,7 +214,7 @@ def make_chunk(task: ChunkTask) -> ChunkResult:
                        batch.snr_db, batch.params, task.channel_index)
 
 
-class _DeferredInterrupt:
+class DeferredInterrupt:
     """Holds Ctrl-C, and SIGTERM, to the next `check()` (between chunks), which then runs
     the signal's own handler: KeyboardInterrupt, or rfclassify._signals.Terminated. A signal whose
     handler is not Python's (the default's end of the process, or ignored) is left alone.
@@ -226,7 +226,7 @@ class _DeferredInterrupt:
 
     _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __enter__(self) -> _DeferredInterrupt:
+    def __enter__(self) -> DeferredInterrupt:
         self.hit: int | None = None
         self._old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
@@ -383,7 +383,7 @@ def generate_dataset(spec: GenerateSpec, out: str | os.PathLike[str], workers: i
         extra={"per_cell": spec.per_cell, "chunk_examples": spec.chunk_examples})
     tasks = plan_chunks(spec)
     start = time.perf_counter()
-    with _DeferredInterrupt() as interrupt, \
+    with DeferredInterrupt() as interrupt, \
             schema.DatasetWriter(path, attrs, PARAM_DTYPE, compression=compression) as writer, \
             contextlib.closing(_results(tasks, workers, interrupt.check)) as results:
         for res in results:

@@ -78,9 +78,14 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
 
     from rfclassify.dsp.synth import PARAM_DTYPE
 
-    with schema.DatasetWriter(path, attrs(()), PARAM_DTYPE) as writer:
+    from rfclassify.data.generate import DeferredInterrupt
+
+    # a signal is taken between chunks: raised inside h5py it could be swallowed (a weakref
+    # callback) and the import went on to write its file, SIGTERM and all
+    with DeferredInterrupt() as interrupt, schema.DatasetWriter(path, attrs(()), PARAM_DTYPE) as writer:
         for name in files:
             for chunk in iter_file_bursts(name, reading=reading):
+                interrupt.check()
                 iq, labels, snr = [], [], []
                 for burst in chunk:
                     bad = unread(burst)   # a SigMF annotation or HDF5 burst that cannot be read
@@ -105,6 +110,7 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
         report.n_examples = writer.n_examples
         if not report.n_examples:   # leaving the block removes the partial file
             raise InputError(f"no burst to import: {skipped_text(report.skipped) or 'the files hold none'}")
+        interrupt.check()
         writer.commit(attrs(tuple(name for name in LABELS if name in report.per_label)))
     report.elapsed_s = time.perf_counter() - start
     return report
