@@ -33,8 +33,8 @@ def float_range(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str
     def parse(text: str) -> float:
         value = finite_float(text)
         if not ((lo < value) if lo_open else (lo <= value)) or value > hi:
-            raise argparse.ArgumentTypeError(f"must be in {'(' if lo_open else ''}{lo:g}..{hi:g}, "
-                                             f"got {text if len(text) <= 20 else text[:17] + '...'}")
+            bounds = f"more than {lo:g} and at most {hi:g}" if lo_open else f"in {lo:g}..{hi:g}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text if len(text) <= 20 else text[:17] + '...'}")
         return value
     parse.__name__ = f"number in {lo:g}..{hi:g}"
     return parse
