@@ -81,10 +81,11 @@ def test_a_top_k_below_one_or_not_an_integer_is_a_config_error(tiny_model_dir, t
     ("other_arch", "does not hold the weights of the network model.json's arch describes"),
     ("garbage", "cannot read the weights"),
     ("long_name", "which cannot be read"),
+    ("folder", "needs the file {model_dir}/model.pt, which is a directory"),
 ])
 def test_weights_that_do_not_fit_or_cannot_be_read_are_a_model_error(tiny_model_dir, tmp_path, damage, message):
     """Each was a raw torch / OS exception: a RuntimeError listing every state-dict key, an
-    UnpicklingError, ENAMETOOLONG from is_file."""
+    UnpicklingError, ENAMETOOLONG from is_file; a folder named model.pt "did not exist"."""
     import json
 
     pytest.importorskip("torch")
@@ -95,10 +96,13 @@ def test_weights_that_do_not_fit_or_cannot_be_read_are_a_model_error(tiny_model_
         data["arch"] = {**data["arch"], "head_channels": 64}
     elif damage == "garbage":
         (model_dir / "model.pt").write_bytes(b"not a checkpoint" * 10)
+    elif damage == "folder":
+        (model_dir / "model.pt").unlink()
+        (model_dir / "model.pt").mkdir()
     else:
         data["weights_file"] = "w" * 5000
     (model_dir / "model.json").write_text(json.dumps(data))
-    with pytest.raises(rfclassify.ModelNotFoundError, match=re.escape(message)):
+    with pytest.raises(rfclassify.ModelNotFoundError, match=re.escape(message.format(model_dir=model_dir))):
         Classifier.load(model_dir, backend="torch", device="cpu")
 
 

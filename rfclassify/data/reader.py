@@ -16,7 +16,6 @@ gives an Unreadable for it instead and reads the others (what `rfclassify classi
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import h5py
 import numpy as np
 
 from rfclassify._exceptions import InputError, MessageError
+from rfclassify._paths import not_a_file_text
 from rfclassify.data import schema
 from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_burst
 
@@ -50,36 +50,6 @@ class Unreadable:
 
     reason: str
     detail: str
-
-
-def not_a_file(path: Path) -> str:
-    """What `path`, named as a file to read, is instead: "no such file", "a directory", "a pipe
-    (FIFO)", "a socket", "a device"; "" for a regular file. A pipe (`<(...)`, a FIFO) and a
-    folder were "no such file" before."""
-    try:
-        mode = path.stat().st_mode
-    except (OSError, ValueError):
-        return "no such file"
-    if stat.S_ISREG(mode):
-        return ""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device"
-
-
-def not_a_file_text(path: Path, what: str = "file") -> str:
-    """'PATH: no such WHAT' or 'PATH: a pipe (FIFO), not a file ...': the error for a path that
-    names no regular file (where not_a_file(path) is not "")."""
-    kind = not_a_file(path)
-    if kind == "no such file":
-        return f"{path}: no such {what}"
-    if kind == "a pipe (FIFO)":
-        return f"{path}: a pipe (FIFO), not a file: the readers seek in what they read; save it to a file first"
-    return f"{path}: {kind}, not a file"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from rfclassify._exceptions import BackendError, ConfigError, InputError, ModelNotFoundError
+from rfclassify._paths import not_a_file
 from rfclassify.engine.devices import device_kind
 from rfclassify.model.meta import META_FILE, ModelMeta
 from rfclassify.model.network import arch_with_defaults
@@ -105,15 +106,19 @@ class Backend:
 
     @classmethod
     def missing_file(cls, model_dir: str | Path, name: str) -> str | None:
-        """Why file `name` of model_dir cannot be used (it is not there), or None when it can."""
+        """Why file `name` of model_dir cannot be used (it is not there, or not a regular file),
+        or None when it can. A folder in its place was "does not exist" before."""
         path = Path(model_dir) / name
         try:
             present = bool(name) and path.is_file()
         except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG), say
             return f"{cls.name} backend needs {path}, which cannot be read: {exc.strerror}"
-        if not present:
+        if present:
+            return None
+        kind = not_a_file(path) if name else "no such file"
+        if kind == "no such file":
             return f"{cls.name} backend needs {path}, which does not exist"
-        return None
+        return f"{cls.name} backend needs the file {path}, which is {kind}"
 
     def model_file(self, name: str) -> Path:
         """A file of the model directory; ModelNotFoundError when it is missing."""

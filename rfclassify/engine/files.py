@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._exceptions import InputError
+from rfclassify._paths import not_a_file, not_a_file_text
 from rfclassify.engine.file_bursts import FileBurst, Reading, UnreadSamples, chunked, unmarked_bursts
 from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
                                      read_sigmf_archive, sigmf_dtype, sigmf_paths)
@@ -256,8 +257,6 @@ def recording_format(path: str | Path, reading: Reading = Reading()) -> tuple[st
 def _not_a_file_text(p: Path) -> str:
     """The error for a FILE that names no regular file, nor a SigMF recording: a pipe, a FIFO and
     a NAME whose NAME.sigmf-meta is a folder were "no such file" before."""
-    from rfclassify.data.reader import not_a_file, not_a_file_text
-
     if p.exists():
         return not_a_file_text(p)
     meta = sigmf_paths(p)[0]
