@@ -8,7 +8,7 @@ monotonic `_total` counters, a cumulative latency histogram per stage, gauges fo
     rfclassify_bursts_classified_total
     rfclassify_results_published_total            records handed to the output socket
     rfclassify_rejects_total{reason}
-    rfclassify_drops_total{stage}                 ingest | publish | shutdown
+    rfclassify_drops_total{stage}                 ingest | publish | shutdown | shutdown_unsent
     rfclassify_class_total{label}
     rfclassify_latency_seconds{stage}             histogram, stage = queue | infer | total
     rfclassify_queue_depth{queue}                 gauge

@@ -27,6 +27,11 @@
 Only the ingest queue drops under overload (policy drop_oldest, drop_newest or block); the
 infer queue blocks the batcher, which backs up into the ingest queue. The publish queue
 drops its oldest record if the output cannot keep up. Every drop is counted per stage.
+
+A stop that gives up on its drain counts what it abandons, each burst once: the bursts in the
+queues, the batcher and the batch inference is running, never classified, as dropped at stage
+`shutdown`; the records already made (results counted as classified, rejects counted as
+rejected) that the publisher never sent, as dropped at stage `shutdown_unsent`.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ log = logging.getLogger(__name__)
 
 _END = object()          # end-of-stream marker passed down the queues on shutdown
 _POLL_S = 0.1            # how often idle threads look at their stop flags
+#: the drop stage of records made (classified or rejected) that a stop left unsent
+UNSENT_STAGE = "shutdown_unsent"
 
 
 class EngineAdapter:
@@ -160,6 +167,11 @@ class Pipeline:
         self.batcher = BucketBatcher(config.batching)
         self.heartbeat_s = time.monotonic()
         self._inferring = False           # the inference thread is running a batch
+        # the batch the inference thread runs, until it records its outcome (_claim) or stop()
+        # takes it as abandoned, whichever comes first: a backend call outlives stop()'s joins
+        self._running: Batch | None = None
+        self._publisher_gone = False      # stop() has counted what the publisher left
+        self._shutdown_lock = threading.Lock()   # orders both against stop()'s count
         self.inference_errors = 0
         self.refiner_errors = 0           # batches the refiner failed on (left to the network)
         self.decoder_errors = 0           # messages the decoder raised on (rejected, internal_error)
@@ -199,7 +211,9 @@ class Pipeline:
         """Stop ingest, then (if drain) classify and publish what is queued within timeout_s.
 
         Returns True when every thread finished in time; otherwise the rest is abandoned and
-        counted as dropped at stage 'shutdown'."""
+        counted as dropped: bursts never classified at stage 'shutdown' (the batch inference
+        is running too, whose outcome then goes unrecorded), records made but never sent at
+        UNSENT_STAGE."""
         deadline = time.monotonic() + timeout_s
         if not drain:
             self._abort.set()
@@ -213,13 +227,23 @@ class Pipeline:
             for t in self._threads:
                 if t.ident is not None:
                     t.join(0.5)
-        # whatever is still queued was abandoned (nothing, after a clean drain)
+        # whatever is still queued was abandoned (nothing, after a clean drain); a record made
+        # after this is counted where it is made (_publish), a running batch's outcome not recorded
+        with self._shutdown_lock:
+            running, self._running = self._running, None
+            self._publisher_gone = True
+            unsent = sum(1 for r in self.publish_q.drain() if r is not _END)
         lost = len(self.ingest_q.drain()) + len(self.batcher) + sum(
-            len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch))
+            len(b.items) for b in self.infer_q.drain() if isinstance(b, Batch)) + (
+            len(running.items) if running is not None else 0)
         if lost:
             self.stats.add_drop("shutdown", lost)
-        if not clean:
-            log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned", timeout_s, lost)
+        if unsent:
+            self.stats.add_drop(UNSENT_STAGE, unsent)
+        if not clean:   # the totals: the stages count what they abandon as they stop (_submit, _enqueue)
+            log.warning("shutdown: drain did not finish within %.1f s; %d bursts abandoned unclassified, "
+                        "%d records made but not published", timeout_s,
+                        self.stats.drops("shutdown"), self.stats.drops(UNSENT_STAGE))
         return clean
 
     def _count_error(self, kind: str) -> int:
@@ -288,7 +312,11 @@ class Pipeline:
                 frames = self._encode(REJECT_TOPIC, reject_record(plain))
             except Exception:  # noqa: BLE001 - nothing left to send
                 return
-        self.publish_q.put(frames, len(frames[-1]))
+        with self._shutdown_lock:
+            if self._publisher_gone:
+                self.stats.add_drop(UNSENT_STAGE)
+                return
+            self.publish_q.put(frames, len(frames[-1]))
 
     def _enqueue(self, outputs: list[Burst | Reject], overhead_bytes: int = 0) -> None:
         """Queue bursts (counted as their samples plus the message's other frames, which hold
@@ -301,6 +329,7 @@ class Pipeline:
             nbytes = out.iq.nbytes + overhead_bytes
             if self.ingest_q.policy == "block":
                 if not self._put_blocking(self.ingest_q, out, nbytes):
+                    self.stats.add_drop("shutdown")      # a stop gave up on its drain
                     return
             else:
                 self.ingest_q.put(out, nbytes)
@@ -423,7 +452,8 @@ class Pipeline:
         return True
 
     def _submit(self, batch: Batch) -> None:
-        self._put_blocking(self.infer_q, batch)
+        if not self._put_blocking(self.infer_q, batch):
+            self.stats.add_drop("shutdown", len(batch.items))    # a stop gave up on its drain
 
     def _inference_free(self) -> bool:
         """Whether a due batch goes now: inference would run it at once (none running, none
@@ -439,6 +469,8 @@ class Pipeline:
             if batch is None:
                 continue
             self._inferring = True
+            with self._shutdown_lock:
+                self._running = batch
             try:
                 self._run_batch(batch)
             finally:
@@ -456,7 +488,7 @@ class Pipeline:
             self._reject_batch(batch, f"inference failed: {exc}")
             return
         results = self._results(batch, logits, snr_db)
-        if results is None:
+        if results is None or not self._claim(batch):
             return
         t1 = time.monotonic()
         infer_s = t1 - t0  # the backend call and the refiner's work on the batch
@@ -496,7 +528,18 @@ class Pipeline:
         self._reject_batch(batch, f"inference failed: {error}")
         return None
 
+    def _claim(self, batch: Batch) -> bool:
+        """Whether this (inference) thread records `batch`'s outcome: False when stop() gave up
+        first and counted the batch as abandoned. Once claimed, stop() counts its records
+        where they are, queued or (made after its count) unsent."""
+        with self._shutdown_lock:
+            mine = self._running is batch
+            self._running = None
+            return mine
+
     def _reject_batch(self, batch: Batch, detail: str) -> None:
+        if not self._claim(batch):
+            return
         for p in batch.items:
             self._reject(Reject("internal_error", detail, p.burst.burst_id, p.burst.stream))
 

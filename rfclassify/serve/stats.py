@@ -171,6 +171,11 @@ class DaemonStats:
             else:
                 self._drop_seconds.append([sec, n])
 
+    def drops(self, stage: str) -> int:
+        """Bursts or records dropped at `stage` so far."""
+        with self._lock:
+            return self.dropped[stage]
+
     def add_published(self, n: int = 1) -> None:
         with self._lock:
             self.published += n
