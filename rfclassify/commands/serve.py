@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         from dataclasses import asdict
 
         from rfclassify.model.meta import ModelMeta, default_model_dir
+        from rfclassify.serve.config import security_notes
         from rfclassify.serve.daemon import socket_security
 
         # the model's description and the CURVE key files too (a missing or damaged one passed the
@@ -92,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
             check_folder(config.capture.dir)
         print(json.dumps(asdict(config), indent=2))
         print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
-        for warning in config.batching.unused_overrides(meta.buckets_samples):
+        security_line, security_warnings = security_notes(config)
+        print(f"security: {security_line}", file=sys.stderr)
+        for warning in config.batching.unused_overrides(meta.buckets_samples) + security_warnings:
             print(f"warning: {warning}", file=sys.stderr)
         return 0
     from rfclassify._exceptions import Cancelled

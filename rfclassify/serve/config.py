@@ -22,6 +22,7 @@ from rfclassify._exceptions import ConfigError, quoted
 from rfclassify._numbers import as_finite_float
 
 INPUT_FORMATS = ("native", "gr-stream", "gr-pdu")
+GNU_RADIO_INPUT_FORMATS = ("gr-stream", "gr-pdu")   # GNU Radio's zeromq sinks: gr-zeromq has no CURVE
 OUTPUT_FORMATS = ("json", "gr-pmt")
 INPUT_MODES = ("sub", "pull")
 CUT_MODES = ("energy", "tags", "start_end")
@@ -399,7 +400,54 @@ def _combination_errors(cfg: DaemonConfig) -> list[str]:
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
-    return errors
+    return errors + security_errors(cfg)
+
+
+def security_errors(cfg: DaemonConfig) -> list[str]:
+    """[security] settings that cannot work, one line each (the daemon also checks the merged
+    config with them, since a command-line --input-format or --input-connect can make one).
+    Both were accepted without a word: the input then received nothing, health `ok`."""
+    s, inp = cfg.security, cfg.input
+    if not s.curve_input:
+        return []
+    if inp.format in GNU_RADIO_INPUT_FORMATS:
+        return [f"security.curve_input: input.format {inp.format} is GNU Radio's, and gr-zeromq has no CURVE; "
+                "set curve_input = false (keep that link on loopback or a trusted network)"]
+    if not inp.bind and not s.input_server_key_file:
+        # the daemon's connecting socket would be a CURVE server that a front end's PUB never talks to
+        return ["security.curve_input: the input connects to the front end (input.bind = false), which is then "
+                "the CURVE server: set security.input_server_key_file to its public key (.key file), or bind "
+                "the input (input.bind = true) to make the daemon the server"]
+    return []
+
+
+def security_notes(cfg: DaemonConfig) -> tuple[str, list[str]]:
+    """(one line saying which sockets use CURVE, [warnings]) for the daemon's start and
+    `serve --check-config`: key files set while the sockets they would protect run in clear,
+    which was silent."""
+    s = cfg.security
+    switches = {"input": s.curve_input, "output": s.curve_output, "control": s.curve_control}
+    on = [name for name, value in switches.items() if value]
+    off = [name for name, value in switches.items() if not value]
+    if not on:
+        line = "no CURVE: input, output and control are plaintext"
+    else:
+        line = f"CURVE on {', '.join(on)}" + (f"; plaintext: {', '.join(off)}" if off else "")
+        if s.curve_output or s.curve_control or (s.curve_input and not s.input_server_key_file):
+            line += (f"; clients admitted: the keys in {s.authorized_keys_dir}" if s.authorized_keys_dir
+                     else "; any client that knows the daemon's public key (no client authentication)")
+    warnings = []
+    keys = [f"security.{name}" for name in ("secret_key_file", "input_server_key_file", "authorized_keys_dir")
+            if getattr(s, name)]
+    if keys and not on:
+        warnings.append(f"{', '.join(keys)} set, but curve_input, curve_output and curve_control are all false: "
+                        "input, output and control are plaintext")
+    elif s.input_server_key_file and not s.curve_input:
+        warnings.append("security.input_server_key_file set, but curve_input is false: the input is plaintext")
+    if s.curve_output and cfg.output.format == "gr-pmt":
+        warnings.append("security.curve_output with output.format gr-pmt: GNU Radio's zeromq.sub_msg_source has "
+                        "no CURVE and receives nothing")
+    return line, warnings
 
 
 def capture_labels(text: str) -> tuple[str, ...]:

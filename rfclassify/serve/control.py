@@ -13,9 +13,11 @@ a socket that exists.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import socket
 import stat
 import threading
 from collections.abc import Callable
@@ -117,15 +119,56 @@ def ipc_path(endpoint: str) -> Path | None:
     return Path(endpoint[len("ipc://"):]) if endpoint.startswith("ipc://") else None
 
 
+def _listened_on(endpoint: str, path: Path) -> bool:
+    """Whether a process listens on the unix socket file at path: a connect() tells, at the
+    OS level, whatever ZeroMQ security the socket speaks (refused: a stale file whose daemon
+    died). ConfigError where it cannot be told (the file's permissions)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except (BlockingIOError, TimeoutError):   # a listener whose backlog is full
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            return True
+        raise ConfigError(f"control endpoint {endpoint}: cannot tell whether a daemon listens on {path} "
+                          f"({exc.strerror or exc}); remove the file if none runs, or name another path") from None
+    finally:
+        probe.close()
+    return True
+
+
 def _refuse_if_served(endpoint: str) -> None:
-    """Raise ConfigError when another daemon answers on endpoint (its socket file is not stale)."""
+    """Raise ConfigError when something listens on endpoint, an ipc socket file that exists;
+    return where the file is stale. A daemon whose control socket uses CURVE never answers the
+    plain ping, and its live socket was once taken for stale: removed and bound again by a
+    second daemon, which then failed on a busy port and removed the file on its way out, leaving
+    the first daemon running without a control socket."""
+    path = ipc_path(endpoint)
+    if path is not None and not _listened_on(endpoint, path):
+        return
     try:
         request(endpoint, "ping", timeout_s=0.3)
     except UnexpectedReplyError:
         raise ConfigError(f"something that is not an rfclassify daemon answers on {endpoint}") from None
     except NoDaemonError:
-        return
+        if path is None:
+            return
+        raise ConfigError(f"another process listens on {endpoint} and does not answer a plain request (an "
+                          "rfclassify daemon whose control socket uses CURVE?); stop it, or name another "
+                          "control endpoint") from None
     raise ConfigError(f"another rfclassify daemon already answers on {endpoint}")
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _is_socket(path: Path) -> bool:
@@ -147,6 +190,7 @@ class ControlServer:
         self._stop = threading.Event()
         self._bound = threading.Event()
         self._error: BaseException | None = None
+        self._socket_file: tuple[int, int] | None = None   # (device, inode) of the ipc file we bound
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
 
     def start(self, timeout_s: float = 5.0) -> None:
@@ -173,7 +217,7 @@ class ControlServer:
                     raise ConfigError(f"control endpoint {self.endpoint}: {path} exists and is not a socket; "
                                       "name another path")
                 _refuse_if_served(self.endpoint)
-                path.unlink()        # a stale socket of a daemon that died; bind would fail
+                path.unlink()        # a stale socket of a daemon that died (nothing listens); bind would fail
 
         old = os.umask(0o117)        # the socket file is created 0660 (group: operators)
         try:
@@ -183,6 +227,7 @@ class ControlServer:
         if path is not None:
             # the per-user fallback is private; systemd's runtime dir is shared with the group
             os.chmod(path, 0o660 if path.parent == SYSTEM_RUNTIME_DIR else 0o600)
+            self._socket_file = _file_id(path)
         else:
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
         return sock
@@ -210,7 +255,8 @@ class ControlServer:
         finally:
             sock.close(linger=0)
             path = ipc_path(self.endpoint)
-            if path is not None and _is_socket(path):   # ours: nothing else is removed
+            # the file this server bound, not one that another process put there since
+            if path is not None and self._socket_file is not None and _file_id(path) == self._socket_file:
                 try:
                     path.unlink()
                 except OSError:

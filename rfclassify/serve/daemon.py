@@ -3,7 +3,8 @@
 Start-up order: control socket (health `starting`), engine load + warm-up, pipeline threads
 (input and output sockets), then READY=1. SIGTERM/SIGINT: STOPPING=1, stop ingest, drain what
 is queued within shutdown.drain_timeout_s, exit. SIGHUP: reload the config file and apply what
-can change safely (config.RELOADABLE); everything else is logged as needing a restart.
+can change safely (config.RELOADABLE) and, with CURVE, the admitted clients' keys; everything
+else (a changed key file of the daemon's own too) is logged as needing a restart.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import zmq
 
 from rfclassify import __version__
 from rfclassify._exceptions import Cancelled, ConfigError
-from rfclassify.serve.config import DaemonConfig, apply_overrides, load_config, reloadable_changes
+from rfclassify.serve.config import (DaemonConfig, apply_overrides, load_config, reloadable_changes, security_errors,
+                                     security_notes)
 from rfclassify.serve.control import ControlServer
 from rfclassify.serve.pipeline import EngineAdapter, Pipeline
 from rfclassify.serve.sdnotify import Notifier
@@ -59,7 +61,12 @@ def load_engine(config: DaemonConfig, cancel: threading.Event | None = None) -> 
 
 
 def socket_security(config: DaemonConfig) -> Any:
-    """security.DaemonSecurity (applies CURVE by socket role) when any socket uses CURVE, else None."""
+    """security.DaemonSecurity (applies CURVE by socket role) when any socket uses CURVE, else None;
+    ConfigError for settings that cannot work (config.security_errors: the merged config, where
+    a command-line option may have made one) or a key file that is missing or damaged."""
+    errors = security_errors(config)
+    if errors:
+        raise ConfigError("\n".join(errors))
     s = config.security
     if not (s.curve_input or s.curve_output or s.curve_control):
         return None
@@ -91,6 +98,7 @@ class Daemon:
         self.config = config
         self.config_path = config_path
         self.overrides = dict(overrides or {})
+        self._security = socket_security(config)   # first: a key it refuses leaves nothing to close
         self.stats = DaemonStats()
         self.notifier = notifier or Notifier()
         self.context = zmq.Context()
@@ -106,12 +114,15 @@ class Daemon:
         self._reload = threading.Event()
         self._stopped = False
         self.stop_signal = "a stop request"     # or the signal's name (SIGTERM, SIGINT)
-        self._security = socket_security(config)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.config
         logging.getLogger().setLevel(cfg.logging.level.upper())
+        security_line, security_warnings = security_notes(cfg)
+        log.info("security: %s", security_line)
+        for warning in security_warnings:
+            log.warning("%s", warning)
         try:
             self.control = ControlServer(self.context, cfg.control.endpoint, self.handle_request,
                                          self._security if cfg.security.curve_control else None)
@@ -222,18 +233,21 @@ class Daemon:
 
     # -- reload ----------------------------------------------------------------------------
     def reload(self) -> list[str]:
-        """Re-read the config file; apply the reloadable keys; return the names applied."""
+        """Re-read the config file; apply the reloadable keys; return the names applied. With
+        CURVE, the admitted clients' keys are read again too, and a changed key file of the
+        daemon's own is reported as needing a restart (security.DaemonSecurity.reload)."""
+        keys_applied, keys_restart = self._security.reload() if self._security is not None else ([], [])
         if not self.config_path:
             log.warning("SIGHUP: no config file to reload (started without --config)")
-            return []
+            return self._log_reload([], [], keys_applied, keys_restart, only_if_any=True)
         try:
             new = apply_overrides(load_config(self.config_path), self.overrides)
         except ConfigError as exc:
             log.error("SIGHUP: config not reloaded, it has errors:\n%s", exc)
-            return []
+            return self._log_reload([], [], keys_applied, keys_restart, only_if_any=True)
         except Exception:  # noqa: BLE001 - a bad edit must not stop a running daemon
             log.exception("SIGHUP: config not reloaded, reading it failed")
-            return []
+            return self._log_reload([], [], keys_applied, keys_restart, only_if_any=True)
         applied, restart = reloadable_changes(self.config, new)
         merged = self.config
         for key in applied:
@@ -245,8 +259,16 @@ class Daemon:
             self.pipeline.reconfigure(merged)
         if self.engine is not None:
             self.engine.set_unknown_threshold(merged.model.unknown_threshold)
-        log.warning("SIGHUP: reloaded %s; %s", ", ".join(applied) or "nothing (no reloadable key changed)",
-                    ("NOT reloaded (restart needed): " + ", ".join(restart)) if restart else "no other changes")
+        return self._log_reload(applied, restart, keys_applied, keys_restart)
+
+    @staticmethod
+    def _log_reload(applied: list[str], restart: list[str], keys_applied: list[str], keys_restart: list[str],
+                    only_if_any: bool = False) -> list[str]:
+        """The reload's one log line (config keys, then the CURVE keys' phrases); `applied`."""
+        done, todo = applied + keys_applied, restart + [k for k in keys_restart if k.split(" ")[0] not in restart]
+        if done or todo or not only_if_any:
+            log.warning("SIGHUP: reloaded %s; %s", ", ".join(done) or "nothing (no reloadable key changed)",
+                        ("NOT reloaded (restart needed): " + ", ".join(todo)) if todo else "no other changes")
         return applied
 
     # -- health and status -----------------------------------------------------------------
