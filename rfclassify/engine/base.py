@@ -10,6 +10,7 @@ CUDA graphs). So the checks are written once and a new backend (TensorRT) is a t
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -30,8 +31,22 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 8, 64, 256, 1024)
 
 
+def integer_option(name: str, value: object, lo: int, hi: int | None = None, note: str = "") -> int:
+    """`value` as an int where it is an integer (not a bool; numpy's too) in lo..hi (hi None: no
+    bound); else a one-line ConfigError naming the option `name` (`note` after the range). The
+    check of every integer option of a backend or a Classifier: max_batch_size="8" once raised
+    TypeError from a comparison, and 1.5 or True were taken as 1."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo
+            or (hi is not None and value > hi)):
+        bounds = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ConfigError(f"{name} must be an integer {bounds}{note}, got {value!r:.40}")
+    return int(value)
+
+
 class Backend:
-    """One way of running the network. Not thread-safe by itself: ``infer`` takes a lock."""
+    """One way of running the network. One object may be shared between threads: ``load``,
+    ``warmup``, ``infer`` and ``close`` take its lock, so calls are serialized and a close waits
+    for the call in flight."""
 
     #: Short name used in results, logs and on the command line.
     name: ClassVar[str] = "base"
@@ -69,14 +84,13 @@ class Backend:
         problem = self.artifact_problem(meta, model_dir, precision, dla_core=self.dla_core)
         if problem:
             raise ModelNotFoundError(problem)
-        if max_batch_size < 1:
-            raise ConfigError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        max_batch_size = integer_option("max_batch_size", max_batch_size, 1)
         self.meta = meta
         self.model_dir = Path(model_dir)
         self._precision = precision
         self._device = device
         self.buckets_samples = tuple(buckets_samples or meta.buckets_samples)
-        self.max_batch_size = int(max_batch_size)
+        self.max_batch_size = max_batch_size
         self._loaded = False
         self._lock = threading.Lock()
 
@@ -133,11 +147,15 @@ class Backend:
         backend's lock: two threads' first calls loaded it twice (two sessions, or CUDA graphs
         captured twice) before the sixty-seventh session."""
         with self._lock:
-            if not self._loaded:
-                self._load()
-                self._loaded = True
-                log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
+            self._load_held()
         return self
+
+    def _load_held(self) -> None:
+        """load() for a caller that holds the lock."""
+        if not self._loaded:
+            self._load()
+            self._loaded = True
+            log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)
 
     @property
     def warmup_batch_sizes(self) -> tuple[int, ...]:
@@ -154,19 +172,22 @@ class Backend:
                 if not 1 <= n <= self.max_batch_size:
                     raise ConfigError(f"warmup batch size {n} outside 1..{self.max_batch_size}")
                 with self._lock:
+                    self._load_held()   # a close() from another thread since: load again, as infer does
                     self._warmup(b, n)
 
     def infer(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Run float32 (B, 2, 1, L) -> (logits float32 (B, n_labels), snr_db float32 (B,))."""
         self.check_input(x)
-        if not self._loaded:
-            self.load()
         with self._lock:
+            # loaded where it runs, under the lock: checked before taking it (before the seventieth
+            # session), a close() in between freed the session and _infer ran on None
+            self._load_held()
             logits, snr_db = self._infer(x)
         return self._check_output(x.shape[0], logits, snr_db)
 
     def close(self) -> None:
-        """Free the session/graphs (after a call in flight); the backend can be loaded again."""
+        """Free the session/graphs, after the call in flight (it holds the lock); a later call
+        (infer, warmup, load) loads the backend again."""
         with self._lock:
             if self._loaded:
                 self._close()

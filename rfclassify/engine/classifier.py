@@ -37,7 +37,7 @@ from rfclassify._cpus import MAX_THREADS, refiner_worker_count
 from rfclassify._exceptions import Cancelled, ConfigError, InputError, MessageError
 from rfclassify._numbers import as_finite_float
 from rfclassify.dsp.windows import BucketPolicy, BurstWindows, burst_to_windows, to_model_input, within_safe_peak
-from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend
+from rfclassify.engine.base import DEFAULT_BATCH_SIZES, Backend, integer_option
 from rfclassify.engine.results import (
     ClassificationResult,
     aggregate_windows,
@@ -60,6 +60,16 @@ __all__ = ["ClassificationResult", "Classifier", "as_burst"]
 log = logging.getLogger(__name__)
 
 
+def probability_option(name: str, value: object, note: str = "") -> float:
+    """`value` as a float where it is a real number (not a bool or a string) in 0..1; else a
+    one-line ConfigError naming `name` (None once raised TypeError from float(), and "0.5" passed).
+    The number check is sample_rate's (_numbers.as_finite_float)."""
+    p = as_finite_float(value)
+    if p is None or not 0.0 <= p <= 1.0:
+        raise ConfigError(f"{name} must be a number in 0..1{note}, got {value!r:.40}")
+    return p
+
+
 def as_burst(burst: object) -> np.ndarray:
     """A 1-D complex or real array from a burst; MessageError('bad_shape' / 'bad_dtype') otherwise.
 
@@ -77,6 +87,31 @@ def as_burst(burst: object) -> np.ndarray:
     if x.ndim != 1:
         raise MessageError("bad_shape", f"a burst must be 1-D complex (or (n, 2) I/Q), got shape {x.shape}")
     return x
+
+
+def burst_list(bursts: object) -> Sequence[Any]:
+    """`bursts` as classify iterates them; InputError where they are not a sequence of bursts but
+    one burst passed bare (its samples would be taken as bursts of one sample, or of one I/Q pair,
+    each a reject: a bare (n, 2) I/Q array and a bare list of numbers were, silently, before the
+    seventieth session) or not a sequence at all (None, a number, a 0-d array, a string)."""
+    wrap = "wrap a single burst in a list: classify([iq])"
+    if isinstance(bursts, np.ndarray):
+        if bursts.ndim == 0:
+            raise InputError(f"classify takes a sequence of bursts, not a 0-d array; {wrap}")
+        if bursts.ndim == 1:
+            raise InputError(f"classify takes a sequence of bursts, not one 1-D array; {wrap}")
+        if bursts.ndim == 2 and bursts.shape[1] == 2 and bursts.dtype.kind != "c":
+            # one burst of I/Q pairs; read as bursts, each row would be one of 2 real samples
+            raise InputError(f"classify takes a sequence of bursts, not one {bursts.shape} array of I/Q "
+                             f"pairs; {wrap} (a 2-D complex array (B, n) is B bursts)")
+        return bursts   # (B, n) complex: B bursts; (B, n, 2) real: B bursts of I/Q pairs
+    if bursts is None or isinstance(bursts, (str, bytes, numbers.Number)) or not hasattr(bursts, "__iter__"):
+        raise InputError(f"classify takes a sequence of bursts (arrays), not {type(bursts).__name__}")
+    items = bursts if isinstance(bursts, Sequence) else list(bursts)
+    if len(items) > 0 and all(isinstance(v, (numbers.Number, np.generic)) for v in items):
+        raise InputError(f"classify takes a sequence of bursts, not one burst's {len(items)} samples as a "
+                         f"{type(bursts).__name__} of numbers; {wrap}")
+    return items
 
 
 def sharpened(probs: np.ndarray, temperature: float) -> np.ndarray:
@@ -181,14 +216,14 @@ class Classifier:
             refiner_workers = refiner_worker_count(refiner_workers)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
-                                    or not 0 <= threads <= MAX_THREADS):
+        if threads is not None:
             # as [model] threads; a count past C's int once raised TypeError from ONNX Runtime
-            raise ConfigError(f"threads must be an integer in 0..{MAX_THREADS} (0 or None: all usable), "
-                              f"got {threads!r:.40}")
-        if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
-            # 0 or less once gave one label and 2.7 two, silently
-            raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r:.40}")
+            integer_option("threads", threads, 0, MAX_THREADS, " (0 or None: all usable)")
+        # top_k 0 or less once gave one label and 2.7 two, silently
+        integer_option("top_k", top_k, 1)
+        integer_option("max_batch_size", max_batch_size, 1)   # before anything loads; the backend checks it too
+        if refiner_skip_above is not None:   # set once the backend has loaded: checked before
+            probability_option("refiner_skip_above", refiner_skip_above)
         refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
@@ -324,17 +359,17 @@ class Classifier:
     def refiner_skip_above(self, value: float) -> None:
         # the skipped bursts' temperature was fitted for the model's own threshold: another one
         # serves them the network's probabilities as they are
-        same = float(value) == self.meta.refiner_skip_above
-        self._set_probability("refiner_skip_above", value, " (1: every burst is refined)",
+        note = " (1: every burst is refined)"
+        same = probability_option("refiner_skip_above", value, note) == self.meta.refiner_skip_above
+        self._set_probability("refiner_skip_above", value, note,
                               **({} if same else {"refiner_skip_temperature": 1.0}))
 
     def _set_probability(self, key: str, value: float, note: str = "", **also: Any) -> None:
         """model.json's probability `key` (and the values `also`) as served from now on
-        (ConfigError outside 0..1)."""
-        if not 0.0 <= float(value) <= 1.0:
-            raise ConfigError(f"{key} must be in 0..1{note}, got {value}")
+        (ConfigError unless a number in 0..1)."""
+        p = probability_option(key, value, note)
         # one attribute swap of a frozen meta: a concurrent results_from_outputs sees old or new
-        self.meta = self.meta.with_updates(**{key: float(value)}, **also)
+        self.meta = self.meta.with_updates(**{key: p}, **also)
 
     @property
     def max_batch_size(self) -> int:
@@ -357,14 +392,14 @@ class Classifier:
     # -- classification -----------------------------------------------------------------
     def classify(self, bursts: Sequence[Any], sample_rate: float | None = None) -> list[ClassificationResult]:
         """One result per burst, in order. A burst that cannot be classified gets a result with
-        ok=False and reject_reason set; it never raises for one bad burst.
+        ok=False and reject_reason set; it never raises for one bad burst. One burst passed bare,
+        not in a list, is an InputError (burst_list).
 
         sample_rate (Hz) is recorded in the results only: the model is trained across 2-16
         samples/symbol, so nothing is resampled to a nominal rate (a model with a symbol-rate
         normalizer resamples each burst by its own estimated symbol rate instead).
         """
-        if isinstance(bursts, np.ndarray) and bursts.ndim == 1:
-            raise InputError("classify takes a sequence of bursts; wrap a single burst in a list")
+        bursts = burst_list(bursts)
         rate = None if sample_rate is None else as_finite_float(sample_rate)
         if sample_rate is not None and not (rate is not None and rate > 0):
             raise InputError(f"sample_rate must be a positive number of Hz or None, not {sample_rate!r}")

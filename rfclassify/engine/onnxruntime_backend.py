@@ -69,6 +69,12 @@ class OnnxRuntimeBackend(Backend):
         # graph to slower uint8 x uint8 kernels to prevent int16 pair overflows that changed one
         # answer of the shipped graph in 27,428 bursts (benchmarks/no_vnni_overflow_probe.md)
         path = self.model_file(self.onnx_file)
+        try:   # onnxruntime's own report of an unreadable file reads as a damaged graph ("system error 13")
+            with path.open("rb") as f:
+                f.read(1)
+        except OSError as exc:
+            raise ModelNotFoundError(f"{path} cannot be read ({exc.strerror or exc}); "
+                                     "make it readable to this user or restore the model") from None
         from onnxruntime.capi.onnxruntime_pybind11_state import (
             Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NotImplemented as OrtNotImplemented)
 

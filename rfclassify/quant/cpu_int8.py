@@ -447,16 +447,26 @@ def calibrated_file_problem(path: Path, what: str, digest: str | None, source: P
                             source_digest: str | None) -> str | None:
     """Why a file `rfclassify calibrate` wrote (`what` names it) cannot be used, or None: it cannot
     be read or does not exist, it is not the file model.json records (`digest`, when recorded),
-    or it was calibrated from another `source` (model.onnx; `source_digest`, when recorded)."""
+    or it was calibrated from another `source` (model.onnx; `source_digest`, when recorded), or
+    that source cannot be read to tell (a missing one is not checked)."""
     try:
         present = path.is_file()
     except OSError as exc:   # a name past the file system's limits, say
-        return f"the {what} {path} cannot be read ({exc.strerror})"
+        return f"the {what} {path} cannot be read ({exc.strerror or exc})"
     if not present:
         return f"the {what} {path} does not exist; run `rfclassify calibrate`"
-    if digest and file_sha256(path) != digest:
-        return f"{path} is not the {what} model.json records (sha256 differs); run `rfclassify calibrate`"
-    if source_digest and source.is_file() and file_sha256(source) != source_digest:
+    # a file that is there but cannot be read (its mode, an I/O error) was a PermissionError
+    # traceback from the digest before the seventieth session
+    try:
+        if digest and file_sha256(path) != digest:
+            return f"{path} is not the {what} model.json records (sha256 differs); run `rfclassify calibrate`"
+    except OSError as exc:
+        return f"the {what} {path} cannot be read ({exc.strerror or exc})"
+    try:
+        stale = bool(source_digest) and source.is_file() and file_sha256(source) != source_digest
+    except OSError as exc:
+        return f"{source} cannot be read ({exc.strerror or exc}), so the {what} {path} cannot be checked against it"
+    if stale:
         return (f"{path} was calibrated from another {source.name} (re-exported since); "
                 "run `rfclassify calibrate` again")
     return None
