@@ -59,6 +59,8 @@ __all__ = ["ClassificationResult", "Classifier", "as_burst"]
 
 log = logging.getLogger(__name__)
 
+_SKIP_NOTE = " (1: every burst is refined)"   # refiner_skip_above's error says what 1 means
+
 
 def probability_option(name: str, value: object, note: str = "") -> float:
     """`value` as a float where it is a real number (not a bool or a string) in 0..1; else a
@@ -66,7 +68,7 @@ def probability_option(name: str, value: object, note: str = "") -> float:
     The number check is sample_rate's (_numbers.as_finite_float)."""
     p = as_finite_float(value)
     if p is None or not 0.0 <= p <= 1.0:
-        raise ConfigError(f"{name} must be a number in 0..1{note}, got {value!r:.40}")
+        raise ConfigError(f"{name} must be in 0..1{note}, got {value!r:.40}")
     return p
 
 
@@ -223,7 +225,7 @@ class Classifier:
         integer_option("top_k", top_k, 1)
         integer_option("max_batch_size", max_batch_size, 1)   # before anything loads; the backend checks it too
         if refiner_skip_above is not None:   # set once the backend has loaded: checked before
-            probability_option("refiner_skip_above", refiner_skip_above)
+            probability_option("refiner_skip_above", refiner_skip_above, _SKIP_NOTE)
         refine, low_order = None, None
         low_order_info = meta.low_order_refiner if low_order_refiner else {}
         if refiner and (meta.refiner or low_order_info):  # before the backend: a broken file fails fast
@@ -359,9 +361,8 @@ class Classifier:
     def refiner_skip_above(self, value: float) -> None:
         # the skipped bursts' temperature was fitted for the model's own threshold: another one
         # serves them the network's probabilities as they are
-        note = " (1: every burst is refined)"
-        same = probability_option("refiner_skip_above", value, note) == self.meta.refiner_skip_above
-        self._set_probability("refiner_skip_above", value, note,
+        same = probability_option("refiner_skip_above", value, _SKIP_NOTE) == self.meta.refiner_skip_above
+        self._set_probability("refiner_skip_above", value, _SKIP_NOTE,
                               **({} if same else {"refiner_skip_temperature": 1.0}))
 
     def _set_probability(self, key: str, value: float, note: str = "", **also: Any) -> None:
