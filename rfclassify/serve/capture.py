@@ -1,6 +1,6 @@
 """Bursts the daemon keeps on disk ([capture]): those whose result label the operator named
 (by default `unknown`, what the model could not call), each a SigMF recording, in a folder
-held under a byte limit, written by a thread of its own.
+held under a limit of disk use, written by a thread of its own.
 
 A recording is ``YYYYmmddTHHMMSS.ffffffZ_SEQ_LABEL.sigmf-meta`` + ``.sigmf-data``: the burst's
 samples as ``cf32_le``; the global ``core:sample_rate`` when the burst had one; one capture
@@ -12,11 +12,15 @@ every field of its result record but the latencies as ``rfclassify:FIELD`` (``bu
 them again, each whole: the reader skips our annotation, so a newer model gives its own answer.
 
 The inference thread only offers a burst (a put that never waits): when the writer is
-QUEUE_BURSTS behind, or the burst alone is larger than max_bytes, it is skipped and counted.
+QUEUE_BURSTS behind, or the burst alone would take more than max_bytes, it is skipped and counted.
 After each write the oldest recordings of ours (in the order written; at start, by name, which
 sorts by time) are deleted until the folder's recordings fit max_bytes; files that are not
-ours are never touched. A write that fails (disk full, folder gone) is counted, logged and
-shown in `status`; classification goes on.
+ours are never touched. A recording counts what its two files take on disk (st_blocks * 512,
+whole blocks: at least 4 KiB each on ext4), not their sizes: counted by size, 64-sample bursts
+(512 bytes of samples, about 1.4 KB of metadata) filled a 10 MiB cap with 39.5 MB of disk.
+Where the file system reports no blocks (st_blocks 0 or absent) a file counts its size. A
+write that fails (disk full, folder gone) is counted, logged and shown in `status`;
+classification goes on.
 """
 
 from __future__ import annotations
@@ -72,9 +76,11 @@ class BurstCapture:
             found = sorted(p for p in self.dir.glob("*.sigmf-meta") if _NAME.match(p.name[: -len(".sigmf-meta")]))
         except OSError as exc:
             raise ConfigError(f"capture.dir: cannot write bursts to {self.dir} ({exc.strerror or exc})") from None
+        self._block_bytes = _block_bytes(self.dir)   # what a file's size rounds up to on disk (estimates)
         # the recordings already there count toward max_bytes, oldest first
         self._kept: collections.deque[tuple[str, int]] = collections.deque(
-            (p.name[: -len(".sigmf-meta")], _size(p) + _size(p.with_suffix(".sigmf-data"))) for p in found)
+            (p.name[: -len(".sigmf-meta")], _disk_bytes(p) + _disk_bytes(p.with_suffix(".sigmf-data")))
+            for p in found)
         self.bytes = sum(n for _, n in self._kept)
         self.kept = self.skipped = self.failed = self.deleted = 0
         self.last_error = ""
@@ -93,7 +99,7 @@ class BurstCapture:
         counted when the writer is behind)."""
         if not self.wants(str(record.get("label"))):
             return
-        if burst.n_samples * 8 > self.max_bytes:   # it alone would fill the folder
+        if self._on_disk(burst.n_samples * 8) > self.max_bytes:   # it alone would fill the folder
             self.skipped += 1
             return
         received = time.time() - (time.monotonic() - burst.received_s) if burst.received_s else time.time()
@@ -124,6 +130,11 @@ class BurstCapture:
                 "failed": self.failed, "deleted": self.deleted, "recordings": len(self._kept),
                 "bytes": self.bytes, "max_bytes": self.max_bytes, "last_error": self.last_error}
 
+    def _on_disk(self, nbytes: int) -> int:
+        """About what a file of nbytes takes on disk: whole blocks (checked before writing; what is
+        counted is measured after)."""
+        return -(-nbytes // self._block_bytes) * self._block_bytes
+
     def _write_loop(self) -> None:
         while (item := self._queue.get()) is not _END:
             burst, record, received = item
@@ -146,7 +157,7 @@ class BurstCapture:
         stem = f"{when:%Y%m%dT%H%M%S.%fZ}_{self._seq}_{label}"
         meta = _metadata(burst, record, when, self._generator)
         text = json.dumps(meta, indent=2, allow_nan=False) + "\n"
-        if iq.nbytes + len(text.encode("utf-8")) > self.max_bytes:
+        if self._on_disk(iq.nbytes) + self._on_disk(len(text.encode("utf-8"))) > self.max_bytes:
             # with its metadata it alone would fill the folder: kept, it stayed over max_bytes
             # with everything else deleted (sixty-sixth session)
             self.skipped += 1
@@ -162,15 +173,23 @@ class BurstCapture:
             tmp.unlink(missing_ok=True)
             data_path.unlink(missing_ok=True)
             raise
-        self._kept.append((stem, _size(meta_path) + iq.nbytes))
-        self.bytes += self._kept[-1][1]
+        on_disk = _disk_bytes(meta_path) + _disk_bytes(data_path)
+        if on_disk > self.max_bytes:   # alone over max_bytes, measured (the estimate was short): not kept
+            self._delete(stem)
+            self.skipped += 1
+            return
+        self._kept.append((stem, on_disk))
+        self.bytes += on_disk
         self.kept += 1
         while self.bytes > self.max_bytes and len(self._kept) > 1:
             old, nbytes = self._kept.popleft()
-            for suffix in (".sigmf-meta", ".sigmf-data"):   # the metadata first: no recording without data
-                (self.dir / f"{old}{suffix}").unlink(missing_ok=True)
+            self._delete(old)
             self.bytes -= nbytes
             self.deleted += 1
+
+    def _delete(self, stem: str) -> None:
+        for suffix in (".sigmf-meta", ".sigmf-data"):   # the metadata first: no recording without data
+            (self.dir / f"{stem}{suffix}").unlink(missing_ok=True)
 
 
 def check_folder(folder: str) -> None:
@@ -206,8 +225,20 @@ def _metadata(burst: Burst, record: dict[str, Any], when: datetime.datetime, who
     return {"global": glob, "captures": [capture], "annotations": [annotation]}
 
 
-def _size(path: Path) -> int:
+def _disk_bytes(path: Path) -> int:
+    """What the file takes on disk: st_blocks * 512 (whole blocks), else its size (a file system
+    that reports no blocks, or none yet); 0 when it is gone."""
     try:
-        return path.stat().st_size
+        st = path.stat()
     except OSError:
         return 0
+    blocks = getattr(st, "st_blocks", 0)
+    return blocks * 512 if blocks else st.st_size
+
+
+def _block_bytes(folder: Path) -> int:
+    """The folder's file system block (a file's size rounds up to it on disk); 1 where unknown."""
+    try:
+        return max(os.statvfs(folder).f_frsize, 1)
+    except (AttributeError, OSError):   # no statvfs (Windows)
+        return 1
