@@ -1,6 +1,6 @@
 """[capture] max_bytes bounds what the recordings take on disk, not their files' sizes: counted by
 size, 64-sample bursts (two files of whole 4 KiB blocks each on ext4) filled a 10 MiB cap with
-39.5 MB of disk (review, growth)."""
+39.5 MB of disk (the seventieth session's long-running review)."""
 
 from __future__ import annotations
 

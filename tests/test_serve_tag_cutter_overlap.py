@@ -1,6 +1,7 @@
 """Length tags whose packets overlap (a broken or hostile flowgraph) must not multiply memory: each
 waiting packet was copied out whole once its samples came, so 256 overlapping tags of a million
-samples turned 8 MiB of samples into 256 bursts holding 2 GiB in one decode (review, growth)."""
+samples turned 8 MiB of samples into 256 bursts holding 2 GiB in one decode (the seventieth
+session's long-running review)."""
 
 from __future__ import annotations
 
