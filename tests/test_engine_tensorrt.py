@@ -435,6 +435,25 @@ def test_prune_keeps_every_engine_of_the_models_files_and_removes_what_nothing_r
     assert [e["file"] for e in cached_engines(cache)] == sorted(p.name for p in made["gpu_fp32"] + made["gpu_int8"])
 
 
+def test_prune_refuses_to_judge_engines_by_a_model_file_it_cannot_read(tmp_path, capsys):
+    """An unreadable model file was an OSError traceback from its digest; taken as changed, it
+    would have made `engine prune` delete engines that minutes of builds made."""
+    from rfclassify._exceptions import ModelNotFoundError
+    from rfclassify.engine.tensorrt_engines import stale_files
+
+    if not Path("/proc/self/mem").is_file():
+        pytest.skip("needs Linux's /proc/self/mem (a regular file whose first read fails, for root too)")
+    model_dir, cache = tmp_path / "m", tmp_path / "cache"
+    model_dir.mkdir()
+    cache.mkdir()
+    (model_dir / "model.onnx").symlink_to("/proc/self/mem")
+    (cache / "rfc-x-gpu-fp32-all-0123456789abcdef.engine").write_bytes(b"e")
+    (cache / "rfc-x-gpu-fp32-all-0123456789abcdef.json").write_text(json.dumps({"digests": {"model.onnx": "0" * 64}}))
+    with pytest.raises(ModelNotFoundError, match=f"{model_dir / 'model.onnx'} cannot be read"):
+        stale_files(cache, model_dir, "x")
+    assert len(list(cache.iterdir())) == 2
+
+
 def test_prune_says_which_file_it_could_not_remove(shipped_tensorrt_files, tmp_path, monkeypatch, capsys):
     model_dir, cache = shipped_tensorrt_files, tmp_path / "cache"
     cache.mkdir()

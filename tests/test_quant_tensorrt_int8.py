@@ -188,6 +188,20 @@ def test_tensorrt_artifacts_are_refused_when_missing_or_replaced(calibrated, tmp
     assert "does not exist" in tensorrt_int8.artifact_problem(meta, model_dir, "qdq")
 
 
+def test_a_static_graph_that_cannot_be_read_is_a_problem_named_not_a_traceback(tmp_path):
+    """file_sha256's OSError reached the user from artifact_problem (the backend's selection)."""
+    if not Path("/proc/self/mem").is_file():
+        pytest.skip("needs Linux's /proc/self/mem (a regular file whose first read fails, for root too)")
+    model_dir = tmp_path / "m"
+    shutil.copytree(SHIPPED, model_dir)
+    meta = ModelMeta.load(model_dir)
+    graph = model_dir / sorted(meta.extra["export"]["static_files"].values())[0]
+    graph.unlink()
+    graph.symlink_to("/proc/self/mem")
+    problem = tensorrt_int8.artifact_problem(meta, model_dir, "calibration_cache")
+    assert f"cannot be checked against its static graph: {graph} cannot be read" in problem, problem
+
+
 # --- the shipped pair -----------------------------------------------------------------------
 
 def test_the_shipped_artifacts_are_the_recorded_ones_and_name_the_static_graphs_tensors():

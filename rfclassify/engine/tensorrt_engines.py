@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rfclassify._atomic import write_atomic
-from rfclassify._digest import file_sha256
+from rfclassify._digest import model_file_sha256
 from rfclassify._exceptions import BackendError, Cancelled, ConfigError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.engine.tensorrt_plan import (EnginePart, EnginePlan, engine_cache_dir, engine_file_name,
@@ -140,7 +140,7 @@ def digests(plan: EnginePlan, model_dir: Path) -> dict[str, str]:
     if missing:
         raise ModelNotFoundError(f"the TensorRT plan needs {', '.join(str(model_dir / f) for f in missing)}, "
                                  "which do not exist; run `rfclassify export` / `rfclassify calibrate`")
-    return {f: file_sha256(model_dir / f) for f in plan.files()}
+    return {f: model_file_sha256(model_dir / f) for f in plan.files()}
 
 
 def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:
@@ -187,7 +187,8 @@ def stale_files(cache_dir: Path, model_dir: Path, model_id: str,
     def digest(name: str) -> str | None:
         if name not in hashed:
             path = model_dir / name
-            hashed[name] = file_sha256(path) if path.is_file() else None
+            # missing: its engines are stale; unreadable: not judged (prune would delete good engines)
+            hashed[name] = model_file_sha256(path) if path.is_file() else None
         return hashed[name]
 
     version = ".".join(map(str, parse_version(tensorrt_version))) if tensorrt_version else None

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from rfclassify._atomic import write_atomic
-from rfclassify._digest import file_sha256
-from rfclassify._exceptions import InputError
+from rfclassify._digest import file_sha256, model_file_sha256
+from rfclassify._exceptions import InputError, ModelNotFoundError
 from rfclassify._optional import require
 
 TRT_QDQ_FILE = "model_trt_int8.onnx"
@@ -253,7 +253,11 @@ def artifact_problem(meta: Any, model_dir: str | os.PathLike[str], which: str) -
                     f"not {sorted(static, key=int)}; run `rfclassify calibrate` again")
         for bucket, digest in digests.items():
             graph = Path(model_dir) / static.get(bucket, f"static graph of bucket {bucket}")
-            if not graph.is_file() or file_sha256(graph) != digest:
+            try:
+                changed = not graph.is_file() or model_file_sha256(graph) != digest
+            except ModelNotFoundError as exc:
+                return f"{path} cannot be checked against its static graph: {exc}"
+            if changed:
                 return (f"{path} was calibrated for another {graph.name} (re-exported since); "
                         "run `rfclassify calibrate` again")
     return None
