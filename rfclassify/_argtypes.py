@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,16 +89,50 @@ def path_text(text: str) -> str:
 
 
 def output_file(text: str) -> Path:
-    """A file option a command writes at its end: not empty, not a folder, and under a folder
-    that is one or can be made. Checked as the command line is read, so that a mistake ends the
-    command before its work rather than after it (`bench daemon --json` under a file measured
-    for its whole run, then failed). '-' passes (stdout where the command takes it so)."""
+    """A file option a command writes at its end: not empty, not a folder, under a folder that is
+    one or can be made, and writable there: a file can be made in that folder (or the nearest
+    one that exists, where the folder is still to be made), and an existing file is writable.
+    Checked as the command line is read, so that a mistake ends the command before its work
+    rather than after it (`bench daemon --json` under a file, or `bench --json` on a read-only
+    mount or in /sys, measured for its whole run, then failed). A device or a FIFO that is
+    there (/dev/null) needs only to be writable itself: it is written in place. '-' passes
+    (stdout where the command takes it so)."""
     p = Path(path_text(text))
     if text == "-":
         return p
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; name a file")
+    if p.exists() and not p.is_file():
+        if not os.access(p, os.W_OK):
+            raise argparse.ArgumentTypeError(f"{text} cannot be written: permission denied")
+        return p
     parent = nearest_existing(p.parent)
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"{parent} is not a directory, so {text} cannot be written")
+    problem = _cannot_make_files_in(parent)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: {parent}: {problem}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: the file is read-only")
     return p
+
+
+def _cannot_make_files_in(folder: Path) -> str:
+    """Why no file can be made in `folder`, or "". os.access sees the permissions and a
+    read-only file system (EROFS), but root passes it where the file system itself refuses
+    (/sys), so a nameless temporary file (O_TMPFILE; a named one, removed at once, where the
+    file system lacks it) is made there and closed."""
+    import tempfile   # here, not at the top: `status` imports this module
+
+    if not os.access(folder, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        return "read-only file system" if read_only else "permission denied"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+    return ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -95,10 +96,26 @@ def _signals_held() -> Iterator[None]:
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Replace `path` with `data` (str: as UTF-8) in one step; the path written."""
-    with replacing(path) as tmp:
-        if isinstance(data, str):
-            tmp.write_text(data, encoding="utf-8")
-        else:
-            tmp.write_bytes(data)
-    return Path(path)
+    """Replace `path` with `data` (str: as UTF-8) in one step; the path written. A path that is
+    there and is neither a regular file nor a folder (/dev/null, a FIFO) is written in place:
+    there is no file to replace, and the rename would put a file where the device was. An
+    OSError that names no file (a full disk, `ulimit -f`: the temporary file's write) is raised
+    again naming `path`, the file the caller asked for."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None
+    try:
+        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            with open(path, "wb") as fh:
+                fh.write(payload)
+            return path
+        with replacing(path) as tmp:
+            tmp.write_bytes(payload)
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename) == temporary_name(path):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
+    return path

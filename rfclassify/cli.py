@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "engine": ("engine", "build, inspect and self-test TensorRT engines of the model"),
     "fit-refiner": ("fit_refiner", "fit the constellation refiner to a trained model"),
     "fit-sequence": ("fit_sequence", "train the refiner's sequence network on synthesized bursts"),
-    "bench": ("bench", "benchmark backends (and the daemon) against a PyTorch eager baseline"),
+    "bench": ("bench", "benchmark backends against PyTorch eager fp32, and the daemon against its bare backend"),
     "keys": ("keys", "make CURVE key pairs for the daemon's sockets"),
 }
 

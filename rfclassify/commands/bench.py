@@ -1,7 +1,8 @@
-"""`rfclassify bench [model|daemon]`: benchmarks against a PyTorch eager fp32 baseline.
+"""`rfclassify bench [model|daemon]`: benchmarks, each against a baseline in the same process.
 
 `rfclassify bench` / `rfclassify bench model`: each backend and precision on one network
-(rfclassify.engine.bench). `rfclassify bench daemon`: the whole daemon, owned by
+against PyTorch eager fp32 (rfclassify.engine.bench). `rfclassify bench daemon`: the whole
+daemon against the bare `Classifier.classify` on the same backend, owned by
 rfclassify.serve.bench_daemon (its own options; see `rfclassify bench daemon --help`).
 """
 
@@ -27,11 +28,15 @@ def _add_model_bench_arguments(parser: argparse.ArgumentParser, suppress: bool) 
         return argparse.SUPPRESS if suppress else value
 
     add_model_arguments(parser, backend=False, suppress_default=suppress)
-    parser.add_argument("--backends", type=names, default=d(("tensorrt", "onnxruntime", "torch")),
+    # None: not given (the defaults skip what this machine lacks; what the user names and
+    # none of which can be measured is an error, engine.bench.BenchConfig.named)
+    parser.add_argument("--backends", type=names, default=d(None),
                         help="comma-separated backends (default tensorrt,onnxruntime,torch: those that "
-                             "cannot run here are listed as skipped, with the reason)")
+                             "cannot run here are listed as skipped, with the reason; named, at least "
+                             "one of them must be measurable)")
     parser.add_argument("--precisions", type=names, default=d(None),
-                        help="comma-separated precisions (default: all each backend can run here)")
+                        help="comma-separated precisions (default: all each backend can run here; named, "
+                             "at least one of them must be measurable)")
     parser.add_argument("--buckets", type=positive_ints, default=d((1024,)),
                         help="window lengths in samples (default 1024)")
     parser.add_argument("--batch-sizes", type=batch_sizes, default=d(None),
@@ -72,16 +77,21 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{', '.join(early)} before 'daemon' would be ignored: options of the daemon "
                                   "benchmark go after the word, `rfclassify bench daemon --model-dir ...`")
         return int(importlib.import_module(DAEMON_MODULE).run(args))
-    from rfclassify.engine.bench import TABLE_HEADER, BenchConfig, format_row, run_bench
+    from rfclassify._atomic import write_atomic
+    from rfclassify.engine.bench import TABLE_HEADER, BenchConfig, few_calls_note, format_row, run_bench
     from rfclassify.model.meta import default_model_dir
 
-    config = BenchConfig(backends=tuple(args.backends), precisions=args.precisions,
+    named = args.backends is not None or args.precisions is not None
+    backends = BenchConfig.backends if args.backends is None else tuple(args.backends)
+    config = BenchConfig(backends=backends, precisions=args.precisions,
                          buckets_samples=tuple(args.buckets), batch_sizes=args.batch_sizes,
-                         seconds=args.seconds, device=args.device, threads=args.threads)
+                         seconds=args.seconds, device=args.device, threads=args.threads, named=named)
     report = run_bench(args.model_dir or default_model_dir(), config)
     to_stdout_only = args.json is not None and str(args.json) == "-"
     if to_stdout_only:
         print(json.dumps(report, indent=2))
+        for s in report["skipped"]:   # also in the report; said where a person reads it
+            print(f"skipped {s['backend']} {s['precision']}: {s['reason']}", file=sys.stderr)
         return 0
     out = sys.stdout
     print(f"model {report['model']}; baseline: {report['baseline']}; "
@@ -93,7 +103,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {s['backend']} {s['precision']}: {s['reason']}", file=out)
     print("x_lat = eager median latency / backend median latency; "
           "x_thr = backend windows/s / eager windows/s", file=out)
+    note = few_calls_note(report["rows"])
+    if note:
+        print(note, file=out)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        # in one step (a failed write, a full disk, left a valid earlier report cut short); an
+        # error names the file, exit 2
+        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
     return 0

@@ -33,6 +33,9 @@ from rfclassify.model.meta import ModelMeta
 log = logging.getLogger(__name__)
 
 MIN_CALLS = 5  # per side, however long they take
+#: the fewest calls a percentile of the table rests on before it is marked: below 1 / (1 - q)
+#: calls the q-th percentile is the slowest call, or an interpolation next to it
+PERCENTILE_CALLS = {"p90": 10, "p99": 100}
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class BenchConfig:
     seconds: float = 2.0                         # per measurement, baseline included
     device: str | None = None
     threads: int | None = None
+    #: the caller named the backends or the precisions (`--backends`, `--precisions`): a run
+    #: that can measure none of them is a ConfigError naming each reason, not an empty report
+    #: (the defaults still skip what this machine lacks, listed in skipped[])
+    named: bool = False
 
     def __post_init__(self) -> None:
         if self.seconds <= 0:
@@ -164,10 +171,23 @@ def run_bench(model_dir: str | Path, config: BenchConfig) -> dict[str, Any]:
                                                             config.seconds, batch)
                             rows.append(_row(name, precision, device, bucket, batch, b_stats, c_stats))
                             log.info("%s", format_row(rows[-1]))
+    if config.named and not rows:
+        raise ConfigError(nothing_measurable(skipped))
     return {"model": meta.model_id, "model_dir": str(model_dir), "machine": machine_info(devices_used),
             "baseline": "torch eager fp32, same network, same device, same process, alternating call by call",
             "config": asdict(config), "threads": threads,
             "rows": rows, "skipped": skipped}
+
+
+def nothing_measurable(skipped: list[dict[str, str]]) -> str:
+    """The error for a run of named backends or precisions that measured nothing: a line per
+    reason (`--backends onnxruntime --precisions int8` on a model without an INT8 graph
+    printed a "skipped" line, measured nothing and exited 0)."""
+    lines = [f"{s['backend']} {'(every precision)' if s['precision'] == '*' else s['precision']}: {s['reason']}"
+             for s in skipped]
+    if len(lines) == 1:
+        return f"nothing that was asked can be measured here: {lines[0]}"
+    return "nothing that was asked can be measured here:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 @contextlib.contextmanager
@@ -196,18 +216,29 @@ def _row(name: str, precision: str, device: str, bucket: int, batch: int,
     }
 
 
-TABLE_HEADER = (f"{'backend':<12} {'prec':<5} {'device':<7} {'bucket':>6} {'batch':>5} "
-                f"{'med_ms':>8} {'p90_ms':>8} {'p99_ms':>8} {'win/s':>9} | "
+TABLE_HEADER = (f"{'backend':<12} {'prec':<5} {'device':<7} {'bucket':>6} {'batch':>5} {'calls':>6} "
+                f"{'med_ms':>8} {'p90_ms':>9} {'p99_ms':>9} {'win/s':>9} | "
                 f"{'eager_ms':>8} {'eager_w/s':>9} | {'x_lat':>6} {'x_thr':>6}")
 
 
 def format_row(r: dict[str, Any]) -> str:
+    """A row of the table; a percentile over fewer calls than PERCENTILE_CALLS asks is marked '*'."""
     lat, base = r["latency_ms"], r["baseline"]
+    tail = {q: f"{lat[q]:.3f}" + ("*" if r["calls"] < PERCENTILE_CALLS[q] else " ") for q in PERCENTILE_CALLS}
     return (f"{r['backend']:<12} {r['precision']:<5} {r['device']:<7} {r['bucket']:>6} {r['batch']:>5} "
-            f"{lat['median']:>8.3f} {lat['p90']:>8.3f} {lat['p99']:>8.3f} "
+            f"{r['calls']:>6} {lat['median']:>8.3f} {tail['p90']:>9} {tail['p99']:>9} "
             f"{r['throughput_windows_per_s']:>9.0f} | {base['latency_ms']['median']:>8.3f} "
             f"{base['throughput_windows_per_s']:>9.0f} | {r['speedup_latency']:>6.2f} "
             f"{r['speedup_throughput']:>6.2f}")
+
+
+def few_calls_note(rows: list[dict[str, Any]]) -> str | None:
+    """The table's footnote where a row's percentile is marked, else None."""
+    if not any(r["calls"] < PERCENTILE_CALLS[q] for r in rows for q in PERCENTILE_CALLS):
+        return None
+    rule = ", ".join(f"{q} under {n}" for q, n in PERCENTILE_CALLS.items())
+    return (f"* over too few calls ({rule}): the slowest call or next to it, not a percentile; "
+            "a longer --seconds gives more calls")
 
 
 def machine_info(devices: set[str]) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 1. bare: `Classifier.classify` on the same 1,024-sample bursts, in batches of the daemon's
    max_batch (normalization, windowing, inference, results: the work the daemon does minus the
-   sockets and threads) for --seconds.
+   sockets and threads) for --seconds; a batch larger than the pool of bursts repeats them.
 2. max: a load generator (another process, PUSH over loopback TCP) sends as fast as the daemon
    takes them (PULL, overload policy "block": lossless backpressure); sustained throughput is
    the classified count over the measuring window.
 3. half: the generator at half the measured max rate; latency percentiles (arrival to
    result, from the daemon's own stats) and drops.
+A rate phase reports the rate asked of the generator (offered_rate) and what it sent in the
+window (sent, sent_rate_bursts_per_s): past what it can send here they part.
 Both daemons share one loaded Classifier with the bare run, so only the daemon differs.
 Reported as ratios to the bare backend, measured in the same process, with the CPU the
 daemon's process spent in each phase (its threads; not the load generator's process or the
@@ -84,21 +86,26 @@ def _bursts(n: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def bare_throughput(clf: Any, bursts: list[np.ndarray], batch: int, seconds: float) -> float:
-    """Bursts/s of Classifier.classify on batches of `batch` bursts."""
-    clf.classify(bursts[:batch])
+    """Bursts/s of Classifier.classify on batches of `batch` bursts, taken from `bursts` in turn
+    and round again where `batch` is more than there are (it took at most len(bursts), so with
+    --max-batch 1024 the "batch 1024" baseline classified batches of 256)."""
+    def chunk(start: int) -> list[np.ndarray]:
+        return [bursts[(start + k) % len(bursts)] for k in range(batch)]
+
+    clf.classify(chunk(0))
     n, i, t0 = 0, 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        chunk = bursts[i:i + batch] if i + batch <= len(bursts) else bursts[:batch]
-        clf.classify(chunk)
-        n += len(chunk)
+        clf.classify(chunk(i))
+        n += batch
         i = (i + batch) % len(bursts)
     return n / (time.perf_counter() - t0)
 
 
-def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any) -> None:
+def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: Any, sent: Any = None) -> None:
     """Send frames round-robin at `rate` per second (None: as fast as the socket accepts), in
     the load generator's process until `stop` is set or its parent process ends (a killed
-    bench left it sending under PID 1)."""
+    bench left it sending under PID 1). `sent` (a shared integer): the count sent so far, for
+    the parent to read (a rate past what this process can send was reported as offered)."""
     import zmq
 
     from rfclassify.engine.refiner_pool import become_child_worker
@@ -124,6 +131,8 @@ def _load(endpoint: str, frames: list[list[bytes]], rate: float | None, stop: An
             except zmq.Again:              # backpressure from the daemon for 100 ms: look at stop
                 continue
             i += 1
+            if sent is not None:
+                sent.value = i
     finally:
         sock.close()
 
@@ -148,10 +157,11 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
         # cores with the daemon but not its interpreter lock
         mp = multiprocessing.get_context("spawn")
         stop = mp.Event()
+        sent = mp.RawValue("q", 0)    # written by the generator alone; an aligned 8-byte store
         gen = None
         try:
             daemon.start()
-            gen = mp.Process(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop),
+            gen = mp.Process(target=_load, args=(daemon.pipeline.input_endpoint, frames, rate, stop, sent),
                              name="rfclassify-bench-load", daemon=True)
             with starting_processes():            # deaf to Ctrl-C from its first line: stop ends it
                 gen.start()
@@ -161,10 +171,10 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
                     raise InternalError(f"the load generator ended before sending (exit status {gen.exitcode})")
                 time.sleep(0.05)                  # the generator process is starting
             time.sleep(warmup_s)
-            s0, t0, cpu0 = daemon.stats.snapshot()["counters"], time.monotonic(), time.process_time()
+            s0, t0, cpu0, sent0 = daemon.stats.snapshot()["counters"], time.monotonic(), time.process_time(), sent.value
             daemon.stats.reset_latency(whole_window=True)   # percentiles of the measuring window only, all of it
             time.sleep(seconds)
-            snap, t1, cpu1 = daemon.stats.snapshot(), time.monotonic(), time.process_time()
+            snap, t1, cpu1, sent1 = daemon.stats.snapshot(), time.monotonic(), time.process_time(), sent.value
             covered = daemon.stats.latency_coverage()["total"]
             kept = daemon.capture.snapshot() if daemon.capture is not None else None
         finally:
@@ -178,7 +188,12 @@ def run_phase(engine: Any, frames: list[list[bytes]], rate: float | None, second
     c = snap["counters"]
     classified = c["classified"] - s0["classified"]
     return {
+        # the rate asked of the load generator (None: as fast as the daemon takes them), and
+        # what it sent in the window: past what its process can send here the two part
         "offered_rate": rate,
+        "sent": sent1 - sent0,
+        "sent_rate_bursts_per_s": (sent1 - sent0) / (t1 - t0),
+        "window_s": t1 - t0,
         "throughput_bursts_per_s": classified / (t1 - t0),
         # the CPU of this process's threads (the daemon's; the load generator is another
         # process, and so are the refiners' workers, which this leaves out)
@@ -206,6 +221,7 @@ def with_capture(cfg: Any, folder: str, labels: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rfclassify._atomic import write_atomic
     from rfclassify._exceptions import ConfigError
 
     # the daemon's sockets need pyzmq, which this module does not import at its top: a box
@@ -235,7 +251,9 @@ def run(args: argparse.Namespace) -> int:
     if to_stdout:
         print(json.dumps(report, indent=2))
     elif args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        # in one step (a failed write, a full disk, left a valid earlier report cut short); an
+        # error names the file, exit 2
+        write_atomic(args.json, json.dumps(report, indent=2) + "\n")
     return 0
 
 
@@ -333,17 +351,48 @@ def latency_goal_words(refined: bool) -> str:
     return "no goal with the refiners: the 20 ms goal is the network alone's, --no-refiner"
 
 
+def rate_text(rate: float) -> str:
+    """A rate in bursts/s for a line: whole numbers from 100 up, three figures below (a rate
+    under 1 was printed as "0/s offered")."""
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
+#: a rate phase whose generator sent less than this part of the rate asked (and two bursts
+#: fewer at least: a slow rate in a short window sends a whole burst or none) says so
+SENT_SHORT = 0.95
+
+
+def sent_short(p: dict[str, Any]) -> bool:
+    """Whether a rate phase's load generator sent clearly less than it was asked."""
+    if p["offered_rate"] is None:
+        return False
+    asked = p["offered_rate"] * p["window_s"]
+    return asked - p["sent"] > max(2.0, (1 - SENT_SHORT) * asked)
+
+
 def _print_phase(name: str, p: dict[str, Any], bare: float) -> None:
     lat = p["latency_ms"]["total"]
     if p["offered_rate"] is not None:
-        name += f" ({p['offered_rate']:.0f}/s offered)"
-    print(f"daemon, {name:<28} {p['throughput_bursts_per_s']:8.0f} bursts/s ({p['throughput_bursts_per_s'] / bare:.2f} x bare), "
-          f"dropped {p['dropped']}, latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms "
+        name += f" ({rate_text(p['offered_rate'])}/s asked, {rate_text(p['sent_rate_bursts_per_s'])}/s sent)"
+    thr = p["throughput_bursts_per_s"]
+    print(f"daemon, {name:<28} {thr:8.0f} bursts/s ({thr / bare:.2f} x bare), "
+          f"dropped {p['dropped']}{_of_sent(p)}, "
+          f"latency total p50 {lat['p50']} / p90 {lat['p90']} / p99 {lat['p99']} ms "
           f"({_latency_results(p)}), "
           f"daemon process CPU {p['process_cpu_cores']:.2f} cores"
           + (f" ({p['process_cpu_ms_per_burst']:.2f} ms a burst)" if p["process_cpu_ms_per_burst"] else "")
           + (f"; capture kept {p['capture']['kept']}, skipped {p['capture']['skipped']}" if p.get("capture") else ""),
           flush=True)
+    if sent_short(p):
+        print(f"  the load generator sent {rate_text(p['sent_rate_bursts_per_s'])} bursts/s of the "
+              f"{rate_text(p['offered_rate'])} asked (as many as its process could here): the phase measures "
+              "what was sent", flush=True)
+
+
+def _of_sent(p: dict[str, Any]) -> str:
+    """' of N sent' for a rate phase; nothing at max, where the daemon's queue and the sockets'
+    buffers hold thousands of bursts sent before the window (and "block" drops none)."""
+    return "" if p["offered_rate"] is None else f" of {p['sent']} sent"
 
 
 def _latency_results(p: dict[str, Any]) -> str:
