@@ -4,7 +4,9 @@
 whatever arrives; when full it applies the overload policy (drop the oldest, drop the newest,
 or block the producer) and reports every drop through a callback. `BucketBatcher` groups
 windowed bursts of the same length bucket into backend batches, flushing a bucket when it
-holds `max_batch` windows or its oldest burst has waited `max_wait_ms`.
+holds `max_batch` windows or its oldest burst has waited `max_wait_ms`. `ByteBudget` counts
+the bytes of the bursts past the ingest queue (the batcher's, the infer queue's and the batch
+inference runs), which the batcher keeps under `queues.infer_max_bytes`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class BoundedQueue:
         self._on_drop = on_drop or (lambda stage, item: None)
         self._items: deque[tuple[Any, int]] = deque()
         self._bytes = 0
+        self._peak_bytes = 0                # the most bytes held since take_peak()
         self._cond = threading.Condition()
 
     def __len__(self) -> int:
@@ -41,6 +44,12 @@ class BoundedQueue:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+    def take_peak(self) -> int:
+        """The most bytes held since the last call (or since made); starts over from now."""
+        with self._cond:
+            peak, self._peak_bytes = max(self._peak_bytes, self._bytes), self._bytes
+            return peak
 
     def _fits(self, nbytes: int) -> bool:
         return len(self._items) < self.max_items and self._bytes + nbytes <= self.max_bytes
@@ -65,13 +74,16 @@ class BoundedQueue:
                         return False
             self._items.append((item, nbytes))
             self._bytes += nbytes
+            self._peak_bytes = max(self._peak_bytes, self._bytes)
             self._cond.notify_all()
             return True
 
-    def get(self, timeout: float | None = None, until: Callable[[], bool] | None = None) -> Any | None:
+    def get(self, timeout: float | None = None, until: Callable[[], bool] | None = None,
+            sized: bool = False) -> Any | None:
         """Dequeue the oldest item, or None after `timeout` seconds with nothing to take, or
         as soon as `until()` is true with nothing to take (it is looked at when the wait
-        starts and on each wake(), so whoever makes it true calls wake() after)."""
+        starts and on each wake(), so whoever makes it true calls wake() after). With
+        `sized`, (item, the bytes it was counted as) instead of the item."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._items or (until is not None and until()), timeout) \
                     or not self._items:
@@ -79,7 +91,7 @@ class BoundedQueue:
             item, nbytes = self._items.popleft()
             self._bytes -= nbytes
             self._cond.notify_all()
-            return item
+            return (item, nbytes) if sized else item
 
     def wake(self) -> None:
         """Wake a get() that waits, so that it looks at its `until` again."""
@@ -96,12 +108,57 @@ class BoundedQueue:
             return out
 
 
+class ByteBudget:
+    """Bytes held by bursts between two points of the pipeline, and whether more may come.
+
+    Not a hard cap: `has_room` is looked at before a burst is taken, so what is held stays
+    under `max_bytes` plus the last burst let in (a burst larger than the whole budget still
+    passes alone, rather than never)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._peak = 0
+        self._cond = threading.Condition()
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def has_room(self) -> bool:
+        return self._held < self.max_bytes
+
+    def take(self, nbytes: int) -> None:
+        with self._cond:
+            self._held += nbytes
+            self._peak = max(self._peak, self._held)
+
+    def give_back(self, nbytes: int) -> None:
+        with self._cond:
+            self._held -= nbytes
+            self._cond.notify_all()
+
+    def wait_for_room(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for give_back() to leave room; whether there is."""
+        with self._cond:
+            return self._cond.wait_for(self.has_room, timeout)
+
+    def take_peak(self) -> int:
+        """The most bytes held since the last call (or since made); starts over from now."""
+        with self._cond:
+            peak, self._peak = max(self._peak, self._held), self._held
+            return peak
+
+
 @dataclass
 class Pending:
-    """A burst ready for inference and its normalized windows (arrival time: burst.received_s)."""
+    """A burst ready for inference and its normalized windows (arrival time: burst.received_s);
+    `nbytes`: what it holds, its samples and message as the ingest queue counted them plus its
+    windows."""
 
     burst: Burst
     windows: BurstWindows
+    nbytes: int = 0
 
 
 @dataclass
@@ -114,6 +171,10 @@ class Batch:
     @property
     def n_windows(self) -> int:
         return sum(p.windows.n_windows for p in self.items)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.items)
 
     def windows(self) -> np.ndarray:
         """(n_windows, bucket) complex64, the bursts' windows in item order."""

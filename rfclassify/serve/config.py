@@ -110,6 +110,11 @@ class OutputConfig:
     # with its topic under "topic", what GNU Radio's zeromq.sub_msg_source reads
     format: str = field(default="json", metadata=_check(OUTPUT_FORMATS))
     sndhwm: int = field(default=10000, metadata=_check(lo=1, hi=10_000_000))
+    # the most bytes a record may have on the wire; past it its echoed `meta` is cut (a reject's
+    # `detail`), so a subscriber that stops reading holds at most sndhwm x this (publish.fit_record).
+    # The default cuts no record a native message can make (its header is at most 64 KiB, JSON
+    # escapes at most triple it): the contract echoes `meta`; GNU Radio PDU metadata past it is cut
+    max_record_bytes: int = field(default=256 * 1024, metadata=_check(lo=1024, hi=2**31 - 1))
 
 
 @dataclass(frozen=True)
@@ -176,9 +181,17 @@ class QueueConfig:
     ingest_max_bursts: int = field(default=4096, metadata=_check(lo=1, hi=10_000_000))
     ingest_max_bytes: int = field(default=64 * MiB, metadata=_check(lo=MiB, hi=2**40))
     infer_max_batches: int = field(default=4, metadata=_check(lo=1, hi=1024))
+    # bytes of the bursts past the ingest queue (the batcher's, the infer queue's, the batch being
+    # inferred: samples, message and windows); the batcher takes no burst beyond it. 0: ingest_max_bytes
+    infer_max_bytes: int = field(default=0, metadata=_check(lo=0, hi=2**40))
     publish_max_records: int = field(default=20000, metadata=_check(lo=1, hi=10_000_000))
     publish_max_bytes: int = field(default=64 * MiB, metadata=_check(lo=MiB, hi=2**40))
     overload: str = field(default="drop_oldest", metadata=_check(OVERLOAD_POLICIES))
+
+    @property
+    def infer_bytes_limit(self) -> int:
+        """infer_max_bytes, or ingest_max_bytes where it is 0."""
+        return self.infer_max_bytes or self.ingest_max_bytes
 
 
 @dataclass(frozen=True)

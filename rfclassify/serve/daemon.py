@@ -25,6 +25,7 @@ from rfclassify._exceptions import Cancelled, ConfigError
 from rfclassify.serve.config import (DaemonConfig, apply_overrides, load_config, reloadable_changes, security_errors,
                                      security_notes)
 from rfclassify.serve.control import ControlServer
+from rfclassify.serve.heap_trim import HeapTrim, malloc_trim
 from rfclassify.serve.pipeline import EngineAdapter, Pipeline
 from rfclassify.serve.sdnotify import Notifier
 from rfclassify.serve.stats import DaemonStats
@@ -33,8 +34,6 @@ from rfclassify.serve.tegrastats import TegraStats
 log = logging.getLogger(__name__)
 
 STATUS_LINE_EVERY_S = 5.0
-
-
 def load_engine(config: DaemonConfig, cancel: threading.Event | None = None) -> EngineAdapter:
     """Load (and warm) the classifier the [model] section asks for; `cancel` set stops the
     TensorRT engine builds between engines (Classifier.load)."""
@@ -114,6 +113,7 @@ class Daemon:
         self._reload = threading.Event()
         self._stopped = False
         self.stop_signal = "a stop request"     # or the signal's name (SIGTERM, SIGINT)
+        self.heap_trim: HeapTrim | None = None  # made once serving (its RSS baseline then)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -216,6 +216,7 @@ class Daemon:
     def serve_forever(self) -> int:
         """Block until SIGTERM/SIGINT, handling reloads and STATUS= updates; returns the exit code."""
         last_status = 0.0
+        self.heap_trim = HeapTrim(malloc_trim())
         while not self._stop.wait(0.2):
             if self._reload.is_set():
                 self._reload.clear()
@@ -224,6 +225,8 @@ class Daemon:
                 log.error("pipeline thread(s) failed: %s", ", ".join(self.pipeline.failed_threads()))
                 self.stop(drain=False)
                 return 1
+            if self.pipeline is not None:
+                self.heap_trim.poll(self.pipeline.held_bytes(), self.pipeline.take_peak_bytes())
             now = time.monotonic()
             if now - last_status >= STATUS_LINE_EVERY_S:
                 last_status = now
@@ -349,7 +352,9 @@ class Daemon:
             "engine": engine,
             "input": {"endpoint": p.input_endpoint if p else cfg.input.endpoint, "mode": cfg.input.mode,
                       "bind": cfg.input.bind, "format": cfg.input.format, "cut_mode": cfg.input.cut_mode},
-            "output": {"endpoint": p.output_endpoint if p else cfg.output.endpoint, "format": cfg.output.format},
+            "output": {"endpoint": p.output_endpoint if p else cfg.output.endpoint, "format": cfg.output.format,
+                       "sndhwm": cfg.output.sndhwm, "max_record_bytes": cfg.output.max_record_bytes,
+                       "records_cut": p.records_cut if p else 0},
             "control": {"endpoint": self.control.endpoint if self.control else cfg.control.endpoint},
             "overload_policy": cfg.queues.overload,
             "heartbeat_age_s": None if (a := self.heartbeat_age_s()) is None else round(a, 3),

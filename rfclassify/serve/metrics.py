@@ -96,7 +96,8 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
         w.sample("rfclassify_latency_seconds_bucket", n, stage=stage, le="+Inf")
         w.sample("rfclassify_latency_seconds_sum", total_s, stage=stage)
         w.sample("rfclassify_latency_seconds_count", n, stage=stage)
-    w.family("rfclassify_queue_depth", "gauge", "Items waiting in each queue (ingest_bytes: bytes).")
+    w.family("rfclassify_queue_depth", "gauge", "Items waiting in each queue (*_bytes: bytes; infer_bytes: "
+             "the batcher's, infer queue's and running batch's).")
     for q, v in sorted((status.get("queues") or {}).items()):
         w.sample("rfclassify_queue_depth", v, queue=q)
     w.family("rfclassify_throughput_bursts_per_second", "gauge", "Recent classification rate.")

@@ -25,8 +25,13 @@
   (rfclassify.serve.capture), which keeps the ones whose label it was asked for.
 
 Only the ingest queue drops under overload (policy drop_oldest, drop_newest or block); the
-infer queue blocks the batcher, which backs up into the ingest queue. The publish queue
-drops its oldest record if the output cannot keep up. Every drop is counted per stage.
+infer queue blocks the batcher, which backs up into the ingest queue. So does the infer byte
+budget (queues.infer_max_bytes): past the ingest queue a burst is held with its raw samples
+(the refiner and the capture read them), so a batch of 64 windows of 64 MiB bursts held
+256 MiB, and counting batches alone let 2.6 GB through against a 64 MiB ingest queue; the
+batcher takes no burst while the budget is spent, and sends what it holds at once. The
+publish queue drops its oldest record if the output cannot keep up. Every drop is counted per
+stage.
 
 A stop that gives up on its drain counts what it abandons, each burst once: the bursts in the
 queues, the batcher and the batch inference is running, never classified, as dropped at stage
@@ -46,12 +51,12 @@ import zmq
 
 from rfclassify._exceptions import MessageError, UserError
 from rfclassify.dsp.windows import burst_to_windows
-from rfclassify.serve.batching import Batch, BoundedQueue, BucketBatcher, Pending
+from rfclassify.serve.batching import Batch, BoundedQueue, BucketBatcher, ByteBudget, Pending
 from rfclassify.serve.bursts import Burst, Reject
 from rfclassify.serve.config import DaemonConfig
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
-from rfclassify.serve.publish import open_output_socket, publish_loop
+from rfclassify.serve.publish import fit_record, open_output_socket, publish_loop
 from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, encode, encode_pmt, reject_record, result_record
 from rfclassify.serve.stats import DaemonStats
 
@@ -161,7 +166,9 @@ class Pipeline:
         q = config.queues
         self.ingest_q = BoundedQueue("ingest", q.ingest_max_bursts, q.ingest_max_bytes,
                                      q.overload, self._dropped)
+        # its bytes are bounded with the batcher's and the running batch's by infer_budget
         self.infer_q = BoundedQueue("infer", q.infer_max_batches, 1 << 62, "block", self._dropped)
+        self.infer_budget = ByteBudget(q.infer_bytes_limit)
         self.publish_q = BoundedQueue("publish", q.publish_max_records, q.publish_max_bytes,
                                       "drop_oldest", self._dropped)
         self.batcher = BucketBatcher(config.batching)
@@ -176,6 +183,7 @@ class Pipeline:
         self.refiner_errors = 0           # batches the refiner failed on (left to the network)
         self.decoder_errors = 0           # messages the decoder raised on (rejected, internal_error)
         self.encoder_errors = 0           # records the output encoder raised on (sent as internal_error)
+        self.records_cut = 0              # records over output.max_record_bytes sent cut (publish.fit_record)
         # when the last error of each kind (inference, refiner, decoder, encoder) happened
         # (time.monotonic()): the health counts an error for health.error_window_s, not for good
         self.last_error_s: dict[str, float] = {}
@@ -260,7 +268,16 @@ class Pipeline:
     def queue_depths(self) -> dict[str, Any]:
         return {"ingest": len(self.ingest_q), "ingest_bytes": self.ingest_q.nbytes,
                 "batching": len(self.batcher), "infer_batches": len(self.infer_q),
+                "infer_bytes": self.infer_budget.held,
                 "publish": len(self.publish_q), "publish_bytes": self.publish_q.nbytes}
+
+    def held_bytes(self) -> int:
+        """The bytes the queues, the batcher and the batch being inferred hold now."""
+        return self.ingest_q.nbytes + self.infer_budget.held + self.publish_q.nbytes
+
+    def take_peak_bytes(self) -> int:
+        """The most bytes they held since the last call (each stage's own peak, summed)."""
+        return self.ingest_q.take_peak() + self.infer_budget.take_peak() + self.publish_q.take_peak()
 
     def decoder_stats(self) -> dict[str, float]:
         return dict(self._decoder_stats)
@@ -300,7 +317,7 @@ class Pipeline:
         # A record the encoder fails on (a bug an echoed value found) goes out as an internal_error
         # reject without its echoes, counted (health: degraded), not the thread that publishes it.
         try:
-            frames = self._encode(topic, record)
+            fitted, cut = fit_record(topic, record, self._encode, self.config.output.max_record_bytes)
         except Exception as exc:  # noqa: BLE001 - one record must not stop the daemon
             if _worth_logging(self._count_error("encoder")):
                 log.exception("the %s encoder failed on a %s record (%d so far); an internal_error reject "
@@ -309,9 +326,21 @@ class Pipeline:
                            f"{type(exc).__name__}", stream=record.get("stream") if isinstance(
                                record.get("stream"), str) else None)
             try:
-                frames = self._encode(REJECT_TOPIC, reject_record(plain))
+                fitted, cut = fit_record(REJECT_TOPIC, reject_record(plain), self._encode,
+                                         self.config.output.max_record_bytes)
             except Exception:  # noqa: BLE001 - nothing left to send
                 return
+        if cut:
+            self.records_cut += 1
+            if _worth_logging(self.records_cut):
+                log.warning("a %s record (stream %.80r) was over output.max_record_bytes (%d); %s (%d so far)",
+                            topic.decode(), record.get("stream"), self.config.output.max_record_bytes,
+                            "sent with its echoed meta or detail cut" if fitted is not None else
+                            "dropped: it is too large even cut", self.records_cut)
+        if fitted is None:
+            self.stats.add_drop("publish")
+            return
+        frames = fitted
         with self._shutdown_lock:
             if self._publisher_gone:
                 self.stats.add_drop(UNSENT_STAGE)
@@ -410,7 +439,16 @@ class Pipeline:
 
     def _batch_loop(self) -> None:
         policy = self.engine.policy
+        budget = self.infer_budget
         while not self._abort.is_set():
+            if not budget.has_room():
+                # the bursts past the ingest queue hold queues.infer_max_bytes: take none until
+                # inference gives bytes back (which wakes the budget); what the batcher holds
+                # cannot grow meanwhile, so it goes now, whatever its wait
+                for batch in self.batcher.flush_all():
+                    self._submit(batch)
+                budget.wait_for_room(_POLL_S)
+                continue
             # read the flag before the queue: once ingest is done, an empty queue stays empty
             ingest_finished = self._ingest_done.is_set()
             wait = self.batcher.next_due_s(time.monotonic())
@@ -418,15 +456,17 @@ class Pipeline:
             # a due batch held while inference is busy waits for a burst or for inference to
             # come free (the inference thread wakes this queue when it does)
             item = self.ingest_q.get(timeout=_POLL_S if wait is None or held else min(wait, _POLL_S),
-                                     until=self._inference_free if held else None)
+                                     until=self._inference_free if held else None, sized=True)
             if item is not None:
-                burst: Burst = item
+                burst: Burst = item[0]
                 try:
                     windows = burst_to_windows(burst.iq, policy)
                 except MessageError as exc:
                     self._reject(Reject(exc.reason, exc.detail, burst.burst_id, burst.stream))
                 else:
-                    full = self.batcher.add(Pending(burst, windows), time.monotonic())
+                    pending = Pending(burst, windows, item[1] + windows.windows.nbytes)
+                    budget.take(pending.nbytes)
+                    full = self.batcher.add(pending, time.monotonic())
                     if full is not None:
                         self._submit(full)
             if ingest_finished and item is None and len(self.ingest_q) == 0:
@@ -452,7 +492,8 @@ class Pipeline:
         return True
 
     def _submit(self, batch: Batch) -> None:
-        if not self._put_blocking(self.infer_q, batch):
+        if not self._put_blocking(self.infer_q, batch, batch.nbytes):
+            self.infer_budget.give_back(batch.nbytes)
             self.stats.add_drop("shutdown", len(batch.items))    # a stop gave up on its drain
 
     def _inference_free(self) -> bool:
@@ -475,6 +516,7 @@ class Pipeline:
                 self._run_batch(batch)
             finally:
                 self._inferring = False
+                self.infer_budget.give_back(batch.nbytes)   # wakes a batcher waiting for room
                 self.ingest_q.wake()        # a batch the batcher holds may go now
         self._put_blocking(self.publish_q, _END)
 

@@ -4,6 +4,12 @@ Other threads hand it serialized `[topic, json]` frames (`results.encode`) throu
 queue; it sends them. PUB never blocks: a subscriber that cannot keep up loses messages at
 ZeroMQ's high-water mark (`output.sndhwm`), which ZeroMQ does not report, so the daemon can
 only count what it handed to the socket (`published`).
+
+ZeroMQ's high-water mark counts messages, not bytes (and is fixed when the socket binds:
+libzmq 4.3 applies a later SNDHWM to no pipe), so what a subscriber that stops reading can
+hold is bounded in bytes by the size of a record: `fit_record` keeps every record within
+`output.max_record_bytes` by cutting what a sender made large, its echoed `meta` (a reject's
+`detail`), so that such a subscriber holds at most `sndhwm` x `max_record_bytes`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,26 @@ from rfclassify.serve.stats import DaemonStats
 
 LINGER_MS = 1000         # how long close() may spend delivering what is still queued
 POLL_S = 0.1
+CUT_DETAIL_CHARS = 512   # what a reject too large for max_record_bytes keeps of its detail
+
+
+def fit_record(topic: bytes, record: dict[str, Any], encode: Callable[[bytes, dict[str, Any]], list[bytes]],
+               max_record_bytes: int) -> tuple[list[bytes] | None, bool]:
+    """(frames, whether something was cut): `record` encoded within max_record_bytes (all its
+    frames), or None where even the cut record is larger (its echoed stream or burst_id is).
+    A result over the limit goes out with `meta` null and `meta_cut` {record_bytes,
+    max_record_bytes}; a reject with its detail cut to CUT_DETAIL_CHARS."""
+    frames = encode(topic, record)
+    size = sum(len(f) for f in frames)
+    if size <= max_record_bytes:
+        return frames, False
+    if "meta" in record:
+        cut = {**record, "meta": None, "meta_cut": {"record_bytes": size, "max_record_bytes": max_record_bytes}}
+    else:
+        detail = str(record.get("detail"))[:CUT_DETAIL_CHARS]
+        cut = {**record, "detail": f"{detail}... (cut: {size} bytes, over output.max_record_bytes)"}
+    frames = encode(topic, cut)
+    return (frames if sum(len(f) for f in frames) <= max_record_bytes else None), True
 
 
 def open_output_socket(context: zmq.Context, config: DaemonConfig,

@@ -94,7 +94,8 @@ def render_status(st: dict[str, Any]) -> str:
     q = st.get("queues") or {}
     if q:
         add(f"queues      ingest {q.get('ingest')} ({q.get('ingest_bytes', 0) / 1e6:.1f} MB), "
-            f"batching {q.get('batching')}, infer {q.get('infer_batches')} batches, publish {q.get('publish')}")
+            f"batching {q.get('batching')}, infer {q.get('infer_batches')} batches "
+            f"({q.get('infer_bytes', 0) / 1e6:.1f} MB held past ingest), publish {q.get('publish')}")
     cap = st.get("capture")
     if cap:
         failed = (f", {cap['failed']} failed (last: {cap.get('last_error') or '?'})" if cap.get("failed") else "")
