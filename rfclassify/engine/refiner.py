@@ -52,7 +52,7 @@ import numpy as np
 from rfclassify._atomic import replacing
 from rfclassify._cpus import keep_one_blas_thread
 from rfclassify._digest import file_sha256
-from rfclassify._exceptions import ConfigError, ModelNotFoundError
+from rfclassify._exceptions import ConfigError, InternalError, ModelNotFoundError
 from rfclassify._npz import open_npz
 from rfclassify.dsp import em_channel
 from rfclassify.dsp.em_channel import ALL_BURSTS, FAST_CLASSES
@@ -62,7 +62,8 @@ from rfclassify.dsp.symbol_clock import (N_INVARIANTS, RATE_RULES, STRONGEST_LIN
 from rfclassify.dsp.power_lines import power_line_features
 from rfclassify.dsp.sequence_fronts import BLIND_MOMENTS, blind_filtered, front_sequence
 from rfclassify.dsp.symbol_sequence import CARRIER_LINES, clocked_symbols, finite_sequence
-from rfclassify.engine.refiner_pool import become_child_worker, end_processes, map_chunksize, starting_processes
+from rfclassify.engine.refiner_pool import (become_child_worker, end_processes, map_chunksize, spawn_context,
+                                            starting_processes)
 from rfclassify.engine.results import log_softmax
 from rfclassify.engine.sequence_net import PREFIX as SEQUENCE_PREFIX
 from rfclassify.engine.sequence_net import SequenceNet
@@ -305,11 +306,16 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
     others started later (seconds each) while real bursts waited for them; on a 16-core H200
     host the first 480 bursts then took 7x as long as the next 480, which made 8 workers
     look as if they did not scale (benchmarks/refiner_pool_h200_run11.log). So each worker's
-    start waits until all have started, and no task finds an idle one before then."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    start waits until all have started, and no task finds an idle one before then.
 
-    ctx = multiprocessing.get_context("spawn")
+    A worker that dies before the pool has started (the OOM killer, kill -9; one whose `setup`
+    raised) raises InternalError "a refiner worker died while starting (...)", the pool's
+    processes killed: before spawn_context the spawn waited for good on one that died before
+    it had read its start data, and the BrokenPipeError it now gets read to the CLI as a
+    closed stdout (exit 1, no message)."""
+    from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+
+    ctx = spawn_context()
     started, all_started = ctx.Value("i", 0), ctx.Event()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(sequence_net, tuple(equalizer), rate_rule, started, all_started, workers,
@@ -318,11 +324,15 @@ def start_pool(workers: int, sequence_net: SequenceNet | None = None, equalizer:
         with starting_processes():      # the workers start as map submits their tasks
             warming = pool.map(_pooled_statistics, [_warm_burst()] * workers)
         list(warming)
-    except BaseException:
+    except BaseException as exc:
         # Ctrl-C while they start, say: they are ended, not left to finish starting for no one
         # (a worker still starting then failed to open `started`, which this frame's end had
         # freed, and printed that traceback); killed, since they ignore SIGTERM
         end_processes(pool, 0.0, join=False)
+        if isinstance(exc, BrokenPipeError):        # in its spawn (spawn_context)
+            raise InternalError(f"a refiner worker died while starting ({exc.strerror or exc})") from exc
+        if isinstance(exc, BrokenExecutor):         # once spawned, before its warm-up burst was done
+            raise InternalError(f"a refiner worker died while starting (its pool broke: {exc})") from exc
         raise
     return pool
 
