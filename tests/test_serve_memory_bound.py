@@ -7,9 +7,7 @@ pipeline's own bytes, counted from the arrays it holds, not RSS.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,73 +15,23 @@ from typing import Any
 
 import numpy as np
 import pytest
-import zmq
 
 from rfclassify.serve.batching import BucketBatcher
 from rfclassify.serve.config import MiB, QueueConfig
-from rfclassify.serve.daemon import Daemon, load_engine
 from rfclassify.serve.demo import ResultCollector, local_config
 from rfclassify.serve.native import encode_native
 from rfclassify.serve.pipeline import EngineAdapter
 
+from held_daemon import WAIT_S, hold_inference, serving, tiny_engine, until
+
 pytest.importorskip("onnxruntime")
 
-WAIT_S = 30.0
 BIG_SAMPLES = 1 << 17          # 1 MiB of complex64: the largest bucket's 16 windows, capped
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> EngineAdapter:
-    cfg = local_config(tmp_path_factory.mktemp("ctl"), model_dir=str(tiny_model_dir), backend="onnxruntime")
-    return load_engine(cfg)
-
-
-class Gate:
-    """Holds back whoever calls wait() until open(); `entered` is set at the first call."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self._open = threading.Event()
-
-    def wait(self) -> None:
-        self.entered.set()
-        self._open.wait(WAIT_S)
-
-    def open(self) -> None:
-        self._open.set()
-
-
-def _until(condition: Any) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, "the daemon did not get there"
-        time.sleep(0.01)
-
-
-@contextlib.contextmanager
-def _daemon(engine: EngineAdapter, tmp_path: Path, cfg: Any):
-    d = Daemon(cfg, engine=engine)
-    d.start()
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    push.connect(d.pipeline.input_endpoint)
-    try:
-        yield d, push
-    finally:
-        push.close(0)
-        ctx.term()
-        d.stop(drain=False)
-
-
-def _held_inference(monkeypatch: pytest.MonkeyPatch) -> Gate:
-    gate = Gate()
-    real = EngineAdapter.infer_batch
-
-    def held(self, batch):
-        gate.wait()
-        return real(self, batch)
-    monkeypatch.setattr(EngineAdapter, "infer_batch", held)
-    return gate
+    return tiny_engine(tiny_model_dir, tmp_path_factory)
 
 
 def _big_bursts(n: int) -> list[np.ndarray]:
@@ -122,17 +70,17 @@ def test_big_bursts_faster_than_inference_hold_at_most_the_byte_bounds(engine, t
         out = real_add(self, item, now)
         peaks.append(_bytes_past_ingest(d.pipeline))     # where bytes enter the stages past ingest
         return out
-    gate = _held_inference(monkeypatch)
+    gate = hold_inference(monkeypatch)
     monkeypatch.setattr(BucketBatcher, "add", add)
     bursts = _big_bursts(24)
     one_burst = bursts[0].nbytes + 16 * 4096 * 8         # its samples and at most 16 windows
-    with _daemon(engine, tmp_path, cfg) as (d, push):
+    with serving(engine, cfg) as (d, push):
         p = d.pipeline
         for i, iq in enumerate(bursts):
             push.send_multipart(encode_native(iq, {"sample_rate": 1e6, "burst_id": i}))
-        _until(lambda: d.stats.received == len(bursts) and gate.entered.is_set())
+        until(lambda: d.stats.received == len(bursts) and gate.entered.is_set())
         # let the batcher take all it will: it stops once nothing it does changes what it holds
-        _until(lambda: (n := len(peaks)) > 0 and (time.sleep(0.5) or len(peaks) == n))
+        until(lambda: (n := len(peaks)) > 0 and (time.sleep(0.5) or len(peaks) == n))
         assert max(peaks) <= limit + one_burst, f"{max(peaks) / MiB:.1f} MiB past the ingest queue"
         assert p.ingest_q.nbytes <= limit
         held = _bytes_past_ingest(p)
@@ -140,8 +88,8 @@ def test_big_bursts_faster_than_inference_hold_at_most_the_byte_bounds(engine, t
         assert held <= p.queue_depths()["infer_bytes"] <= held + 1024 * len(bursts)
         assert d.stats.drops("ingest") > 0                # the overload went where the docs say
         gate.open()
-        _until(lambda: d.stats.classified + d.stats.drops("ingest") == len(bursts))
-        _until(lambda: p.queue_depths()["infer_bytes"] == 0)
+        until(lambda: d.stats.classified + d.stats.drops("ingest") == len(bursts))
+        until(lambda: p.queue_depths()["infer_bytes"] == 0)
 
 
 def test_a_spent_byte_budget_sends_the_held_batch_at_once(engine, tmp_path):
@@ -149,7 +97,7 @@ def test_a_spent_byte_budget_sends_the_held_batch_at_once(engine, tmp_path):
     not after its max_wait_ms (here a minute)."""
     cfg = local_config(tmp_path, max_wait_ms=60_000)
     cfg = replace(cfg, queues=replace(QueueConfig(), infer_max_bytes=MiB // 2, overload="block"))
-    with _daemon(engine, tmp_path, cfg) as (d, push):
+    with serving(engine, cfg) as (d, push):
         for i, iq in enumerate(_big_bursts(2)):
             push.send_multipart(encode_native(iq, {"sample_rate": 1e6, "burst_id": i}))
         deadline = time.monotonic() + 20
@@ -161,7 +109,7 @@ def test_a_spent_byte_budget_sends_the_held_batch_at_once(engine, tmp_path):
 def test_normal_bursts_never_reach_the_byte_budget_and_batch_as_before(engine, tmp_path, monkeypatch):
     """1,024-sample bursts with inference held: full max_batch batches, the budget far off."""
     sizes: list[int] = []
-    gate = _held_inference(monkeypatch)
+    gate = hold_inference(monkeypatch)
     real = EngineAdapter.infer_batch
 
     def counted(self, batch):
@@ -170,15 +118,15 @@ def test_normal_bursts_never_reach_the_byte_budget_and_batch_as_before(engine, t
     monkeypatch.setattr(EngineAdapter, "infer_batch", counted)
     rng = np.random.default_rng(1)
     iq = (rng.standard_normal((321, 1024)) + 1j * rng.standard_normal((321, 1024))).astype(np.complex64)
-    with _daemon(engine, tmp_path, local_config(tmp_path)) as (d, push):
+    with serving(engine, local_config(tmp_path)) as (d, push):
         push.send_multipart(encode_native(iq[0], {"sample_rate": 1e6, "burst_id": 0}))
         assert gate.entered.wait(WAIT_S)
         for i in range(1, len(iq)):
             push.send_multipart(encode_native(iq[i], {"sample_rate": 1e6, "burst_id": i}))
-        _until(lambda: d.stats.received == len(iq) and len(d.pipeline.infer_q) == 4)
+        until(lambda: d.stats.received == len(iq) and len(d.pipeline.infer_q) == 4)
         assert d.pipeline.queue_depths()["infer_bytes"] < d.config.queues.infer_bytes_limit // 4
         gate.open()
-        _until(lambda: d.stats.classified == len(iq))
+        until(lambda: d.stats.classified == len(iq))
     assert sizes[:5] == [1, 64, 64, 64, 64], sizes
 
 
@@ -228,7 +176,7 @@ def test_records_with_a_large_meta_go_out_within_max_record_bytes(engine, tmp_pa
     cfg = replace(cfg, output=replace(cfg.output, max_record_bytes=8192))   # the default keeps native metas whole
     rng = np.random.default_rng(2)
     iq = (rng.standard_normal((3, 1024)) + 1j * rng.standard_normal((3, 1024))).astype(np.complex64)
-    with _daemon(engine, tmp_path, cfg) as (d, push):
+    with serving(engine, cfg) as (d, push):
         c = ResultCollector(d.pipeline.output_endpoint).start()
         try:
             for i in range(3):

@@ -7,9 +7,6 @@ drain misses its bound whatever the machine's speed.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,63 +18,27 @@ import zmq
 from rfclassify.dsp.synth import synthesize
 from rfclassify.serve import pipeline as pipeline_module
 from rfclassify.serve.config import QueueConfig, ShutdownConfig
-from rfclassify.serve.daemon import Daemon, load_engine
+from rfclassify.serve.daemon import Daemon
 from rfclassify.serve.demo import local_config
 from rfclassify.serve.native import encode_native
 from rfclassify.serve.pipeline import EngineAdapter
 
-pytest.importorskip("onnxruntime")
+from held_daemon import WAIT_S, Gate, hold, hold_inference, serving, tiny_engine, until
 
-WAIT_S = 30.0         # the longest a test waits for the daemon to reach the state it needs
+pytest.importorskip("onnxruntime")
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> EngineAdapter:
-    """The tiny model, loaded once for every daemon here (a daemon does not close an engine it
-    was given)."""
-    cfg = local_config(tmp_path_factory.mktemp("ctl"), model_dir=str(tiny_model_dir), backend="onnxruntime")
-    return load_engine(cfg)
+    return tiny_engine(tiny_model_dir, tmp_path_factory)
 
 
-class Gate:
-    """Holds back whoever calls wait() until open(); `entered` is set at the first call."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self._open = threading.Event()
-
-    def wait(self) -> None:
-        self.entered.set()
-        self._open.wait(WAIT_S)
-
-    def open(self) -> None:
-        self._open.set()
-
-
-def _until(condition: Any) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, "the daemon did not get there"
-        time.sleep(0.01)
-
-
-@contextlib.contextmanager
 def _daemon(engine: EngineAdapter, tmp_path: Path, max_batch: int = 64, **queues: Any):
     """A daemon on the shared engine whose drain bound is 0.2 s, and a PUSH socket to it."""
     cfg = local_config(tmp_path, max_batch=max_batch)
     cfg = replace(cfg, shutdown=ShutdownConfig(drain_timeout_s=0.2), queues=replace(QueueConfig(), **{
         "overload": "block", **queues}))
-    d = Daemon(cfg, engine=engine)
-    d.start()
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    push.connect(d.pipeline.input_endpoint)
-    try:
-        yield d, push
-    finally:
-        push.close(0)
-        ctx.term()
-        d.stop(drain=False)
+    return serving(engine, cfg)
 
 
 def _finish(d: Daemon, gate: Gate) -> dict[str, Any]:
@@ -102,19 +63,12 @@ def test_the_batch_inference_runs_when_the_drain_gives_up_is_dropped_and_never_r
     """Its backend call outlives the stop: its bursts are counted as dropped at `shutdown` with
     the queued ones, and its results, made after, are neither counted as classified nor queued
     for a publisher that is gone (before: 5 of 6 counted, the sixth classified but never sent)."""
-    gate = Gate()
-    real = EngineAdapter.infer_batch
-
-    def held(self, batch):
-        gate.wait()
-        return real(self, batch)
-
     with _daemon(engine, tmp_path) as (d, push):
-        monkeypatch.setattr(EngineAdapter, "infer_batch", held)
+        gate = hold_inference(monkeypatch)
         _send(push, 1, seed=1)
         assert gate.entered.wait(WAIT_S)
         _send(push, 5, seed=2)
-        _until(lambda: d.stats.received == 6)
+        until(lambda: d.stats.received == 6)
         assert not d.stop(drain=True)
         c = _finish(d, gate)
     assert c["dropped"] == {"shutdown": 6}
@@ -127,20 +81,13 @@ def test_bursts_the_ingest_and_batcher_threads_hold_when_the_drain_gives_up_are_
     infer queue, one in the batcher's hands waiting for room there, one in the ingest queue and
     one in the ingest thread's hands waiting for room there. All five are counted (before: the
     two the threads held were lost uncounted, and the running one was not counted either)."""
-    gate = Gate()
-    real = EngineAdapter.infer_batch
-
-    def held(self, batch):
-        gate.wait()
-        return real(self, batch)
-
     with _daemon(engine, tmp_path, max_batch=1, ingest_max_bursts=1, infer_max_batches=1) as (d, push):
-        monkeypatch.setattr(EngineAdapter, "infer_batch", held)
+        gate = hold_inference(monkeypatch)
         _send(push, 1, seed=3)
         assert gate.entered.wait(WAIT_S)
         _send(push, 4, seed=4)
         p = d.pipeline
-        _until(lambda: d.stats.received == 5 and len(p.infer_q) == 1 and len(p.ingest_q) == 1)
+        until(lambda: d.stats.received == 5 and len(p.infer_q) == 1 and len(p.ingest_q) == 1)
         assert not d.stop(drain=True)
         c = _finish(d, gate)
     assert c["dropped"] == {"shutdown": 5}
@@ -173,7 +120,7 @@ def test_records_left_in_the_publish_queue_are_counted_unsent(engine, tmp_path, 
     with _daemon(engine, tmp_path) as (d, push):
         _send(push, 4, seed=5)
         push.send_multipart([b"not a header", b"\0" * 8])         # a decoder reject
-        _until(lambda: d.stats.classified == 4 and sum(d.stats.rejected.values()) == 1)
+        until(lambda: d.stats.classified == 4 and sum(d.stats.rejected.values()) == 1)
         assert gate.entered.wait(WAIT_S)
         assert not d.stop(drain=True)
         c = _finish(d, gate)
@@ -186,19 +133,12 @@ def test_records_a_batch_makes_after_the_stop_counted_are_counted_unsent_once(en
     """The inference thread had taken its batch's outcome to record when the stop gave up: its
     result is counted as classified and, made after the publisher stopped, as unsent; not as a
     dropped burst too. The burst behind it is dropped unclassified."""
-    gate = Gate()
-    real = pipeline_module.result_record
-
-    def held(*args, **kwargs):
-        gate.wait()
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline_module, "result_record", held)
+    gate = hold(monkeypatch, pipeline_module, "result_record")
     with _daemon(engine, tmp_path) as (d, push):
         _send(push, 1, seed=6)
         assert gate.entered.wait(WAIT_S)
         _send(push, 1, seed=7)
-        _until(lambda: d.stats.received == 2)
+        until(lambda: d.stats.received == 2)
         assert not d.stop(drain=True)
         c = _finish(d, gate)
     assert (c["received"], c["classified"], c["published"]) == (2, 1, 0)
