@@ -56,6 +56,21 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def held_worker_starts(tmp_path: Path, hold_s: float) -> tuple[Path, Path]:
+    """(site, marks): a folder whose sitecustomize holds each spawned worker's interpreter for
+    `hold_s` seconds as it starts, after writing its pid into the folder `marks` (put `site`
+    first on PYTHONPATH), so a test acts while the workers start."""
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    site.mkdir()
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "if '--multiprocessing-fork' in sys.argv:\n"
+        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
+        f"    time.sleep({hold_s!r})\n")
+    return site, marks
+
+
 def _exec_rfclassify(cores: int | None) -> str:
     """`python -c` code: SIGINT at its default (a shell's background job would have it ignored),
     the first `cores` cores only where given, then `python -m rfclassify ARGS`."""

@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from processes import held_worker_starts
 
 import rfclassify.engine.refiner_pool as refiner_pool
 from rfclassify.engine.refiner_pool import RefinerPool, map_chunksize
@@ -203,15 +204,7 @@ def _workers_held_while_starting(tmp_path, body: str):
     import os
     import signal
 
-    site = tmp_path / "site"
-    site.mkdir()
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, sys, time\n"
-        "if '--multiprocessing-fork' in sys.argv:\n"
-        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(2.0)\n")
+    site, marks = held_worker_starts(tmp_path, 2.0)
     proc, out, path = _script(tmp_path, body, path_first=str(site))
     try:
         deadline = time.monotonic() + 120

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from processes import held_worker_starts
 
 import rfclassify.engine.refiner_pool as refiner_pool
 from rfclassify._exceptions import InternalError
@@ -138,14 +139,7 @@ def _script_with_held_worker_starts(tmp_path, body: str):
     worker it spawns held for two seconds as its interpreter starts (a sitecustomize, after
     writing its pid into marks/): yields (process, output path, marks folder); everything it
     started is killed afterwards."""
-    site, marks = tmp_path / "site", tmp_path / "marks"
-    site.mkdir()
-    marks.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, sys, time\n"
-        "if '--multiprocessing-fork' in sys.argv:\n"
-        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(2.0)\n")
+    site, marks = held_worker_starts(tmp_path, 2.0)
     script = tmp_path / "script.py"     # under a main guard: a spawned worker imports it again
     script.write_text("import os, signal, sys\nif __name__ == '__main__':\n" + textwrap.indent(body, "    "))
     path = tmp_path / "out.txt"

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
+from processes import held_worker_starts
 
 from rfclassify.serve.control import NoDaemonError, request
 from rfclassify.serve.demo import ResultCollector
@@ -164,14 +165,7 @@ def test_a_group_sigterm_while_the_refiner_workers_start_stops_the_start(tmp_pat
     pipe for good, with the stop held until the spawn ended (CPython gh-118981: the parent
     keeps the pipe's read end open while it writes): no exit, no log line. Each worker's start
     is held here for three seconds (a sitecustomize) and the SIGTERM comes meanwhile."""
-    site, marks = tmp_path / "site", tmp_path / "marks"
-    site.mkdir()
-    marks.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, sys, time\n"
-        "if '--multiprocessing-fork' in sys.argv:\n"
-        f"    open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(3.0)\n")
+    site, marks = held_worker_starts(tmp_path, 3.0)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))
     srv = Serve(tmp_path, env={"PYTHONPATH": path})
     try:
