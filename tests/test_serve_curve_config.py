@@ -1,8 +1,7 @@
 """[security] settings that cannot work are config errors, key files set for sockets that run in
-clear are warned of, and the start says which sockets use CURVE. Before, curve_input with a
-connecting input and no input_server_key_file made the daemon's SUB a CURVE server that a
-front end never reached (bursts received 0, health ok), curve_input with GNU Radio input was
-accepted, and key files with every curve_* false ran in plaintext without a word."""
+clear are warned of, and the start says which sockets use CURVE. Before, curve_input with GNU
+Radio input was accepted (bursts received 0, health ok), and key files with every curve_* false
+ran in plaintext without a word."""
 
 from __future__ import annotations
 
@@ -24,40 +23,48 @@ def daemon_keys(tmp_path):
     return tmp_path / "keys"
 
 
-def test_curve_input_that_connects_needs_the_front_ends_key(daemon_keys):
+def test_curve_input_that_connects_without_the_front_ends_key_is_accepted(daemon_keys, tmp_path):
+    """The daemon is then the CURVE server of a connecting socket, which ZeroMQ allows (a front
+    end that binds as a CURVE client with the daemon's public key): refusing it stopped a working
+    setup from starting (the session's diff review)."""
+    from rfclassify.serve.config import security_notes
+    from rfclassify.serve.daemon import socket_security
+
     secret = str(daemon_keys / "daemon.key_secret")
-    with pytest.raises(ConfigError, match="security.curve_input: the input connects .*input_server_key_file"):
-        config_from_dict({"security": {"curve_input": True, "secret_key_file": secret}})
-    for mode in ("sub", "pull"):
-        with pytest.raises(ConfigError, match="input_server_key_file"):
-            config_from_dict({"input": {"mode": mode}, "security": {"curve_input": True, "secret_key_file": secret}})
-    # the two ways that work: the front end's key given, or the daemon binding (it is the server then)
-    config_from_dict({"security": {"curve_input": True, "secret_key_file": secret,
-                                   "input_server_key_file": str(daemon_keys / "frontend.key")}})
-    config_from_dict({"input": {"bind": True}, "security": {"curve_input": True, "secret_key_file": secret}})
+    cfg = config_from_dict({"security": {"curve_input": True, "secret_key_file": secret}})
+    security = socket_security(cfg)
+    assert security is not None
+    security.close()
+    assert "the input connects as the CURVE server" in security_notes(cfg)[0]
 
 
 @pytest.mark.parametrize("fmt", ["gr-pdu", "gr-stream"])
 def test_curve_input_with_gnu_radio_input_is_refused(daemon_keys, fmt):
+    from rfclassify.serve.daemon import socket_security
+
+    secret = str(daemon_keys / "daemon.key_secret")
+    cfg = config_from_dict({"input": {"format": fmt, "bind": True},
+                            "security": {"curve_input": True, "secret_key_file": secret}})
     with pytest.raises(ConfigError, match=f"input.format {fmt} is GNU Radio's, and gr-zeromq has no CURVE"):
-        config_from_dict({"input": {"format": fmt, "bind": True},
-                          "security": {"curve_input": True, "secret_key_file": str(daemon_keys / "daemon.key_secret")}})
+        socket_security(cfg)
 
 
-def test_check_config_refuses_them_from_the_file_and_from_the_command_line(daemon_keys, tmp_path, capsys):
+def test_check_config_refuses_them_from_the_file_and_from_the_command_line_and_takes_the_command_lines_fix(
+        daemon_keys, tmp_path, capsys):
     config = tmp_path / "serve.toml"
-    config.write_text(f'[security]\ncurve_input = true\nsecret_key_file = "{daemon_keys / "daemon.key_secret"}"\n')
+    config.write_text(f'[input]\nformat = "gr-stream"\n[security]\ncurve_input = true\n'
+                      f'secret_key_file = "{daemon_keys / "daemon.key_secret"}"\n')
     assert main(["serve", "--config", str(config), "--check-config"]) == 2
     err = capsys.readouterr().err
     assert "security.curve_input" in err and err.count("\n") == 1, err
-    # the file binds the input (fine); the command line makes it connect, or GNU Radio's
-    config.write_text(f'[input]\nbind = true\n[security]\ncurve_input = true\n'
-                      f'secret_key_file = "{daemon_keys / "daemon.key_secret"}"\n')
+    # the command line undoes it (the file was checked alone before, and refused), or makes it
+    assert main(["serve", "--config", str(config), "--check-config", "--input-format", "native"]) == 0
+    capsys.readouterr()
+    config.write_text(f'[security]\ncurve_input = true\nsecret_key_file = "{daemon_keys / "daemon.key_secret"}"\n')
     assert main(["serve", "--config", str(config), "--check-config"]) == 0
     capsys.readouterr()
-    for option in (["--input-connect"], ["--input-format", "gr-pdu"]):
-        assert main(["serve", "--config", str(config), "--check-config", *option]) == 2
-        assert "security.curve_input" in capsys.readouterr().err
+    assert main(["serve", "--config", str(config), "--check-config", "--input-format", "gr-pdu"]) == 2
+    assert "security.curve_input" in capsys.readouterr().err
 
 
 def test_check_config_warns_of_key_files_with_every_socket_in_clear(daemon_keys, tmp_path, capsys):

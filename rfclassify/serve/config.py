@@ -220,7 +220,7 @@ class MetricsConfig:
 @dataclass(frozen=True)
 class SecurityConfig:
     secret_key_file: str = ""           # the daemon's CURVE key pair (zmq.auth .key_secret file)
-    input_server_key_file: str = ""     # the front end's public key, when the daemon connects
+    input_server_key_file: str = ""     # the front end's public key, where the front end is the CURVE server
     authorized_keys_dir: str = ""       # client public keys allowed on bound sockets
     curve_input: bool = False
     curve_output: bool = False
@@ -413,24 +413,20 @@ def _combination_errors(cfg: DaemonConfig) -> list[str]:
     if cfg.input.max_message_bytes > cfg.input.zmq_max_message_bytes:
         errors.append("input.max_message_bytes: must not exceed input.zmq_max_message_bytes "
                       f"({cfg.input.max_message_bytes} > {cfg.input.zmq_max_message_bytes})")
-    return errors + security_errors(cfg)
+    return errors
 
 
 def security_errors(cfg: DaemonConfig) -> list[str]:
-    """[security] settings that cannot work, one line each (the daemon also checks the merged
-    config with them, since a command-line --input-format or --input-connect can make one).
-    Both were accepted without a word: the input then received nothing, health `ok`."""
+    """[security] settings that cannot work, one line each: curve_input with GNU Radio input,
+    accepted without a word before the seventieth session (the input then received nothing,
+    health `ok`). Checked on the merged config (daemon.socket_security), not on the file alone:
+    a command-line --input-format can make the combination or undo it. A connecting input with
+    no input_server_key_file is not one: the daemon is then the CURVE server of a connecting
+    socket, which ZeroMQ allows (a front end binding as a CURVE client with its public key)."""
     s, inp = cfg.security, cfg.input
-    if not s.curve_input:
-        return []
-    if inp.format in GNU_RADIO_INPUT_FORMATS:
+    if s.curve_input and inp.format in GNU_RADIO_INPUT_FORMATS:
         return [f"security.curve_input: input.format {inp.format} is GNU Radio's, and gr-zeromq has no CURVE; "
                 "set curve_input = false (keep that link on loopback or a trusted network)"]
-    if not inp.bind and not s.input_server_key_file:
-        # the daemon's connecting socket would be a CURVE server that a front end's PUB never talks to
-        return ["security.curve_input: the input connects to the front end (input.bind = false), which is then "
-                "the CURVE server: set security.input_server_key_file to its public key (.key file), or bind "
-                "the input (input.bind = true) to make the daemon the server"]
     return []
 
 
@@ -449,6 +445,8 @@ def security_notes(cfg: DaemonConfig) -> tuple[str, list[str]]:
         if s.curve_output or s.curve_control or (s.curve_input and not s.input_server_key_file):
             line += (f"; clients admitted: the keys in {s.authorized_keys_dir}" if s.authorized_keys_dir
                      else "; any client that knows the daemon's public key (no client authentication)")
+        if s.curve_input and not s.input_server_key_file and not cfg.input.bind:
+            line += "; the input connects as the CURVE server (the front end binds as a client with the daemon's key)"
     warnings = []
     keys = [f"security.{name}" for name in ("secret_key_file", "input_server_key_file", "authorized_keys_dir")
             if getattr(s, name)]
