@@ -94,17 +94,18 @@ def output_file(text: str) -> Path:
     one that exists, where the folder is still to be made), and an existing file is writable.
     Checked as the command line is read, so that a mistake ends the command before its work
     rather than after it (`bench daemon --json` under a file, or `bench --json` on a read-only
-    mount or in /sys, measured for its whole run, then failed). A device or a FIFO that is
-    there (/dev/null) needs only to be writable itself: it is written in place. '-' passes
-    (stdout where the command takes it so)."""
+    mount or in /sys, measured for its whole run, then failed). A file that is there needs only
+    to be writable itself (a device, a FIFO, a link, or a file in a folder that takes no new
+    one is written in place). '-' passes (stdout where the command takes it so)."""
     p = Path(path_text(text))
     if text == "-":
         return p
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; name a file")
-    if p.exists() and not p.is_file():
+    if p.exists():   # written in place where its folder takes no new file (_atomic.write_atomic)
         if not os.access(p, os.W_OK):
-            raise argparse.ArgumentTypeError(f"{text} cannot be written: permission denied")
+            why = "the file is read-only" if p.is_file() else "permission denied"
+            raise argparse.ArgumentTypeError(f"{text} cannot be written: {why}")
         return p
     parent = nearest_existing(p.parent)
     if not parent.is_dir():
@@ -112,8 +113,6 @@ def output_file(text: str) -> Path:
     problem = _cannot_make_files_in(parent)
     if problem:
         raise argparse.ArgumentTypeError(f"{text} cannot be written: {parent}: {problem}")
-    if p.exists() and not os.access(p, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text} cannot be written: the file is read-only")
     return p
 
 

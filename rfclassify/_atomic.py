@@ -96,10 +96,12 @@ def _signals_held() -> Iterator[None]:
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Replace `path` with `data` (str: as UTF-8) in one step; the path written. A path that is
-    there and is neither a regular file nor a folder (/dev/null, a FIFO) is written in place:
-    there is no file to replace, and the rename would put a file where the device was. An
-    OSError that names no file (a full disk, `ulimit -f`: the temporary file's write) is raised
+    """Replace `path` with `data` (str: as UTF-8) in one step; the path written. Written in place
+    instead where there is no file to replace, or replacing it would do harm: a path that is
+    neither a regular file nor a folder (/dev/null, a FIFO: the rename would put a file where
+    the device was), a symbolic link (the rename replaced the link, /dev/stdout too, not what it
+    points to), a file in a folder that takes no new one (its temporary file could not be made).
+    An OSError that names no file (a full disk, `ulimit -f`: the temporary file's write) is raised
     again naming `path`, the file the caller asked for."""
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -107,8 +109,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
         mode = path.stat().st_mode
     except OSError:
         mode = None
+    in_place = mode is not None and (path.is_symlink() or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+                                     or not os.access(path.parent, os.W_OK | os.X_OK))
     try:
-        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        if in_place:
             with open(path, "wb") as fh:
                 fh.write(payload)
             return path

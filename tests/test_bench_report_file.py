@@ -129,3 +129,35 @@ def test_a_fifo_or_device_is_written_in_place_not_replaced(tmp_path):
         assert os.read(reader, 100) == b"{}\n"
     finally:
         os.close(reader)
+
+
+def test_a_link_is_written_through_not_replaced(tmp_path):
+    """The rename replaced the link itself: `--json /dev/stdout` (a link to the shell's redirect)
+    turned /dev/stdout into a regular file as root, and the report never reached the redirect
+    (the session's diff review)."""
+    from rfclassify._atomic import write_atomic
+
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_atomic(link, "{}\n")
+    assert link.is_symlink() and target.read_text() == "{}\n"
+
+
+def test_an_existing_file_in_a_folder_that_takes_no_new_one_is_taken_and_written_in_place(
+        tmp_path, monkeypatch):
+    """A writable report in a folder of another user: the probe for a new file refused it, and
+    the temporary file of a replacement could not be made there (the session's diff review)."""
+    from rfclassify._argtypes import output_file
+    from rfclassify._atomic import write_atomic
+
+    report = tmp_path / "shared" / "report.json"
+    report.parent.mkdir()
+    report.write_text("old")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == report.parent else real(p, mode, **kw))
+    assert output_file(str(report)) == report
+    inode = report.stat().st_ino
+    write_atomic(report, "{}\n")
+    assert report.read_text() == "{}\n" and report.stat().st_ino == inode
