@@ -71,6 +71,33 @@ def test_a_stale_socket_file_is_still_replaced(tmp_path):
         ctx.term()
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/net/unix"), reason="Linux's table of unix sockets")
+def test_a_socket_file_whose_connect_is_refused_is_judged_by_the_table_of_listening_sockets(tmp_path, monkeypatch):
+    """A stale file of a daemon run as another user (its connect refused: EACCES) stopped the
+    start ("cannot tell whether a daemon listens"), a restart loop under systemd, where the
+    plain ping had taken it as stale; a live one of another user is still refused."""
+    from rfclassify.serve import control
+
+    class Refused(socket.socket):
+        def connect(self, address):
+            raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(control.socket, "socket", Refused)
+
+    stale = tmp_path / "stale"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(stale))
+    dead.close()
+    assert control._listened_on(f"ipc://{stale}", stale) is False
+    live = tmp_path / "live"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(live))
+    listener.listen(1)
+    try:
+        assert control._listened_on(f"ipc://{live}", live) is True
+    finally:
+        listener.close()
+
+
 def test_a_server_removes_only_the_socket_file_it_made(tmp_path):
     """The stop removed whatever socket was at the path, another process's included."""
     path = tmp_path / "control"

@@ -122,7 +122,9 @@ def ipc_path(endpoint: str) -> Path | None:
 def _listened_on(endpoint: str, path: Path) -> bool:
     """Whether a process listens on the unix socket file at path: a connect() tells, at the
     OS level, whatever ZeroMQ security the socket speaks (refused: a stale file whose daemon
-    died). ConfigError where it cannot be told (the file's permissions)."""
+    died). Where the file's permissions refuse the connect (a socket left by a daemon of
+    another user, root's, say), Linux's table of listening sockets tells; ConfigError where
+    nothing can (the start refused such a stale file, a restart loop under systemd)."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)
@@ -134,11 +136,29 @@ def _listened_on(endpoint: str, path: Path) -> bool:
     except OSError as exc:
         if exc.errno == errno.EAGAIN:
             return True
+        listed = _listening_in_proc(path) if exc.errno in (errno.EACCES, errno.EPERM) else None
+        if listed is not None:
+            return listed
         raise ConfigError(f"control endpoint {endpoint}: cannot tell whether a daemon listens on {path} "
                           f"({exc.strerror or exc}); remove the file if none runs, or name another path") from None
     finally:
         probe.close()
     return True
+
+
+def _listening_in_proc(path: Path) -> bool | None:
+    """Whether /proc/net/unix lists a listening socket bound to path (None: no such table, not
+    Linux): it lists every process's sockets, whatever their files' permissions."""
+    try:
+        rows = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    names = {str(path), os.path.abspath(path)}
+    for row in rows:   # Num RefCount Protocol Flags Type St Inode Path
+        fields = row.split()
+        if len(fields) >= 8 and fields[7] in names and int(fields[3], 16) & 0x10000:   # __SO_ACCEPTCON
+            return True
+    return False
 
 
 def _refuse_if_served(endpoint: str) -> None:
