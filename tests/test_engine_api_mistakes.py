@@ -223,3 +223,25 @@ def test_a_probability_that_is_not_a_number_in_0_to_1_is_a_config_error(tiny_mod
     if name == "refiner_skip_above" and value is not None:   # load's None: model.json's
         with pytest.raises(rfclassify.ConfigError, match=rf"{name} must be in 0\.\.1.*, got "):
             Classifier.load(tiny_model_dir, backend="onnxruntime", refiner_skip_above=value)
+
+
+@pytest.mark.parametrize("stage", ["refiner_pool", "warmup"])
+def test_a_load_that_fails_after_the_backend_loaded_closes_it(stage, monkeypatch):
+    """A refiner pool whose worker died while starting, or a warm-up that failed, left the
+    backend's session loaded behind the exception (the refiner-hang fix's leftover)."""
+    from rfclassify._exceptions import InternalError
+    from rfclassify.engine import refiner_pool
+    from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
+
+    shipped = Path(__file__).resolve().parents[1] / "models"
+    loaded = []
+    real_load = OnnxRuntimeBackend.load
+    monkeypatch.setattr(OnnxRuntimeBackend, "load", lambda self: loaded.append(self) or real_load(self))
+
+    def fail(*args, **kwargs):
+        raise InternalError("a refiner worker died while starting (test)")
+    monkeypatch.setattr(*((refiner_pool, "RefinerPool", fail) if stage == "refiner_pool"
+                          else (OnnxRuntimeBackend, "warmup", fail)))
+    with pytest.raises(InternalError, match="died while starting"):
+        Classifier.load(shipped, backend="onnxruntime", precision="fp32", refiner_workers=1, threads=1, warmup=True)
+    assert len(loaded) == 1 and not loaded[0].loaded

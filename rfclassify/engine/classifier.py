@@ -254,24 +254,32 @@ class Classifier:
             # before the refiner workers spawn and the warm-up runs: seconds each on a loaded box
             impl.close()
             raise Cancelled(f"stopped after loading the {sel.backend} backend, before its refiner workers and warm-up")
-        clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
-        if refiner_skip_above is not None:
-            clf.refiner_skip_above = refiner_skip_above
-        if refiner_workers > 0 and (refine is not None or low_order is not None):
-            # started once the backend has loaded, so a backend that fails leaves no processes behind
-            from functools import partial
+        clf: Classifier | None = None
+        try:   # a refiner pool or a warm-up that fails leaves no loaded backend behind
+            clf = cls(impl, selection=sel, top_k=top_k, refiner=refine, low_order_refiner=low_order, dc_pass=dc_pass)
+            if refiner_skip_above is not None:
+                clf.refiner_skip_above = refiner_skip_above
+            if refiner_workers > 0 and (refine is not None or low_order is not None):
+                # started once the backend has loaded, so a backend that fails leaves no processes behind
+                from functools import partial
 
-            from rfclassify.engine.refiner_pool import RefinerPool
-            if refine is not None:
-                from rfclassify.engine.dc_pass import worker_setup
-                setup = worker_setup(clf.dc_route) if dc_pass and clf.dc_route is not None else None
-                start = partial(refine.start_pool, refiner_workers, setup)
-                clf._refiner_pool = RefinerPool(start, refiner_workers)
+                from rfclassify.engine.refiner_pool import RefinerPool
+                if refine is not None:
+                    from rfclassify.engine.dc_pass import worker_setup
+                    setup = worker_setup(clf.dc_route) if dc_pass and clf.dc_route is not None else None
+                    start = partial(refine.start_pool, refiner_workers, setup)
+                    clf._refiner_pool = RefinerPool(start, refiner_workers)
+                else:
+                    clf._refiner_pool = RefinerPool(partial(start_pool, refiner_workers), refiner_workers)
+            if warmup:
+                impl.warmup()
+                clf.prepare_dc_pass()
+        except BaseException:
+            if clf is not None:
+                clf.close()
             else:
-                clf._refiner_pool = RefinerPool(partial(start_pool, refiner_workers), refiner_workers)
-        if warmup:
-            impl.warmup()
-            clf.prepare_dc_pass()
+                impl.close()
+            raise
         return clf
 
     def prepare_dc_pass(self) -> None:
