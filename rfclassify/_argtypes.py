@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rfclassify._cpus import MAX_REFINER_WORKERS, MAX_THREADS
-from rfclassify._paths import nearest_existing
+from rfclassify._paths import nearest_existing, writable_folder
 
 
 def finite_float(text: str) -> float:
@@ -123,7 +123,7 @@ def _cannot_make_files_in(folder: Path) -> str:
     file system lacks it) is made there and closed."""
     import tempfile   # here, not at the top: `status` imports this module
 
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not writable_folder(folder):
         try:
             read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
         except OSError:

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rfclassify._paths import writable_folder
+
 
 def temporary_name(path: Path) -> Path:
     """Where `path` is written before the rename: hidden, beside it (the same file system, so the
@@ -110,7 +112,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     except OSError:
         mode = None
     in_place = mode is not None and (path.is_symlink() or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-                                     or not os.access(path.parent, os.W_OK | os.X_OK))
+                                     or not writable_folder(path.parent))
     try:
         if in_place:
             with open(path, "wb") as fh:

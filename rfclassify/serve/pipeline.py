@@ -492,7 +492,8 @@ class Pipeline:
         return True
 
     def _submit(self, batch: Batch) -> None:
-        if not self._put_blocking(self.infer_q, batch, batch.nbytes):
+        # its bytes are counted by infer_budget (the infer queue is bounded in batches alone)
+        if not self._put_blocking(self.infer_q, batch):
             self.infer_budget.give_back(batch.nbytes)
             self.stats.add_drop("shutdown", len(batch.items))    # a stop gave up on its drain
 
