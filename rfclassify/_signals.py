@@ -1,5 +1,6 @@
 """How a command stops on a signal: SIGTERM taken Ctrl-C's way out (Terminated, a
-KeyboardInterrupt), and the exit status of each. `rfclassify.cli.main` holds
+KeyboardInterrupt), the exit status of each, and both held to a safe point (DeferredInterrupt:
+dataset generate and import, between chunks). `rfclassify.cli.main` holds
 sigterm_as_interrupt around every command that does not answer SIGTERM itself; `demo` and
 `bench daemon` hold it to say what they stopped."""
 
@@ -39,3 +40,42 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class DeferredInterrupt:
+    """Holds Ctrl-C, and SIGTERM, to the next `check()` (between chunks), which then runs
+    the signal's own handler: KeyboardInterrupt, or rfclassify._signals.Terminated. A signal whose
+    handler is not Python's (the default's end of the process, or ignored) is left alone.
+
+    An exception raised at an arbitrary point can land in a weakref callback inside h5py,
+    where Python prints and swallows it and generation carries on (and the CLI's SIGTERM
+    handler ignores a second SIGTERM); checking a flag at a safe point makes both reliable.
+    Only the main thread may set signal handlers."""
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> DeferredInterrupt:
+        self.hit: int | None = None
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in self._SIGNALS:
+                if callable(signal.getsignal(signum)):
+                    self._old[signum] = signal.signal(signum, self._handler)
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.hit is None:
+            self.hit = signum
+
+    def check(self) -> None:
+        if self.hit is not None:
+            self._restore()
+            signal.raise_signal(self.hit)   # its handler runs now and raises
+
+    def _restore(self) -> None:
+        for signum, old in self._old.items():
+            signal.signal(signum, old)
+        self._old = {}
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()

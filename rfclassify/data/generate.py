@@ -27,9 +27,7 @@ import contextlib
 import multiprocessing
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, is_dataclass
@@ -42,6 +40,7 @@ import numpy as np
 from rfclassify._paths import nearest_existing, writable_folder
 from rfclassify import __version__
 from rfclassify._exceptions import InputError, InternalError
+from rfclassify._signals import DeferredInterrupt
 from rfclassify.data import schema
 from rfclassify.labels import LABELS, label_index, parse_labels
 
@@ -212,45 +211,6 @@ def make_chunk(task: ChunkTask) -> ChunkResult:
         raise RuntimeError(f"synthesize returned an unexpected batch for chunk {task.index}")
     return ChunkResult(task.index, np.asarray(batch.iq, dtype=np.complex64), batch.label_index,
                        batch.snr_db, batch.params, task.channel_index)
-
-
-class DeferredInterrupt:
-    """Holds Ctrl-C, and SIGTERM, to the next `check()` (between chunks), which then runs
-    the signal's own handler: KeyboardInterrupt, or rfclassify._signals.Terminated. A signal whose
-    handler is not Python's (the default's end of the process, or ignored) is left alone.
-
-    An exception raised at an arbitrary point can land in a weakref callback inside h5py,
-    where Python prints and swallows it and generation carries on (and the CLI's SIGTERM
-    handler ignores a second SIGTERM); checking a flag at a safe point makes both reliable.
-    Only the main thread may set signal handlers."""
-
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __enter__(self) -> DeferredInterrupt:
-        self.hit: int | None = None
-        self._old: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in self._SIGNALS:
-                if callable(signal.getsignal(signum)):
-                    self._old[signum] = signal.signal(signum, self._handler)
-        return self
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.hit is None:
-            self.hit = signum
-
-    def check(self) -> None:
-        if self.hit is not None:
-            self._restore()
-            signal.raise_signal(self.hit)   # its handler runs now and raises
-
-    def _restore(self) -> None:
-        for signum, old in self._old.items():
-            signal.signal(signum, old)
-        self._old = {}
-
-    def __exit__(self, *exc: object) -> None:
-        self._restore()
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

@@ -33,8 +33,7 @@ import numpy as np
 
 from rfclassify._exceptions import InputError
 from rfclassify.data import schema
-from rfclassify.engine.file_bursts import Reading
-from rfclassify.engine.file_bursts import unread
+from rfclassify.engine.file_bursts import Reading, unread
 from rfclassify.engine.sigmf import BAD_ANNOTATION
 from rfclassify.labels import LABELS, label_index
 
@@ -78,7 +77,7 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
 
     from rfclassify.dsp.synth import PARAM_DTYPE
 
-    from rfclassify.data.generate import DeferredInterrupt
+    from rfclassify._signals import DeferredInterrupt
 
     # a signal is taken between chunks: raised inside h5py it could be swallowed (a weakref
     # callback) and the import went on to write its file, SIGTERM and all
