@@ -94,8 +94,8 @@ def test_the_default_engine_cache_not_made_yet_is_no_mistake(tiny_model_dir, tmp
                                                        "engines": []}
 
 
-def _status_of(reply: bytes, tmp_path, capsys) -> tuple[int, str, str]:
-    """`rfclassify status` against a REP socket that answers `reply` once."""
+def _status_of(reply: bytes, tmp_path, capsys, *options: str) -> tuple[int, str, str]:
+    """`rfclassify status [options]` against a REP socket that answers `reply` once."""
     import zmq
 
     endpoint = f"ipc://{tmp_path}/ctl"
@@ -105,7 +105,7 @@ def _status_of(reply: bytes, tmp_path, capsys) -> tuple[int, str, str]:
         rep.bind(endpoint)
         server = threading.Thread(target=lambda: (rep.recv(), rep.send(reply)), daemon=True)
         server.start()
-        code = main(["status", "--control", endpoint, "--timeout", "5"])
+        code = main(["status", "--control", endpoint, "--timeout", "5", *options])
         server.join(5)
         rep.close(0)
     finally:
@@ -136,6 +136,42 @@ def test_status_of_numbers_no_table_can_show_is_one_line_not_a_traceback(tmp_pat
     code, out, err = _status_of(json.dumps(reply).encode(), tmp_path, capsys)
     assert code == 0 and err == "", err
     assert "throughput  -inf bursts/s" in out and "heartbeat   nan s ago" in out and "accuracy    inf% of 3" in out
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def test_status_json_of_a_reply_with_nan_and_infinity_is_strict_json(tmp_path, capsys):
+    """A daemon before the seventy-first session sent NaN and Infinity (a tegrastats temperature
+    past a float's range), which Python's json reads: `--json` wrote them out again, and jq and
+    JSON.parse refused its output. Now each is null; the table still shows them as numbers."""
+    reply = (b'{"health": "ok", "counters": {"received": 1}, "uptime_s": Infinity, '
+             b'"throughput_bursts_per_s": -Infinity, "jetson": {"temps_c": {"CPU": NaN, "tj": 46.5}}, '
+             b'"health_reasons": ["NaN", "Infinity"]}')
+    code, out, err = _status_of(reply, tmp_path, capsys, "--json")
+    assert code == 0 and err == "", err
+    st = json.loads(out, parse_constant=_refuse_constant)
+    assert st["uptime_s"] is None and st["throughput_bursts_per_s"] is None
+    assert st["jetson"]["temps_c"] == {"CPU": None, "tj": 46.5}
+    assert st["health_reasons"] == ["NaN", "Infinity"] and st["counters"] == {"received": 1}
+    code, out, err = _status_of(reply, tmp_path, capsys)
+    assert code == 0 and err == "", err
+    assert "uptime      inf s" in out and "throughput  -inf bursts/s" in out and "CPU nanC, tj 46.5C" in out
+
+
+def test_status_shows_the_nulls_a_daemon_sends_for_nan_and_infinity_as_question_marks(tmp_path, capsys):
+    """The daemon writes a non-finite number as null (since the seventy-first session): the
+    table's number formats raised TypeError on it, and the status was "not one this version reads"."""
+    reply = {"health": "ok", "uptime_s": None, "counters": {"received": 3}, "throughput_bursts_per_s": None,
+             "accuracy": {"overall": None, "best_guess": None, "n": 3,
+                          "per_snr_db": {"0..10": {"accuracy": None, "n": 3}}},
+             "jetson": {"power_mode": {"name": "MAXN", "id": 0}, "age_s": 0.5, "temps_c": {"CPU": None, "tj": 46.5}}}
+    code, out, err = _status_of(json.dumps(reply).encode(), tmp_path, capsys)
+    assert code == 0 and err == "", err
+    for shown in ("uptime      ?  (pid", "throughput  ? bursts/s", "accuracy    ?% of 3 bursts with ground truth "
+                  "(best guess ?%)", "by SNR dB 0..10: ?% (n=3)", "temps     CPU ?C, tj 46.5C"):
+        assert shown in out, out
 
 
 def test_a_model_pt_that_is_not_weights_is_one_line_without_torch_advice(tiny_model_dir, tmp_path, capsys):

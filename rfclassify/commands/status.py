@@ -8,7 +8,6 @@ within --timeout (one line on stderr; with --watch it keeps trying), 2 for a usa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -18,7 +17,8 @@ from rfclassify._argtypes import seconds
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--control", metavar="ENDPOINT",
                         help="control endpoint (default: the daemon's default socket that exists)")
-    parser.add_argument("--json", action="store_true", help="print the raw status reply as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print the raw status reply as JSON (a NaN or infinity in it as null)")
     parser.add_argument("--watch", nargs="?", type=seconds, const=2.0, metavar="SECONDS",
                         help="refresh every SECONDS (default 2) until interrupted")
     parser.add_argument("--timeout", type=seconds, default=2.0, metavar="SECONDS",
@@ -48,7 +48,7 @@ def _rendered(reply: dict, endpoint: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rfclassify.serve.control import NoDaemonError, client_endpoint, request
+    from rfclassify.serve.control import NoDaemonError, client_endpoint, request, strict_json_text
 
     if args.key and not args.server_key:   # it was ignored, and the daemon's refusal read as no daemon
         from rfclassify._exceptions import ConfigError
@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(args.watch)     # watching: the daemon may be restarting
             continue
         if text is None:
-            print(json.dumps(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
+            # strict JSON whatever came: Python's json reads NaN and Infinity (a daemon before the
+            # seventy-first session sent them), and wrote them back out for jq to refuse
+            print(strict_json_text(reply, indent=None if args.watch else 2, sort_keys=True), flush=True)
         else:
             if args.watch is not None and sys.stdout.isatty():
                 print("\033[2J\033[H", end="")

@@ -4,7 +4,8 @@ Only zmq, json and the standard library are imported here, so `rfclassify status
 milliseconds (no numpy, no inference runtime).
 
 Requests are JSON objects `{"command": "status"}` (or "ping"); replies are JSON objects, with
-`"error"` set for a request the daemon does not understand. The default endpoint is
+`"error"` set for a request the daemon does not understand, and strict JSON (a non-finite
+number is null: strict_json_text). The default endpoint is
 `ipc:///run/rfclassify/control` (systemd's RuntimeDirectory=rfclassify); when that directory is
 not writable (not run by systemd) the daemon falls back to `$XDG_RUNTIME_DIR/rfclassify/control`
 or `/tmp/rfclassify-<uid>/control`. The client looks in the same places, in the same order, for
@@ -63,6 +64,21 @@ def open_socket(context: zmq.Context, kind: int, role: str, endpoint: str, bind:
         sock.close(linger=0)
         raise
     return sock
+
+
+def strict_json_text(value: Any, *, indent: int | None = None, sort_keys: bool = False) -> str:
+    """value as JSON text that strict parsers read: each NaN or infinity written as null (a
+    value that is not JSON's, as a string). Python's json writes them as NaN and Infinity,
+    which jq and JavaScript's JSON.parse refuse: a status reply carrying one (a tegrastats
+    temperature past a float's range, say), and `status --json` of it, could not be read by
+    them before the seventy-first session. Used by the daemon's replies and `status --json`."""
+    try:
+        return json.dumps(value, default=str, allow_nan=False, indent=indent, sort_keys=sort_keys)
+    except ValueError:   # a non-finite float somewhere: read back with each one as null
+        pass
+    # json's own scanner finds them, at any depth a reply's parse reached
+    finite = json.loads(json.dumps(value, default=str), parse_constant=lambda _name: None)
+    return json.dumps(finite, allow_nan=False, indent=indent, sort_keys=sort_keys)
 
 
 class NoDaemonError(Exception):
@@ -269,7 +285,7 @@ class ControlServer:
                     answer = {"error": f"a request is one frame, got {len(frames)}"}
                 else:
                     answer = self._answer(frames[0])
-                sock.send(json.dumps(answer, default=str).encode())
+                sock.send(strict_json_text(answer).encode())
         except zmq.ContextTerminated:
             pass
         finally:

@@ -351,11 +351,13 @@ class Daemon:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.stats.started_wall)),
             "engine": engine,
             "input": {"endpoint": p.input_endpoint if p else cfg.input.endpoint, "mode": cfg.input.mode,
-                      "bind": cfg.input.bind, "format": cfg.input.format, "cut_mode": cfg.input.cut_mode},
+                      "bind": cfg.input.bind, "format": cfg.input.format, "cut_mode": cfg.input.cut_mode,
+                      "curve": self._curve("input")},
             "output": {"endpoint": p.output_endpoint if p else cfg.output.endpoint, "format": cfg.output.format,
                        "sndhwm": cfg.output.sndhwm, "max_record_bytes": cfg.output.max_record_bytes,
-                       "records_cut": p.records_cut if p else 0},
-            "control": {"endpoint": self.control.endpoint if self.control else cfg.control.endpoint},
+                       "records_cut": p.records_cut if p else 0, "curve": self._curve("output")},
+            "control": {"endpoint": self.control.endpoint if self.control else cfg.control.endpoint,
+                        "curve": self._curve("control")},
             "overload_policy": cfg.queues.overload,
             "heartbeat_age_s": None if (a := self.heartbeat_age_s()) is None else round(a, 3),
             **snap,
@@ -364,6 +366,13 @@ class Daemon:
             "jetson": self.tegra.snapshot(),
             "capture": self.capture.snapshot() if self.capture is not None else None,
         }
+
+    def _curve(self, role: str) -> dict[str, Any] | None:
+        """The status's `curve` of the socket of role: None where it runs in clear, else
+        security.DaemonSecurity.socket_status (its admitted keys counted now, after any SIGHUP).
+        Until the seventy-first session only the start's log line said which sockets use CURVE."""
+        on = getattr(self.config.security, f"curve_{role}")
+        return self._security.socket_status(role) if on and self._security is not None else None
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=."""

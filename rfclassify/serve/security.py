@@ -303,6 +303,18 @@ class DaemonSecurity:
         _set_keys(sock, *self.key_pair)
         sock.curve_server = True
 
+    def socket_status(self, role: str) -> dict[str, Any]:
+        """`status`'s `curve` object for the socket of role, which uses CURVE: {"role": "client"}
+        for an input connected to the front end's CURVE server; else {"role": "server",
+        "admitted_keys": N}, N the client keys admitted now (a SIGHUP may have changed them), or
+        None where any client that knows the daemon's public key gets in."""
+        if role not in ROLES:
+            raise ValueError(f"unknown socket role {role!r}")
+        if role == "input" and self.input_server_key is not None:
+            return {"role": "client"}
+        admitted = self.admitted
+        return {"role": "server", "admitted_keys": None if admitted is None else len(admitted.keys)}
+
     def reload(self) -> tuple[list[str], list[str]]:
         """Read the admitted clients' keys again (SIGHUP) and look at the key files: (what
         changed and is applied, what changed and needs a restart), as phrases for the log line.

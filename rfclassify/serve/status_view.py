@@ -8,7 +8,9 @@ from typing import Any
 STALE_TELEMETRY_S = 5.0
 
 
-def _fmt_duration(seconds: float) -> str:
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
     if not 0 <= seconds < 1e12:   # Infinity, NaN or negative (json reads them): int() of it was a traceback
         return f"{seconds:g} s"
     s = int(seconds)
@@ -20,6 +22,37 @@ def _fmt_duration(seconds: float) -> str:
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
+
+
+def _num(v: float | None, spec: str) -> str:
+    """v formatted by spec, "?" for None: the daemon sends a NaN or infinity as null (since the
+    seventy-first session), and the table showed such a reply as "not a status this version reads"."""
+    return "?" if v is None else format(v, spec)
+
+
+def _curve_text(st: dict[str, Any]) -> str | None:
+    """The `security` line: which sockets use CURVE and how many client keys are admitted
+    (one set for every socket the daemon is the CURVE server of); None for a daemon that does
+    not say (before the seventy-first session)."""
+    sockets = {name: st.get(name) or {} for name in ("input", "output", "control")}
+    if not any("curve" in s for s in sockets.values()):
+        return None
+    on = {name: s["curve"] for name, s in sockets.items() if s.get("curve")}
+    if not on:
+        return "no CURVE: input, output and control are plaintext"
+    line = "CURVE on " + ", ".join(name + (" (as the front end's client)" if c.get("role") == "client" else "")
+                                   for name, c in on.items())
+    servers = [c for c in on.values() if c.get("role") != "client"]
+    if servers:
+        n = servers[0].get("admitted_keys")
+        line += ("; any client that knows the daemon's public key" if n is None else
+                 f"; {n} client key{'s' if n != 1 else ''} admitted" + (" (every client refused)" if n == 0 else ""))
+    off = [name for name in sockets if name not in on]
+    return line + (f"; plaintext: {', '.join(off)}" if off else "")
+
+
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else fraction * 100
 
 
 def _kv(d: dict[str, Any] | None) -> str:
@@ -84,6 +117,9 @@ def render_status(st: dict[str, Any]) -> str:
     add(f"input       {inp.get('endpoint')} ({inp.get('format')}, {inp.get('mode')}"
         f" {'bind' if inp.get('bind') else 'connect'}{cut})")
     add(f"output      {out.get('endpoint')}" + (f" ({out['format']})" if out.get("format", "json") != "json" else ""))
+    curve = _curve_text(st)
+    if curve:
+        add(f"security    {curve}")
     c = st.get("counters") or {}
     add(f"bursts      received {c.get('received', 0)}, classified {c.get('classified', 0)}, "
         f"published {c.get('published', 0)}  ({c.get('messages', 0)} messages)")
@@ -102,7 +138,7 @@ def render_status(st: dict[str, Any]) -> str:
         add(f"capture     {', '.join(cap.get('labels') or [])} -> {cap.get('dir')}: {cap.get('kept', 0)} kept, "
             f"{cap.get('skipped', 0)} skipped{failed}; {cap.get('recordings', 0)} recordings, "
             f"{cap.get('bytes', 0) / 1e6:.1f} of {cap.get('max_bytes', 0) / 1e6:.0f} MB")
-    add(f"throughput  {st.get('throughput_bursts_per_s', 0):.1f} bursts/s")
+    add(f"throughput  {_num(st.get('throughput_bursts_per_s', 0), '.1f')} bursts/s")
     lat = st.get("latency_ms") or {}
     if lat:
         add("latency ms  " + "stage      p50      p90      p99")
@@ -116,11 +152,11 @@ def render_status(st: dict[str, Any]) -> str:
         add("classes     " + ", ".join(f"{k} {v}" for k, v in top) + (f", +{more} more" if more > 0 else ""))
     acc = st.get("accuracy")
     if acc:
-        add(f"accuracy    {acc['overall'] * 100:.1f}% of {acc['n']} bursts with ground truth "
-            f"(best guess {acc.get('best_guess', 0) * 100:.1f}%)")
+        add(f"accuracy    {_num(_pct(acc['overall']), '.1f')}% of {acc['n']} bursts with ground truth "
+            f"(best guess {_num(_pct(acc.get('best_guess', 0)), '.1f')}%)")
         bands = acc.get("per_snr_db") or {}
         if bands:
-            add("  by SNR dB " + ", ".join(f"{k}: {v['accuracy'] * 100:.0f}% (n={v['n']})"
+            add("  by SNR dB " + ", ".join(f"{k}: {_num(_pct(v['accuracy']), '.0f')}% (n={v['n']})"
                                          for k, v in bands.items()))
     hb = st.get("heartbeat_age_s")
     if hb is not None:
@@ -128,7 +164,7 @@ def render_status(st: dict[str, Any]) -> str:
     j = st.get("jetson")
     if j:
         mode = (j.get("power_mode") or {}).get("name", "?")
-        temps = ", ".join(f"{k} {v:.1f}C" for k, v in (j.get("temps_c") or {}).items())
+        temps = ", ".join(f"{k} {_num(v, '.1f')}C" for k, v in (j.get("temps_c") or {}).items())
         power = ", ".join(f"{k} {v['cur_mw']} mW" for k, v in (j.get("power_mw") or {}).items())
         age = j.get("age_s", 0.0)             # absent from daemons before the fifty-eighth session
         stale = "  (no tegrastats line yet)" if age is None else (f"  (its last line {age:.0f} s old)"
