@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from rfclassify._argtypes import finite_float, path_text, refiner_worker_count
@@ -74,6 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _print(res: dict) -> None:
     print(f"{res['name']}: {res['dataset']['n_bursts']} bursts via {res['run']['backend']} "
           f"{res['run']['precision']} at {res['bursts_per_s']} bursts/s; rejected {res['rejected'] or 'none'}")
+    unread = res.get("unreadable") or {}
+    if unread.get("bursts"):
+        print(f"unreadable: {unread['bursts']} bursts cannot be read (damaged file), left out: the numbers below "
+              f"are over the other {res['dataset']['n_bursts'] - unread['bursts']}")
     left = res.get("not_scored") or {}
     if left.get("bursts"):
         print(f"not scored: {left['bursts']} bursts of labels this model does not classify "
@@ -160,6 +165,12 @@ def run(args: argparse.Namespace) -> int:
                             refiner_skip_above=args.refiner_skip_above, plots=not args.no_plots)
         if args.card:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
+        unread = res["unreadable"]
+        if unread["bursts"]:   # stderr too: a script that keeps stdout alone is told
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(unread["by_reason"].items()))
+            print(f"warning: {path}: {unread['bursts']} of {res['dataset']['n_bursts']} bursts cannot be read "
+                  f"({reasons}), left out of the evaluation; the first: {unread['first']}", file=sys.stderr,
+                  flush=True)
         _print(res)
         figures = "" if args.no_plots else " and figures"
         print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''}{figures}")

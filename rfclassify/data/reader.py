@@ -10,7 +10,9 @@ Per-example arrays (labels, SNR, lengths) are loaded once; samples are read on d
 
 A burst whose samples cannot be read (a damaged compressed chunk of /iq, or a /length past
 MAX_READ_SAMPLES) is an InputError naming the file and the burst from `read`; `read_or_reject`
-gives an Unreadable for it instead and reads the others (what `rfclassify classify` counts).
+gives an UnreadSamples for it instead and reads the others (what `rfclassify classify` and
+`evaluate` count), as `iter_batches` leaves it out where asked (training). `unreadable_bursts`
+says which bursts those are before any is asked for; `samples_sha256` reads past them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rfclassify._exceptions import InputError, MessageError
 from rfclassify._paths import not_a_file_text
 from rfclassify.data import schema
 from rfclassify.dsp.windows import BucketPolicy, check_normalization, normalize_burst
+from rfclassify.engine.file_bursts import UnreadSamples
 
 #: the longest burst read: the daemon's default max_burst_samples (docs/ingest.md: it classifies
 #: no longer burst whole), 128 times the schema's longest. A /length past it is a damaged or
@@ -37,19 +40,9 @@ MAX_READ_SAMPLES = 1 << 20
 _READ_ERRORS = (OSError, RuntimeError)
 
 
-#: the reject codes of an Unreadable: its /length passes MAX_READ_SAMPLES; its samples lie in a
-#: damaged chunk of /iq
+#: the reject codes of a burst read_or_reject cannot read (an UnreadSamples): its /length passes
+#: MAX_READ_SAMPLES; its samples lie in a damaged chunk of /iq
 TOO_LONG, UNREADABLE = "too_long", "unreadable"
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A burst whose samples cannot be read: reason a reject code (TOO_LONG, UNREADABLE), detail
-    a line naming the burst. (The engine's file readers carry it on as file_bursts.UnreadSamples,
-    which raises it as a reject; this package does not import the engine.)"""
-
-    reason: str
-    detail: str
 
 
 @dataclass(frozen=True)
@@ -107,6 +100,7 @@ class DatasetReader:
             self._f.close()
             raise
         self._params: np.ndarray | None = None
+        self._damaged: list[tuple[int, int]] | None = None   # damaged_ranges, once found
 
     # -- what is in the file -------------------------------------------------------------
     def __len__(self) -> int:
@@ -134,20 +128,59 @@ class DatasetReader:
         back to back from /iq's start to its end, so this is the sha256 of its /iq, the digest
         recorded before; a /iq that claims more (2**34 samples, sparse) is no longer hashed whole
         (minutes of zeros before `evaluate` began). A burst past MAX_READ_SAMPLES is left out (it
-        is never read); InputError naming the samples where a damaged chunk holds some."""
+        is never read). Samples that cannot be read (a damaged compressed chunk) are hashed as
+        the text "unreadable FIRST..LAST", so a damaged copy's digest is not its intact file's;
+        they were an InputError before the seventy-first session (`evaluate` of such a file
+        classified nothing). What it finds damaged is kept for damaged_ranges."""
         import hashlib
 
         digest = hashlib.sha256()
+        damaged = []
+        for start, stop, block in self._pieces(chunk):
+            if block is None:
+                damaged.append((start, stop))
+                digest.update(f"unreadable {start}..{stop - 1}".encode())
+            else:
+                digest.update(np.ascontiguousarray(block).tobytes())
+        self._damaged = _joined(damaged)
+        return digest.hexdigest()
+
+    def damaged_ranges(self) -> list[tuple[int, int]]:
+        """The ascending [lo, hi) ranges of /iq, of the samples the bursts use, that cannot be read
+        (damaged compressed chunks), touching ones joined: found by reading them all once, kept
+        (samples_sha256 finds them as it hashes). A /iq stored without filters (no compression,
+        no checksum) has nothing that can fail to decode and is not read: []."""
+        if self._damaged is None:
+            if self._iq_mem is not None or not self._f[schema.IQ].id.get_create_plist().get_nfilters():
+                return []
+            self._damaged = _joined([(a, b) for a, b, block in self._pieces(1 << 22) if block is None])
+        return list(self._damaged)
+
+    def unreadable_bursts(self) -> np.ndarray:
+        """The indices of the bursts read_or_reject gives an UnreadSamples for, ascending: a
+        /length past MAX_READ_SAMPLES, or samples in damaged_ranges()."""
+        bad = self.lengths > MAX_READ_SAMPLES
+        ends = self.offsets + self.lengths
+        for lo, hi in self.damaged_ranges():
+            bad |= (self.offsets < hi) & (ends > lo) & (self.lengths > 0)
+        return np.flatnonzero(bad)
+
+    def _pieces(self, chunk: int) -> Iterator[tuple[int, int, np.ndarray | None]]:
+        """(start, stop, samples) of the samples the bursts use (_used_ranges), in file order, at
+        most `chunk` at a time. A piece that cannot be read is read again by /iq's storage chunks,
+        and one of those that fails comes as (start, stop, None)."""
+        chunks = self._f[schema.IQ].chunks
         for lo, hi in self._used_ranges():
             for start in range(lo, hi, chunk):
                 stop = min(hi, start + chunk)
-                try:
-                    block = self._samples([(start, stop)])[0]
-                except _READ_ERRORS as exc:
-                    raise InputError(f"{self.path}: samples {start}..{stop - 1} of /{schema.IQ} cannot be "
-                                     f"read ({exc})") from None
-                digest.update(np.ascontiguousarray(block).tobytes())
-        return digest.hexdigest()
+                block = self._range_or_none(start, stop)
+                if block is not None or not chunks:
+                    yield start, stop, block
+                    continue
+                step = chunks[0]
+                edges = [start, *range((start // step + 1) * step, stop, step), stop]
+                for a, b in zip(edges[:-1], edges[1:]):
+                    yield a, b, self._range_or_none(a, b)
 
     def _used_ranges(self) -> list[tuple[int, int]]:
         """The ascending, disjoint [lo, hi) ranges of /iq that the bursts read cover (touching
@@ -196,14 +229,14 @@ class DatasetReader:
         """The bursts at `indices` (in that order), each a 1-D complex64 array; InputError naming
         the file and the burst where one cannot be read (read_or_reject says which)."""
         out = self.read_or_reject(indices)
-        bad = [b for b in out if isinstance(b, Unreadable)]
+        bad = [b for b in out if isinstance(b, UnreadSamples)]
         if bad:
             more = f" (and {len(bad) - 1} more of the {len(out)} asked for)" if len(bad) > 1 else ""
             raise InputError(f"{self.path}: {bad[0].detail}{more}")
         return out  # type: ignore[return-value]
 
-    def read_or_reject(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray | Unreadable]:
-        """The bursts at `indices` (in that order), each a 1-D complex64 array, or an Unreadable
+    def read_or_reject(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray | UnreadSamples]:
+        """The bursts at `indices` (in that order), each a 1-D complex64 array, or an UnreadSamples
         where its /length passes MAX_READ_SAMPLES or its samples lie in a chunk of /iq that
         cannot be read (a damaged compressed chunk: every burst with samples in it), the others
         read as ever."""
@@ -211,11 +244,11 @@ class DatasetReader:
         if idx.size and (idx.min() < -len(self) or idx.max() >= len(self)):
             raise InputError(f"example index out of range 0..{len(self) - 1}")
         idx = np.where(idx < 0, idx + len(self), idx)
-        out: list[np.ndarray | Unreadable | None] = [None] * idx.size
+        out: list[np.ndarray | UnreadSamples | None] = [None] * idx.size
         lengths = self.lengths[idx]
         for j in np.flatnonzero(lengths > MAX_READ_SAMPLES):
-            out[j] = Unreadable(TOO_LONG, f"burst {idx[j]} claims {int(lengths[j]):,} samples, past the longest "
-                                          f"read, {MAX_READ_SAMPLES:,} (the daemon's max_burst_samples)")
+            out[j] = UnreadSamples(TOO_LONG, f"burst {idx[j]} claims {int(lengths[j]):,} samples, past the "
+                                             f"longest read, {MAX_READ_SAMPLES:,} (the daemon's max_burst_samples)")
         fits = np.flatnonzero(lengths <= MAX_READ_SAMPLES)
         order = fits[np.argsort(idx[fits], kind="stable")]
         # Bursts are usually stored back to back: each run of adjacent examples whose samples
@@ -249,14 +282,14 @@ class DatasetReader:
         except _READ_ERRORS:
             return None
 
-    def _one(self, i: int) -> np.ndarray | Unreadable:
-        """Burst i, or the Unreadable of its samples."""
+    def _one(self, i: int) -> np.ndarray | UnreadSamples:
+        """Burst i, or the UnreadSamples of its samples."""
         o, n = int(self.offsets[i]), int(self.lengths[i])
         try:
             return self._samples([(o, o + n)])[0]
         except _READ_ERRORS as exc:
-            return Unreadable(UNREADABLE, f"burst {i}: its samples ({o}..{o + n - 1} of /{schema.IQ}) "
-                                          f"cannot be read ({exc})")
+            return UnreadSamples(UNREADABLE, f"burst {i}: its samples ({o}..{o + n - 1} of /{schema.IQ}) "
+                                             f"cannot be read ({exc})")
 
     def _samples(self, ranges: list[tuple[int, int]]) -> list[np.ndarray]:
         """The samples of ascending, disjoint [lo, hi) ranges of /iq."""
@@ -280,7 +313,7 @@ class DatasetReader:
                      shuffle_rng: np.random.Generator | None = None,
                      indices: Sequence[int] | np.ndarray | None = None,
                      normalize: bool = False, drop_last: bool = False,
-                     normalization: str = "remove_dc") -> Iterator[Batch]:
+                     normalization: str = "remove_dc", unreadable: set[int] | None = None) -> Iterator[Batch]:
         """Yield batches of equal-length bursts.
 
         length_samples None: bursts keep their length; each batch holds bursts of one length
@@ -295,6 +328,9 @@ class DatasetReader:
         shows it.
         shuffle_rng: shuffle examples (and the order of length groups); None keeps file order.
         indices: restrict to these examples (e.g. `indices_for_bucket(1024)`).
+        unreadable: None: a burst that cannot be read is an InputError (`read`); a set: such a
+        burst is left out of its batch and its index added to the set (training), and a batch
+        left with none is not yielded.
         """
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
@@ -314,7 +350,15 @@ class DatasetReader:
         for chunk in chunks:
             if drop_last and chunk.size < batch_size:
                 continue
-            bursts = self.read(chunk)
+            if unreadable is None:
+                bursts = self.read(chunk)
+            else:
+                got = self.read_or_reject(chunk)
+                kept = np.array([not isinstance(b, UnreadSamples) for b in got], dtype=bool)
+                unreadable.update(chunk[~kept].tolist())
+                chunk, bursts = chunk[kept], [b for b, k in zip(got, kept) if k]
+                if not chunk.size:
+                    continue
             if normalize:
                 bursts = [_normalized(b, normalization) for b in bursts]
             if length_samples is None:
@@ -371,4 +415,15 @@ def _fit_length(bursts: list[np.ndarray], n: int, rng: np.random.Generator | Non
             out[i] = b[start:start + n]
         else:
             out[i, :b.size] = b
+    return out
+
+
+def _joined(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ascending [lo, hi) ranges with the touching or overlapping ones made one."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
     return out

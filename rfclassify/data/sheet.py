@@ -31,7 +31,7 @@ def _pick(ds: DatasetReader, label: int) -> np.ndarray:
 
 
 def _drawable(burst: object) -> bool:
-    """Whether the sheet can draw a burst: read (not an Unreadable), of some samples, all finite,
+    """Whether the sheet can draw a burst: read (not an UnreadSamples), of some samples, all finite,
     not all zero. A NaN burst made a class's mean spectrum NaN and one of no samples printed
     numpy's RuntimeWarnings ("Mean of empty slice") with their source lines."""
     return (isinstance(burst, np.ndarray) and burst.size > 0 and bool(np.isfinite(burst).all())

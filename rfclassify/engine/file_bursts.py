@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,18 +21,19 @@ from rfclassify.serve.config import DC_BLOCK_SAMPLES, CutterConfig
 CUTS = ("auto", "energy", "whole")
 
 
+@dataclass(frozen=True)
 class UnreadSamples:
     """The samples of a burst a reader found but cannot give: none. Made an array, as
     Classifier.classify makes each burst one, it raises MessageError(reason, detail), so the
     burst is that reject, counted and reported as any other (before, a damaged chunk or a
     length of 2**33 samples in an HDF5 dataset ended the whole run with h5py's or numpy's text,
-    naming neither file nor burst); unread() tells such a burst."""
+    naming neither file nor burst); unread() tells such a burst. The one such value of every
+    reader, DatasetReader.read_or_reject's too (its own twin, reader.Unreadable, until the
+    seventy-first session)."""
 
-    size = 0
-
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason   # a reject code: unreadable, too_long, non_finite, bad_annotation
-        self.detail = detail   # which burst, and why, for a person
+    reason: str   # a reject code: unreadable, too_long (rfclassify.data.reader), non_finite, bad_annotation
+    detail: str   # which burst, and why, for a person
+    size: ClassVar[int] = 0
 
     def __len__(self) -> int:
         return 0

@@ -174,17 +174,16 @@ def iter_hdf5(path: str | Path, chunk: int = 4096, limit: int | None = None) -> 
     chunk bursts and HDF5_CHUNK_SAMPLES samples a chunk. A burst that cannot be read (a damaged
     chunk of /iq, a /length past the reader's MAX_READ_SAMPLES: DatasetReader.read_or_reject)
     has UnreadSamples saying why, and the others are read."""
-    from rfclassify.data.reader import DatasetReader, Unreadable
+    from rfclassify.data.reader import DatasetReader
 
     with DatasetReader(path) as ds:
         n = len(ds) if limit is None else min(len(ds), limit)
         names = ds.label_names
         for idx in _hdf5_chunks(ds.lengths[:n], chunk):
             yield [
-                FileBurst(UnreadSamples(iq.reason, iq.detail) if isinstance(iq, Unreadable) else iq,
-                          str(path), int(i), int(ds.offsets[i]), None, str(names[i]),
+                FileBurst(iq, str(path), int(i), int(ds.offsets[i]), None, str(names[i]),
                           None if np.isnan(ds.snr_db[i]) else float(ds.snr_db[i]),
-                          span=int(ds.lengths[i]) if isinstance(iq, Unreadable) else None)
+                          span=int(ds.lengths[i]) if isinstance(iq, UnreadSamples) else None)
                 for i, iq in zip(idx, ds.read_or_reject(idx), strict=True)
             ]
 

@@ -464,6 +464,14 @@ def render_markdown(card: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _unreadable_text(ev: dict[str, Any], d: dict[str, Any]) -> str:
+    """The card's word on bursts the file could not give (a damaged copy): its numbers are over
+    the others."""
+    n = (ev.get("unreadable") or {}).get("bursts")
+    return (f" **{n} of its {d.get('n_bursts')} bursts could not be read (a damaged file) and are left out: "
+            "the numbers below are over the others.**") if n else ""
+
+
 def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
     d, run, o = ev.get("dataset", {}), ev.get("run", {}), ev.get("overall", {})
     clock = run.get("refiner_rate_rule")
@@ -480,7 +488,8 @@ def _render_eval(name: str, ev: dict[str, Any]) -> list[str]:
              + f"); made by `{d.get('command_line', '')}`. Run through the serving "
              f"Classifier: backend {run.get('backend')} {run.get('precision')} on {run.get('device')}, "
              + (f"with {' and '.join(refiners)}, " if refiners else "the network alone, ")
-             + f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}.", "",
+             + f"{ev.get('bursts_per_s')} bursts/s. Rejected: {ev.get('rejected') or 'none'}."
+             + _unreadable_text(ev, d), "",
              "| bucket | n | accuracy | mean over SNR | SNR >= 10 dB | SNR MAE 0..20 dB |",
              "|---:|---:|---:|---:|---:|---:|"]
     rows = list(ev.get("per_bucket", {}).items()) + [("all", o)]

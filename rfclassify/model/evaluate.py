@@ -169,11 +169,16 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     (-1: as many as the cores allow), the DC pass unless dc_pass=False, the bursts the
     network is sure of skipping both above refiner_skip_above where given: Classifier.load).
 
+    A burst whose samples cannot be read (a damaged compressed chunk of /iq: every burst with
+    samples in it; a /length past the reader's MAX_READ_SAMPLES) is left out and counted in
+    "unreadable", and the numbers are over the others; InputError where none can be read.
+
     Writes evaluation.json (and, with plots, confusion matrices and accuracy-vs-SNR PNGs;
     with predictions, each burst's outcome: rfclassify.model.paired) to out_dir when given;
     returns the same dictionary."""
     from rfclassify.data.reader import DatasetReader
     from rfclassify.engine.classifier import Classifier
+    from rfclassify.engine.file_bursts import UnreadSamples
     from rfclassify.model.calibration import expected_calibration_error, threshold_table
 
     path = Path(path)
@@ -205,10 +210,22 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         bucket = np.zeros(n, np.int64)
         probs = np.zeros((n, len(LABELS)), np.float32)
         rejects: dict[str, int] = {}
+        unread: dict[str, int] = {}     # bursts the file cannot give, by reason (not the model's rejects)
+        first_unread = ""
         t0 = time.perf_counter()
         for lo in range(0, n, chunk):
-            idx = np.arange(lo, min(n, lo + chunk))
-            for i, r in zip(idx, clf.classify(reader.read(idx)), strict=True):
+            idx, bursts = np.arange(lo, min(n, lo + chunk)), []
+            # a damaged chunk of /iq costs the bursts in it: before the seventy-first session it
+            # ended the evaluation (one line, exit 2) before any burst was classified
+            for i, burst in zip(idx, reader.read_or_reject(idx), strict=True):
+                if isinstance(burst, UnreadSamples):
+                    unread[burst.reason] = unread.get(burst.reason, 0) + 1
+                    first_unread = first_unread or burst.detail
+                else:
+                    bursts.append((i, burst))
+            if not bursts:
+                continue
+            for (i, _), r in zip(bursts, clf.classify([b for _, b in bursts]), strict=True):
                 if not r.ok:
                     rejects[r.reject_reason] = rejects.get(r.reject_reason, 0) + 1
                     continue
@@ -218,9 +235,15 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
                 bucket[i] = clf.policy.bucket_for_length(r.n_samples)
                 probs[i] = r.probabilities
         elapsed = time.perf_counter() - t0
+        n_unread = sum(unread.values())
+        if n_unread == n:
+            raise InputError(f"{path}: nothing to evaluate: none of its {n} bursts can be read "
+                             f"({_counts(unread)}); the first: {first_unread}")
         if not ((pred >= 0) & (y >= 0)).any():   # every scorable burst rejected: NaNs, not an evaluation
             raise InputError(f"{path}: nothing to evaluate: every burst of a label this model classifies was "
-                             f"rejected ({', '.join(f'{k} {v}' for k, v in sorted(rejects.items()))})")
+                             f"rejected ({_counts(rejects)})"
+                             + (f" or cannot be read ({_counts(unread)})" if n_unread else ""))
+        damaged = reader.damaged_ranges()   # found as samples_sha256 read the file
         run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,
                "model": clf.model_id, "temperature": clf.meta.temperature,
                "unknown_threshold": clf.meta.unknown_threshold,
@@ -240,7 +263,12 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     high = s_ok >= HIGH_SNR_DB
     res: dict[str, Any] = {
         "name": name or f"{info['source']}:{path.stem}", "dataset": info, "run": run,
-        "bursts_per_s": round(n / max(elapsed, 1e-9), 1), "rejected": rejects,
+        "bursts_per_s": round((n - n_unread) / max(elapsed, 1e-9), 1), "rejected": rejects,
+        # bursts the file cannot give (damaged chunks of /iq, DatasetReader.read_or_reject): left
+        # out, every number below is over the others
+        "unreadable": {"bursts": n_unread, "by_reason": unread,
+                       **({"first": first_unread, "damaged_iq_ranges": [list(r) for r in damaged]}
+                          if n_unread else {})},
         # bursts whose label the model does not classify: classified, never scored
         "not_scored": {"labels": foreign, "bursts": int((y < 0).sum())},
         "overall": accuracy_summary(y_ok, p_ok, s_ok, snr_est[ok]),
@@ -266,6 +294,11 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
             res["figures"] = _figures(res, y_ok, p_ok, high, out)
             write_json(out / EVAL_FILE, res)
     return res
+
+
+def _counts(by_reason: dict[str, int]) -> str:
+    """'non_finite 2, too_short 1'."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
 
 
 def _figures(res: dict[str, Any], y: np.ndarray, p: np.ndarray, high: np.ndarray, out: Path) -> list[str]:

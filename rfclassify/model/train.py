@@ -318,6 +318,11 @@ class _Source:
         """File indices of the --data bursts left out for NaN or infinite samples."""
         return getattr(self.iter, "non_finite", set())
 
+    @property
+    def unreadable(self) -> set[int]:
+        """File indices of the --data bursts left out because their samples cannot be read."""
+        return getattr(self.iter, "unreadable", set())
+
     def next(self, to_device: Any) -> tuple[Any, bool] | None:
         """(device batch, fresh?) — reuses a recent batch instead of waiting when possible; None
         when a stop was asked while it waited for data."""
@@ -574,6 +579,8 @@ def _train(cfg: TrainConfig, stop_asked: threading.Event, loop_ended: Any = lamb
         **({"commands": [*earlier, cfg.command]} if earlier else {}),
         **({"weight_average": ema.record()} if ema is not None else {}),
         **({"non_finite_bursts_left_out": dropped} if dropped else {}),
+        # warned of as they were found (training_data.HDF5Batches), before the first step for a compressed file
+        **({"unreadable_bursts_left_out": len(src.unreadable)} if src.unreadable else {}),
     }, t_start)
 
 

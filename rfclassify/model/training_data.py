@@ -418,7 +418,14 @@ class HDF5Batches:
     turned the whole network into NaNs. A bucket's later epochs draw from its finite bursts
     alone, so one with two or more of them keeps giving batches however its first epoch fell; a
     bucket with fewer is dropped (said once, on stderr), and a file with no bucket left is an
-    InputError."""
+    InputError.
+
+    A burst whose samples cannot be read (a damaged compressed chunk of /iq, a /length past the
+    reader's MAX_READ_SAMPLES) is left out too, and `unreadable` collects those: found before
+    the first batch (DatasetReader.unreadable_bursts), else as a batch meets one, each said on
+    stderr with the count. More than MAX_UNREADABLE_SHARE of the file, or every burst of one of
+    its labels, is an InputError: a bad copy to replace, not bursts to do without. Before the
+    seventy-first session the first batch to draw such a burst ended the run, nothing written."""
 
     def __init__(self, path: str, recipe: DataRecipe, seed: int) -> None:
         if recipe.target_sps is not None:
@@ -426,9 +433,10 @@ class HDF5Batches:
         if recipe.batch_size < 2:  # batch norm needs two bursts a batch (TrainConfig refuses fewer)
             raise ValueError(f"training batches need two bursts or more, got a batch size of {recipe.batch_size}")
         self.non_finite: set[int] = set()
+        self.unreadable: set[int] = set()
         # a function of its own, not a method: a generator holding `self` would make a cycle,
         # and the file stayed open until the garbage collector came, past the last reference
-        self._batches = _hdf5_draw(path, recipe, seed, self.non_finite)
+        self._batches = _hdf5_draw(path, recipe, seed, self.non_finite, self.unreadable)
 
     def __iter__(self) -> HDF5Batches:
         return self
@@ -437,8 +445,10 @@ class HDF5Batches:
         return next(self._batches)
 
 
-def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -> Iterator[Batch]:
-    """HDF5Batches' draw, adding to `non_finite` the file indices of the bursts it leaves out."""
+def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int],
+               unreadable: set[int]) -> Iterator[Batch]:
+    """HDF5Batches' draw, adding to `non_finite` and `unreadable` the file indices of the bursts
+    it leaves out for those reasons."""
     from rfclassify.data.reader import DatasetReader
 
     policy = recipe.policy
@@ -451,7 +461,13 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
         foreign = sorted({reader.labels[i] for i in np.unique(reader.label_index) if to_model[i] < 0})
         if foreign:
             raise ConfigError(f"{path}: labels the model does not classify: {', '.join(foreign)}")
+        # a compressed /iq is read through once here (an uncompressed one has nothing that fails
+        # to decode): the share rule holds before the first step, not minutes into the run
+        unreadable.update(reader.unreadable_bursts().tolist())
+        said = _say_unreadable(path, reader, unreadable, 0)
         pools = {b: reader.indices_for_bucket(b, policy) for b in recipe.buckets_samples}
+        if unreadable:
+            pools = {b: p[~np.isin(p, list(unreadable))] for b, p in pools.items()}
         # batch norm needs two bursts a batch: a bucket of one burst is left out, and so is an
         # epoch's last batch of one (torch's ValueError, a traceback, ended such a run)
         present = [b for b in recipe.buckets_samples if pools[b].size >= 2]
@@ -464,22 +480,28 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
             b = int(rng.choice(present, p=probs / probs.sum()))
             batch = next(iters.get(b, iter(())), None)
             if batch is None or len(batch.label_index) < 2:  # epoch of this bucket done: reshuffle
-                if non_finite:
+                if non_finite or unreadable:
                     # without the bursts found non-finite: a bucket whose few finite bursts fell one
                     # to a batch gave no batch in an epoch, and was dropped for good
-                    pools[b] = pools[b][~np.isin(pools[b], list(non_finite))]
+                    pools[b] = pools[b][~np.isin(pools[b], list(non_finite | unreadable))]
                 if pools[b].size < 2:
                     print(f"warning: {path}: bucket {b} has {pools[b].size} burst(s) without NaN or infinite "
-                          "samples; it is left out of training (two make a batch)", file=sys.stderr, flush=True)
+                          f"samples{' that can be read' if unreadable else ''}; it is left out of training "
+                          "(two make a batch)", file=sys.stderr, flush=True)
                     present.remove(b)
                     if not present:
-                        raise InputError(f"{path}: no bucket has two bursts without NaN or infinite "
-                                         f"samples ({len(non_finite)} left out)")
+                        raise InputError(f"{path}: no bucket has two bursts without NaN or infinite samples "
+                                         f"({len(non_finite)} left out"
+                                         f"{f', {len(unreadable)} unreadable' if unreadable else ''})")
                     continue
                 iters[b] = reader.iter_batches(recipe.batch_size, length_samples=b, shuffle_rng=rng,
                                                indices=pools[b], normalize=True,
-                                               normalization=recipe.normalization)
-                batch = next(iters[b])
+                                               normalization=recipe.normalization, unreadable=unreadable)
+                batch = next(iters[b], None)
+            if len(unreadable) > said:   # a batch met bursts that cannot be read, not found before
+                said = _say_unreadable(path, reader, unreadable, said, late=True)
+            if batch is None or len(batch.label_index) < 2:   # they were all of it, or all but one
+                continue
             x = to_model_input(batch.iq)
             labels, snr_db = to_model[batch.label_index], batch.snr_db.astype(np.float32)
             finite = np.isfinite(x).all(axis=(1, 2, 3))
@@ -489,6 +511,44 @@ def _hdf5_draw(path: str, recipe: DataRecipe, seed: int, non_finite: set[int]) -
                     continue
                 x, labels, snr_db = x[finite], labels[finite], snr_db[finite]
             yield {"x": x, "label": labels, "snr_db": snr_db}  # NaN SNR (no noise): no SNR loss
+
+
+#: the share of a --data file's bursts that may be unreadable for training to go on without them.
+#: A bit flip costs one chunk of /iq, 65,536 samples (64 bursts of 1,024): a few per cent of a
+#: file worth training on. Past a tenth the copy is bad and skews what is learned; make it again.
+MAX_UNREADABLE_SHARE = 0.1
+
+
+def _say_unreadable(path: str, reader: Any, unreadable: set[int], said: int, late: bool = False) -> int:
+    """Warn on stderr of the bursts in `unreadable` (file indices) where more than the `said`
+    warned of before (`late`: found as batches were read), and return how many there are;
+    InputError instead where training cannot do without them: more than MAX_UNREADABLE_SHARE of
+    the file, or every burst of one of its labels."""
+    from rfclassify.data.reader import MAX_READ_SAMPLES
+
+    if len(unreadable) <= said:
+        return said
+    n, bad = len(reader), np.fromiter(unreadable, np.int64)
+    too_long = int((reader.lengths[bad] > MAX_READ_SAMPLES).sum())
+    ranges = [f"{lo}..{hi - 1}" for lo, hi in reader.damaged_ranges()]
+    why = [f"{bad.size - too_long} with samples in chunks of /iq that cannot be read"
+           + (f" (samples {', '.join(ranges[:3])}{f' and {len(ranges) - 3} more' if len(ranges) > 3 else ''})"
+              if ranges else "")] if bad.size > too_long else []
+    why += [f"{too_long} longer than the {MAX_READ_SAMPLES:,} samples read"] if too_long else []
+    readable = np.ones(n, dtype=bool)
+    readable[bad] = False
+    lost = sorted({reader.labels[i] for i in np.unique(reader.label_index)}
+                  - {reader.labels[i] for i in np.unique(reader.label_index[readable])})
+    head = f"{path}: {bad.size} of {n} bursts ({bad.size / n:.1%}) cannot be read ({'; '.join(why)})"
+    if bad.size > MAX_UNREADABLE_SHARE * n or lost:
+        raise InputError(f"{head}: " + (f"more than the {MAX_UNREADABLE_SHARE:.0%} training does without"
+                                        if bad.size > MAX_UNREADABLE_SHARE * n else
+                                        f"every burst of {', '.join(lost)}, which the model would not learn")
+                         + "; make the file again or copy it anew")
+    print(f"warning: {head}; left out of training"
+          + (f" ({bad.size - said} {'more ' if said else ''}found as batches were read)" if late else ""),
+          file=sys.stderr, flush=True)
+    return bad.size
 
 
 def hdf5_batches(path: str, recipe: DataRecipe, seed: int) -> HDF5Batches:
