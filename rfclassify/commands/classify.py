@@ -45,8 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.engine.files import iter_file_bursts
 
     # Open and check every file first (limit 0: no burst read), so a bad one fails before
-    # minutes of work on the others.
-    reading = reading_from_args(args)
+    # minutes of work on the others. An energy cut that finds nothing in a recording, or cuts a
+    # signal on throughout into fragments, says so on stderr (file_bursts.cut_notes: a
+    # continuous QPSK recording was "0 classified", exit 0, and nothing said), as does a marked
+    # burst classified in pieces (file_bursts.split_note).
+    reading = dataclasses.replace(reading_from_args(args), note=_note)
     targets = {}
     files = list(args.files)
     for path in args.files:
@@ -102,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 _ROW = "{:<24} {:>5} {:>9} {:>8} {:<10} {:>6} {:>7} {:>6} {:>3}  {}"
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _row(burst: Any, r: Any) -> str:

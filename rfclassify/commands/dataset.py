@@ -66,7 +66,9 @@ def _add_import_args(sub: argparse._SubParsersAction) -> None:
                                    "label the model classifies to an rfclassify HDF5 dataset, for train --data "
                                    "and evaluate. Bursts are read as classify reads them.")
     m.add_argument("files", nargs="+", metavar="FILE",
-                   help="SigMF recording or archive, rfclassify HDF5 dataset, WAV IQ or (with --raw) raw recording")
+                   help="SigMF recording or archive, or rfclassify HDF5 dataset: the files that label bursts "
+                        "(a WAV or raw recording labels none: annotate it with classify --annotate, check the "
+                        "labels, and import that SigMF)")
     m.add_argument("--out", type=path_text, required=True, help="output HDF5 file")
     m.add_argument("--force", action="store_true", help="overwrite an existing file")
     add_reading_arguments(m)

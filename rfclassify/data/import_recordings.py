@@ -4,7 +4,10 @@ evaluated (`evaluate`) as the synthetic sets are.
 
 A burst is imported when its file gives it a truth label the model classifies: a SigMF
 annotation's ``core:label`` (written by a person or a labelling tool: the annotations
-rfclassify writes are results, which the reader skips), or an rfclassify dataset's label. The
+rfclassify writes are results, which the reader skips), or an rfclassify dataset's label. A
+WAV, raw or NumPy file labels nothing and is refused before any file is read (UNLABELLED): one
+label for every burst an energy cut finds would be a guess (it finds every emitter and blip
+above the floor), where a SigMF annotation labels each burst one by one. The
 bursts are read as `rfclassify classify` reads them (rfclassify.engine.files, a Reading: an
 annotated band is cut out, WAV and raw files are cut by energy, ...). Its SNR is the file's
 truth where it has one (an rfclassify dataset), else unknown (NaN: no SNR loss in training,
@@ -38,6 +41,12 @@ from rfclassify.engine.sigmf import BAD_ANNOTATION
 from rfclassify.labels import LABELS, label_index
 
 CHANNEL = {"recorded": {"description": "as recorded: the channel of the air and the receiver"}}
+#: the formats that carry no label, refused before anything is read (each burst of theirs was
+#: read, cut and skipped as unlabelled before the seventy-first session)
+UNLABELLED = {"wav": "a WAV IQ recording", "raw": "a raw recording", "npy": "a NumPy array"}
+_LABEL_IT = ("; label its bursts in SigMF first: `rfclassify classify --annotate` writes NAME.rfclassify.sigmf-meta "
+             "beside it, whose core:label you check and core:generator you take out (rfclassify's annotations are "
+             "results, not truth), then import that")
 
 
 @dataclass
@@ -59,8 +68,14 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
     which and how); every file is checked before the first burst is read."""
     from rfclassify.data.generate import check_output
     from rfclassify.data.gnuradio_source import params_by_name
-    from rfclassify.engine.files import iter_file_bursts
+    from rfclassify.engine.files import iter_file_bursts, recording_format
 
+    for name in files:   # before any is read: a WAV of gigabytes was read and cut for "no burst to import"
+        kind, p = recording_format(name, reading)
+        if kind in UNLABELLED:
+            raise InputError(f"{p}: {UNLABELLED[kind]} labels no burst, and import takes only labelled ones (a "
+                             "SigMF annotation's core:label, an rfclassify dataset's label)"
+                             + ("" if kind == "npy" else _LABEL_IT))
     path = check_output(out, force)
     for name in files:
         next(iter_file_bursts(name, limit=0, reading=reading), None)

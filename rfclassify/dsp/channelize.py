@@ -45,7 +45,23 @@ def channelize(iq: np.ndarray, sample_rate_hz: float, offset_hz: float, bandwidt
     factor = max(1, min(decimation(sample_rate_hz, bandwidth_hz), x.shape[0] // MIN_SAMPLES))
     if factor == 1:
         return mixed.astype(np.complex64), float(sample_rate_hz)
+    return _decimate(mixed, factor), sample_rate_hz / factor
+
+
+def real_to_baseband(x: np.ndarray, first_index: int = 0) -> np.ndarray:
+    """A real signal as complex baseband at half its rate, as a complex receiver records it: the
+    positive half of its spectrum (0..fs/2, centred on fs/4: its analytic signal) mixed to 0 Hz,
+    low-passed to +-fs/4 and decimated by 2, as channelize cuts a band (the negative half, the
+    mirror image, is filtered out). Output sample k is input sample 2k; first_index, the index of
+    x[0] in its recording, keeps the mixer's phase continuous across pieces of one recording."""
+    # e^(-j pi n / 2) is exactly 1, -j, -1, j: no rounding of a long recording's phase
+    turn = np.array([1, -1j, -1, 1j], np.complex64)[(first_index + np.arange(x.shape[0])) % 4]
+    return _decimate(np.asarray(x, np.float32) * turn, 2)
+
+
+def _decimate(x: np.ndarray, factor: int) -> np.ndarray:
+    """x low-passed to the new Nyquist rate and decimated by factor, complex64 (scipy resample_poly,
+    Kaiser window beta 5; output sample k is input sample factor * k)."""
     from scipy.signal import resample_poly
 
-    out = resample_poly(mixed, 1, factor, window=("kaiser", 5.0))
-    return out.astype(np.complex64), sample_rate_hz / factor
+    return resample_poly(x, 1, factor, window=("kaiser", 5.0)).astype(np.complex64, copy=False)

@@ -1,6 +1,7 @@
 """The burst a file reader returns (FileBurst), how the readers are asked to read (Reading), and
 how a recording that marks no bursts is cut into them: as the daemon's gr-stream input cuts a
-stream (its DC blocker, then its energy detector).
+stream (its DC blocker, then its energy detector), or taken whole, in pieces of at most
+longest_whole() samples where it is longer (memory stays bounded whatever the file's length).
 
 A burst a reader finds but cannot give samples for (a damaged HDF5 chunk, a length past what
 is read, a stretch of NaN samples no cut burst holds) has UnreadSamples as its iq: the
@@ -8,8 +9,7 @@ classifier makes it a reject of that reason, and the bursts around it are read a
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -74,16 +74,20 @@ class Reading:
     """How recordings are read into bursts (what `rfclassify classify`'s options say).
 
     cut: how a recording without annotations is cut (CUTS: "energy" finds its bursts with the
-    daemon's energy detector, set by cutter; "whole" makes it one burst; "auto" cuts raw and WAV
+    daemon's energy detector, set by cutter; "whole" takes it whole: one burst, or consecutive
+    pieces of at most longest_whole() samples (whole_bursts); "auto" cuts raw and WAV
     recordings by energy and takes a SigMF recording whole). full_band: SigMF annotations that
     give their band are not cut to it. raw: the SigMF datatype of a file that is no known
-    format; sample_rate_hz: its rate."""
+    format; sample_rate_hz: its rate. note: where given, told a line for a person on how a
+    recording was read: an energy cut that looks wrong for it (cut_notes), a burst it marks
+    (an annotation, a NumPy row) classified in pieces (split_note)."""
 
     cut: str = "auto"
     full_band: bool = False
     raw: str | None = None
     sample_rate_hz: float | None = None
     cutter: CutterConfig = field(default_factory=CutterConfig)
+    note: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cut not in CUTS:
@@ -91,6 +95,70 @@ class Reading:
 
 
 READ_SAMPLES = 1 << 20   # samples read and cut at a time
+
+
+def longest_whole() -> int:
+    """The longest burst a file reader gives to be classified whole: the HDF5 reader's
+    MAX_READ_SAMPLES, the daemon's default max_burst_samples (2**20). Classifier.classify holds
+    several times a burst's size while it normalizes it (a 256 MB recording taken as one burst
+    peaked at 2.4 GiB), and one label for millions of samples says little. Read when asked:
+    rfclassify.data.reader imports this module."""
+    from rfclassify.data import reader
+
+    return reader.MAX_READ_SAMPLES
+
+
+def pieces(first: int, n: int) -> list[tuple[int, int]]:
+    """(start, count) of the pieces samples first..first+n are classified in: all of them as one
+    where they are at most longest_whole(), else consecutive pieces of near-equal length of at
+    most that many (no short tail left to be rejected too_short)."""
+    k = max(1, -(-n // longest_whole()))
+    return [(first + n * i // k, n * (i + 1) // k - n * i // k) for i in range(k)]
+
+
+def whole_bursts(read: Callable[[int, int, int | None], np.ndarray], first: int, n: int, source: str,
+                 rate_hz: float | None, channels: Sequence[int | None] = (None,)) -> Iterator[FileBurst]:
+    """Samples first..first+n (read(start, count, channel) gives them) taken whole: one burst of
+    each channel, or, past longest_whole() samples, each of their pieces() a burst of each
+    channel, numbered 0, 1, ... with its own start_sample; read one at a time as they are asked
+    for. Before the seventy-first session any length was one burst (a 512 MB recording, 4.8 GB
+    of memory and one label for three bursts)."""
+    for i, (start, count) in enumerate(pieces(first, n)):
+        for c in channels:
+            yield FileBurst(read(start, count, c), source, i, start, rate_hz, channel=c)
+
+
+def split_note(source: str, what: str, count: int) -> str:
+    """The line for reading.note when a marked burst (an annotation, a row) is longer than
+    longest_whole(): it is classified in pieces, each a result of its own."""
+    cap = longest_whole()
+    return (f"{source}: {what} spans {count:,} samples, more than the longest burst classified whole ({cap:,}), "
+            f"so is classified in {len(pieces(0, count))} consecutive pieces, each a result of its own")
+
+
+def cut_notes(bursts: Iterator[FileBurst], n: int, source: str, reading: Reading) -> Iterator[FileBurst]:
+    """The bursts an energy cut found in a recording of n samples (of all its channels), then,
+    once all are given, a line to reading.note where the cut looks wrong for it: it found no
+    burst (a signal on throughout is the noise floor it is measured against: a continuous QPSK
+    recording was "0 classified" and nothing said), or more bursts than --cut whole gives
+    pieces that cover more than half of it (a continuous FM recording: 736 fragments, 78 %)."""
+    count = covered = 0
+    for burst in bursts:
+        count += 1
+        covered += burst.recording_samples
+        yield burst
+    if reading.note is None or n == 0:
+        return
+    cap = longest_whole()
+    advice = (f"if it holds one signal on throughout, --cut whole classifies the recording in pieces of "
+              f"at most {cap:,} samples")
+    if count == 0:
+        reading.note(f"{source}: the energy cut found no burst in its {n:,} samples (it finds them above the "
+                     f"floor of the recording's quietest {reading.cutter.floor_percentile:g} %, which a signal on "
+                     f"throughout sets itself); {advice}")
+    elif 2 * covered > n and count > -(-n // cap):
+        reading.note(f"{source}: the energy cut found {count:,} bursts covering {100 * covered / n:.0f} % of "
+                     f"its {n:,} samples; {advice}")
 
 
 def energy_bursts(read: Callable[[int, int], np.ndarray], first: int, n: int, source: str,
@@ -169,21 +237,34 @@ class _NonFinite:
 
 def unmarked_bursts(read: Callable[[int, int], np.ndarray], n: int, source: str, rate_hz: float | None,
                     reading: Reading, chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
-    """Chunks of the bursts of a recording of n samples that marks none (raw, WAV): the whole of
-    it when reading.cut is "whole", else what energy_bursts finds; at most limit (0: none)."""
-    if limit == 0:
-        return
+    """Chunks of the bursts of a recording of n samples that marks none (raw, WAV, a NumPy
+    recording): whole_bursts when reading.cut is "whole", else what energy_bursts finds
+    (cut_notes telling reading.note where that looks wrong); at most limit (0: none)."""
     if reading.cut == "whole":
-        yield [FileBurst(read(0, n), source, 0, 0, rate_hz)]
-        return
-    yield from chunked(energy_bursts(read, 0, n, source, rate_hz, reading.cutter), chunk, limit)
+        bursts = whole_bursts(lambda start, count, _: read(start, count), 0, n, source, rate_hz)
+    else:
+        bursts = cut_notes(energy_bursts(read, 0, n, source, rate_hz, reading.cutter), n, source, reading)
+    yield from chunked(bursts, chunk, limit)
 
 
 def chunked(bursts: Iterator[FileBurst], chunk: int, limit: int | None) -> Iterator[list[FileBurst]]:
-    """Lists of at most chunk bursts, at most limit in all."""
-    while found := list(itertools.islice(bursts, chunk if limit is None else min(chunk, limit))):
-        yield found
-        if limit is not None:
-            limit -= len(found)
+    """Lists of at most chunk bursts and, unless a list is one burst, longest_whole() samples
+    (Classifier.classify normalizes a list's bursts together: 4096 bursts of a million samples
+    were 32 GiB), at most limit in all; the bursts are read as the lists are asked for."""
+    if limit == 0:
+        return
+    cap, found, held = longest_whole(), [], 0
+    for burst in bursts:
+        if found and held + len(burst.iq) > cap:
+            yield found
+            found, held = [], 0
+        found.append(burst)
+        held += len(burst.iq)
+        limit = None if limit is None else limit - 1
+        if len(found) == chunk or limit == 0:
+            yield found
+            found, held = [], 0
             if limit == 0:
                 return
+    if found:
+        yield found

@@ -6,7 +6,8 @@ example is a burst with its label and SNR as truth.
 
 WAV (two channels, I and Q) and raw recordings (samples of a SigMF datatype, nothing else):
 their bursts are found by the daemon's gr-stream cutting (its DC blocker and energy detector;
-rfclassify.engine.file_bursts), or the whole file is one burst.
+rfclassify.engine.file_bursts), or the whole file is taken (one burst, or pieces of at most
+2**20 samples where it is longer: file_bursts.whole_bursts).
 
 NumPy arrays (np.save's .npy): one recording or an array of bursts, complex or real I/Q
 (iter_npy says which layouts).
@@ -14,23 +15,31 @@ NumPy arrays (np.save's .npy): one recording or an array of bursts, complex or r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rfclassify._exceptions import InputError
 from rfclassify._paths import not_a_file, not_a_file_text
-from rfclassify.engine.file_bursts import FileBurst, Reading, UnreadSamples, chunked, unmarked_bursts
-from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf,
-                                     read_sigmf_archive, sigmf_dtype, sigmf_paths)
+from rfclassify.engine.file_bursts import (FileBurst, Reading, UnreadSamples, chunked, pieces, split_note,
+                                           unmarked_bursts)
+from rfclassify.engine.sigmf import (Dataset, SampleMap, as_float, is_sigmf, is_sigmf_archive, read_sigmf_archive,
+                                     real_baseband, sigmf_bursts, sigmf_dtype, sigmf_paths)
+
+log = logging.getLogger(__name__)
 
 
 def iter_raw(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
              ) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of a raw recording: samples of reading.raw's SigMF datatype and
     nothing else (GNU Radio's file_sink of gr_complex is cf32_le; an SDR tool's .cfile or .iq),
-    found by the daemon's energy detector unless reading.cut is "whole" (the file one burst).
+    found by the daemon's energy detector unless reading.cut is "whole" (the file taken whole,
+    in pieces past 2**20 samples).
+    A real datatype's bursts are made complex baseband at half the rate (sigmf.real_baseband).
     The file is checked before the first chunk; limit 0 checks it and reads nothing."""
     p = Path(path)
     if reading.raw is None:
@@ -41,16 +50,18 @@ def iter_raw(path: str | Path, chunk: int = 4096, limit: int | None = None, read
     except OSError as exc:
         raise InputError(f"{p}: cannot read it ({exc})") from None
     samples = SampleMap(dataset, component, is_complex, 0, [], 0, p)
-    yield from unmarked_bursts(samples.read, samples.n, str(p), reading.sample_rate_hz, reading, chunk, limit)
+    for found in unmarked_bursts(samples.read, samples.n, str(p), reading.sample_rate_hz, reading, chunk, limit):
+        yield [real_baseband(b, samples) for b in found]
 
 
 def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
              ) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of a two-channel WAV IQ recording (I left, Q right: what SDR#,
     SDRuno, HDSDR and GQRX record), its rate from the header, found by energy unless
-    reading.cut is "whole". 8-bit samples are centred on zero; the file is memory-mapped."""
+    reading.cut is "whole". 8-bit samples are centred on zero; the file is memory-mapped. A file
+    cut short (or whose header was never finalized) gives the samples it holds, with a warning."""
     p = Path(path)
-    rate_hz, data = _read_wav(p)
+    rate_hz, data, _ = _read_wav(p, warn=limit != 0)   # limit 0 checks the file: the read after it warns
 
     def read(start: int, count: int) -> np.ndarray:
         return as_float(data[start:start + count], True)
@@ -60,17 +71,16 @@ def iter_wav(path: str | Path, chunk: int = 4096, limit: int | None = None, read
 
 def wav_layout(path: str | Path) -> tuple[str, float | None, int, int]:
     """A WAV IQ recording as SigMF sees its file: (core:datatype, sample rate in Hz or None,
-    bytes before the samples, bytes after them). InputError for 24-bit samples, which have no
-    SigMF datatype."""
+    bytes before the samples, bytes after them: of a file cut short, the part of a sample pair it
+    ends in). InputError for 24-bit samples, which have no SigMF datatype."""
     p = Path(path)
-    rate_hz, data = _read_wav(p)
-    if not isinstance(data, np.memmap):
+    rate_hz, data, header = _read_wav(p, warn=False)   # classify's read of it warns
+    if header is None:
         raise InputError(f"{p}: its {8 * data.dtype.itemsize}-bit samples were widened to be read "
                          "(24-bit WAV) and have no SigMF datatype")
     kind = {"f": "cf", "i": "ci", "u": "cu"}[data.dtype.kind]
     bits = 8 * data.dtype.itemsize
     order = "" if bits == 8 else ("_be" if data.dtype.str[0] == ">" else "_le")
-    header = data.offset if data.size else _data_chunk_end(p)   # numpy maps nothing for no samples
     trailing = p.stat().st_size - header - data.nbytes
     return f"{kind}{bits}{order}", rate_hz, int(header), int(trailing)
 
@@ -92,37 +102,154 @@ def _data_chunk_end(p: Path) -> int:
     return end
 
 
-def _read_wav(p: Path) -> tuple[float | None, np.ndarray]:
-    """(sample rate in Hz or None, (n, 2) samples: memory-mapped but for 24-bit ones) of a WAV IQ
-    recording; InputError for anything that is not one."""
+def _read_wav(p: Path, warn: bool = True) -> tuple[float | None, np.ndarray, int | None]:
+    """(sample rate in Hz or None, (n, 2) samples, the byte where they begin in the file) of a WAV
+    IQ recording: the samples memory-mapped but for 24-bit ones, widened to be read (whole; their
+    byte None). A file cut short, or whose header was never finalized (a recorder killed), gives
+    the whole sample pairs it holds, mapped, and (warn) one warning naming it and what is missing:
+    before, scipy's mapping failed and the fallback read the whole file into memory, with scipy's
+    own warning silenced. InputError for anything that is not a WAV IQ recording."""
     import warnings
 
     from scipy.io import wavfile
 
     try:
+        size = p.stat().st_size
+        span = _wav_span(p, size)
         with warnings.catch_warnings():   # vendors' own chunks (SDRuno's auxi) are skipped, not warned of
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
-            try:
-                rate, data = wavfile.read(p, mmap=True)
-            except ValueError:   # 24-bit samples cannot be memory-mapped: read them whole
-                rate, data = wavfile.read(p, mmap=False)
+            if span is not None and span.unfinished(size):
+                rate, data, header = _read_unfinished_wav(p, span, size, wavfile)
+            else:
+                try:
+                    rate, data = wavfile.read(p, mmap=True)
+                    header = data.offset if data.size else _data_chunk_end(p)   # numpy maps nothing for none
+                except ValueError:   # 24-bit samples cannot be memory-mapped: read them whole
+                    if span is not None and span.mappable:
+                        raise
+                    (rate, data), header = wavfile.read(p, mmap=False), None
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - scipy's parser lets struct.error, ZeroDivisionError and
         # UnboundLocalError out of a damaged header (a fuzz of 1,500 mutated files): all are a bad file
         raise InputError(f"{p}: cannot read it as WAV ({type(exc).__name__}: {exc})") from None
     if data.ndim != 2 or data.shape[1] != 2:
         raise InputError(f"{p}: a WAV IQ recording has two channels (I, Q); this one has "
                          f"{1 if data.ndim == 1 else data.shape[1]}")
-    return (float(rate) if rate > 0 else None), data
+    rate_hz = float(rate) if rate > 0 else None
+    if warn and span is not None and span.unfinished(size):
+        log.warning("%s", span.missing_text(p, size, rate_hz))
+    return rate_hz, data, header
+
+
+@dataclass(frozen=True)
+class _WavSpan:
+    """Where a WAV file's samples lie, by its header's chunks (the data chunk scipy reads)."""
+
+    start: int            # the byte of the first sample
+    declared: int         # bytes of samples the header gives
+    frame: int            # bytes of one sample pair (all channels: fmt's block align)
+    channels: int
+    big_endian: bool
+    rf64: bool
+    finalized: bool       # False: sizes left 0 (the RIFF's and the data chunk's), the samples run to the end
+
+    @property
+    def mappable(self) -> bool:
+        """Whether numpy maps the samples as stored (not 24-bit)."""
+        return self.channels > 0 and self.frame % self.channels == 0 and self.frame // self.channels in (1, 2, 4, 8)
+
+    def unfinished(self, size: int) -> bool:
+        """Whether the file of size bytes holds fewer samples than the header gives, or the
+        header gives none but samples follow it (never finalized)."""
+        return self.start + self.declared > size or (not self.finalized and size > self.start)
+
+    def missing_text(self, p: Path, size: int, rate_hz: float | None) -> str:
+        held = (size - self.start) // self.frame
+        part = (size - self.start) % self.frame
+        tail = f", and {part} bytes of an unfinished one (left out)" if part else ""
+        if not self.finalized or self.declared == 0xFFFFFFFF:
+            return (f"{p}: its WAV header was never finalized (the recorder stopped before writing its size): "
+                    f"reading the {held:,} IQ samples the file holds{tail}")
+        missing = self.declared // self.frame - held
+        seconds = "" if rate_hz is None else f", {missing / rate_hz:.3g} s"
+        return (f"{p}: the WAV file is cut short: its header gives {self.declared // self.frame:,} IQ samples, "
+                f"the file holds {held:,} ({missing:,} missing{seconds}){tail}; reading those it holds")
+
+
+def _wav_span(p: Path, size: int) -> _WavSpan | None:
+    """Where the samples of the WAV file p (of size bytes) lie by its header, walked as scipy
+    walks it (RIFF, RIFX big-endian, RF64 with its ds64 sizes; the last data chunk); None where
+    the walk finds no fmt chunk before a data chunk (scipy then says what is wrong)."""
+    import struct
+
+    with open(p, "rb") as fh:
+        head = fh.read(12)
+        if head[:4] not in (b"RIFF", b"RIFX", b"RF64") or head[8:12] != b"WAVE":
+            return None
+        order, rf64 = (">" if head[:4] == b"RIFX" else "<"), head[:4] == b"RF64"
+        riff_size = struct.unpack(order + "I", head[4:8])[0]
+        ds64_data = frame = channels = found = None
+        pos = 12
+        while pos + 8 <= size:
+            fh.seek(pos)
+            name, n = fh.read(4), struct.unpack(order + "I", fh.read(4))[0]
+            body = fh.read(min(n, 16))
+            if name == b"ds64" and len(body) == 16:
+                ds64_data = struct.unpack("<Q", body[8:16])[0]
+            elif name == b"fmt " and len(body) >= 14:
+                channels, frame = struct.unpack(order + "H", body[2:4])[0], struct.unpack(order + "H", body[12:14])[0]
+            elif name == b"data":
+                n = ds64_data if rf64 and ds64_data is not None else n   # RF64's sizes are ds64's
+                if not frame:
+                    return None
+                found = _WavSpan(pos + 8, n, frame, channels or 0, order == ">", rf64,
+                                 finalized=rf64 or n != 0 or riff_size != 0)
+                if found.unfinished(size):   # the samples run to the end: no chunk after them
+                    return found
+            pos += 8 + n + n % 2   # a chunk of odd size has a pad byte
+    return found
+
+
+def _read_unfinished_wav(p: Path, span: _WavSpan, size: int, wavfile: Any) -> tuple[int, np.ndarray, int | None]:
+    """(rate, samples, their first byte or None where widened) of a WAV file cut short or never
+    finalized: the whole sample pairs it holds. scipy reads the header, its sizes set to those
+    pairs (it cannot be told to read fewer samples than the header gives), and numpy maps them."""
+    import io
+    import struct
+
+    held = (size - span.start) // span.frame
+    nbytes = held * span.frame
+    with open(p, "rb") as fh:
+        head = bytearray(fh.read(span.start))
+    if span.rf64:   # ds64: RIFF size, then data size, each 64 bits
+        head[20:36] = struct.pack("<QQ", span.start - 8 + nbytes, nbytes)
+    else:
+        order = ">" if span.big_endian else "<"
+        head[4:8] = struct.pack(order + "I", min(span.start - 8 + nbytes, 0xFFFFFFFF))
+        head[span.start - 4:span.start] = struct.pack(order + "I", nbytes)
+    rate, none = wavfile.read(io.BytesIO(bytes(head)))   # the header alone: its dtype and channels
+    if not span.mappable:   # 24-bit: widened, as a whole file of them is
+        with open(p, "rb") as fh:
+            fh.seek(span.start)
+            return *wavfile.read(io.BytesIO(bytes(head) + fh.read(nbytes))), None
+    shape = (held, *none.shape[1:])
+    if not held:
+        return rate, none, span.start
+    return rate, np.memmap(p, dtype=none.dtype, mode="r", offset=span.start, shape=shape), span.start
 
 
 def iter_npy(path: str | Path, chunk: int = 4096, limit: int | None = None, reading: Reading = Reading()
              ) -> Iterator[list[FileBurst]]:
     """Chunks of the bursts of a NumPy array saved with np.save (memory-mapped): complex (L,)
     is one recording, (N, L) N bursts; real I and Q on the last axis, (L, 2) or (N, L, 2), or on
-    the axis before it, (2, L) or (N, 2, L) (RadioML 2016's layout). A recording is one burst
-    unless reading.cut is "energy" (an array is most often a burst, not a capture with a noise
-    floor to cut against); each row of an array of bursts is one burst. Sample rate:
-    reading.sample_rate_hz. Unsigned integers are centred on zero."""
+    the axis before it, (2, L) or (N, 2, L) (RadioML 2016's layout). A recording is taken whole
+    (file_bursts.whole_bursts: one burst, or pieces of at most longest_whole() samples) unless
+    reading.cut is "energy" (an array is most often a burst, not a capture with a noise floor to
+    cut against); each row of an array of bursts is one burst, classified in pieces of at most
+    longest_whole() samples where it is longer (file_bursts.pieces; reading.note told once).
+    Sample rate: reading.sample_rate_hz. Unsigned integers are centred on zero. Samples are read
+    from the mapping as their burst is asked for."""
     import dataclasses
 
     p = Path(path)
@@ -146,9 +273,16 @@ def iter_npy(path: str | Path, chunk: int = 4096, limit: int | None = None, read
         yield from unmarked_bursts(lambda start, count: as_iq(rows[0, start:start + count]), rows.shape[1], str(p),
                                    reading.sample_rate_hz, whole, chunk, limit)
         return
-    n = rows.shape[0] if limit is None else min(rows.shape[0], limit)
-    for lo in range(0, n, chunk):
-        yield [FileBurst(as_iq(rows[i]), str(p), i, 0, reading.sample_rate_hz) for i in range(lo, min(n, lo + chunk))]
+    split = pieces(0, rows.shape[1])
+
+    def row_bursts() -> Iterator[FileBurst]:
+        if len(split) > 1 and reading.note is not None:
+            reading.note(split_note(str(p), f"each of its {rows.shape[0]:,} rows", rows.shape[1]))
+        for i in range(rows.shape[0]):
+            for start, count in split:
+                yield FileBurst(as_iq(rows[i, start:start + count]), str(p), i, start, reading.sample_rate_hz)
+
+    yield from chunked(row_bursts(), chunk, limit)
 
 
 def _npy_rows(data: np.ndarray, p: Path) -> tuple[np.ndarray, bool]:
@@ -211,10 +345,12 @@ def iter_file_bursts(path: str | Path, chunk: int = 4096, limit: int | None = No
     a NumPy array, or (with reading.raw, a SigMF datatype) a raw recording, read as `reading` says;
     InputError for anything else. limit 0 checks the file and reads no burst."""
     kind, p = recording_format(path, reading)
-    if kind in ("archive", "sigmf"):   # a list of bursts a recording
-        recordings = read_sigmf_archive(p, limit, reading) if kind == "archive" else [read_sigmf(p, limit, reading)]
-        for bursts in recordings:
-            yield from chunked(iter(bursts), chunk, None)
+    if kind in ("archive", "sigmf"):   # the bursts of each recording, every one checked first
+        recordings = read_sigmf_archive(p, reading) if kind == "archive" else [sigmf_bursts(p, reading)]
+        for bursts in recordings:   # chunks never mix recordings; limit counts them all
+            for found in chunked(bursts, chunk, limit):
+                limit = None if limit is None else limit - len(found)
+                yield found
     elif kind == "hdf5":
         yield from iter_hdf5(p, chunk, limit)
     elif kind == "wav":

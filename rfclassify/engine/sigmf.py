@@ -4,9 +4,12 @@ A recording is ``NAME.sigmf-meta`` + ``NAME.sigmf-data``, or a ``.sigmf`` archiv
 pairs (an uncompressed tar, read in place). Every entry of ``annotations`` with
 ``core:sample_start`` (and ``core:sample_count``; absent = to the end) is one burst, and its
 ``core:label`` is taken as ground truth when it is a canonical label; without annotations the
-whole capture is one burst, or (cut "energy") the bursts the daemon's energy detector finds.
+whole capture is one burst, or (cut "energy") the bursts the daemon's energy detector finds. A
+burst longer than file_bursts.longest_whole() (2**20 samples) is classified in consecutive
+pieces of at most that many (file_bursts.pieces).
 ``core:datatype`` may be any SigMF type: ``cf32_le``, ``cf64_be``, ``ci16_le``, ``ci8``,
-``cu8``, ``rf32_le``, ...; a recording of ``core:num_channels`` interleaved channels gives each
+``cu8``, ``rf32_le``, ... (a real type's bursts are made complex baseband at half the rate:
+real_baseband); a recording of ``core:num_channels`` interleaved channels gives each
 burst once per channel (FileBurst.channel). The sample rate is the global
 ``core:sample_rate``. Sample indices are absolute, as the specification has them: the
 dataset's first sample is ``core:offset`` (a recording split over files). A non-conforming
@@ -44,7 +47,8 @@ import numpy as np
 
 from rfclassify._exceptions import InputError, MessageError, quoted
 from rfclassify._numbers import as_finite_float
-from rfclassify.engine.file_bursts import FileBurst, Reading, UnreadSamples, energy_bursts
+from rfclassify.engine.file_bursts import (FileBurst, Reading, UnreadSamples, cut_notes, energy_bursts, longest_whole,
+                                           pieces, split_note, whole_bursts)
 from rfclassify.labels import LABELS
 
 MAX_CHANNELS = 1024   # interleaved channels a recording may have
@@ -101,12 +105,19 @@ def read_sigmf(path: str | Path, limit: int | None = None, reading: Reading = Re
     a burst of UnreadSamples (file_bursts).
 
     Every annotation is checked, but only the bursts returned are converted from the file."""
+    return list(itertools.islice(sigmf_bursts(path, reading), limit))
+
+
+def sigmf_bursts(path: str | Path, reading: Reading = Reading()) -> Iterator[FileBurst]:
+    """The bursts of one SigMF recording as read_sigmf gives them, each read from the file when
+    it is asked for (a long recording is never in memory at once); the recording and every
+    annotation are checked before this returns."""
     meta, meta_path, data_path = recording_metadata(path)
     try:
         dataset = Dataset(data_path, 0, data_path.stat().st_size)
     except OSError as exc:
         raise InputError(f"{data_path}: cannot read SigMF data ({exc})") from None
-    return _recording_bursts(meta, meta_path, dataset, limit, reading)
+    return _recording_bursts(meta, meta_path, dataset, reading)
 
 
 def recording_metadata(path: str | Path) -> tuple[dict, Path, Path]:
@@ -127,12 +138,11 @@ def written_by_rfclassify(annotation: dict) -> bool:
     return isinstance(who, str) and (who == GENERATOR or who.startswith(GENERATOR + " "))
 
 
-def read_sigmf_archive(path: str | Path, limit: int | None = None, reading: Reading = Reading()
-                       ) -> Iterator[list[FileBurst]]:
+def read_sigmf_archive(path: str | Path, reading: Reading = Reading()) -> list[Iterator[FileBurst]]:
     """The bursts of each recording in a SigMF archive (an uncompressed tar holding
-    NAME.sigmf-meta / NAME.sigmf-data pairs), a list a recording, in the archive's order; at
-    most `limit` in all. The samples are memory-mapped inside the archive, never extracted.
-    Every recording is checked before the first list is given."""
+    NAME.sigmf-meta / NAME.sigmf-data pairs), an iterator a recording (as sigmf_bursts), in the
+    archive's order. The samples are memory-mapped inside the archive, never extracted, and read
+    as their burst is asked for. Every recording is checked before this returns."""
     archive = Path(path)
     try:
         with tarfile.open(archive, "r:") as tar:
@@ -157,11 +167,7 @@ def read_sigmf_archive(path: str | Path, limit: int | None = None, reading: Read
         if data is None or not data.isfile() or data.issparse():
             raise InputError(f"{archive}: {data_name} is missing or not a plain file in the archive")
         recordings.append((meta, where, Dataset(archive, data.offset_data, data.size)))
-    bursts = []   # every recording checked (and its returned bursts read) before any is given
-    for meta, where, dataset in recordings:
-        left = None if limit is None else max(0, limit - sum(map(len, bursts)))
-        bursts.append(_recording_bursts(meta, where, dataset, left, reading))
-    yield from (b for b in bursts if b)
+    return [_recording_bursts(meta, where, dataset, reading) for meta, where, dataset in recordings]
 
 
 def _sigmf_meta(raw: bytes, where: Path) -> dict:
@@ -190,18 +196,30 @@ def _named_dataset(glob: dict, meta_path: Path) -> Path | None:
     return meta_path.with_name(name)
 
 
-def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int | None,
-                      reading: Reading) -> list[FileBurst]:
-    """The bursts of one recording whose metadata is meta and whose samples are in dataset; an
-    annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless
-    reading.full_band."""
+def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, reading: Reading) -> Iterator[FileBurst]:
+    """The bursts of one recording whose metadata is meta and whose samples are in dataset, each
+    read when it is asked for (the recording and its annotations are checked before this
+    returns); an annotation that gives its band is cut to it (rfclassify.dsp.channelize) unless
+    reading.full_band. Without annotations the recording is taken whole (file_bursts.whole_bursts:
+    in pieces of at most longest_whole() samples where it is longer) unless reading.cut is
+    "energy". An annotation longer than that is classified in such pieces too, each with its
+    label as truth and the annotation's burst number, and reading.note is told (once a
+    recording, when the first is reached): `dataset import` splits a labelled burst into
+    examples as ever (a burst keeps its modulation throughout), and no reader holds more."""
     glob = meta["global"]
     channels = _sigmf_int(glob, "core:num_channels", 1, meta_path)
     if not 1 <= channels <= MAX_CHANNELS:
         raise InputError(f"{meta_path}: core:num_channels must be in 1..{MAX_CHANNELS}, got {channels}")
     if "core:datatype" not in glob:
         raise InputError(f"{meta_path}: SigMF metadata has no core:datatype")
-    component, is_complex = sigmf_dtype(str(glob["core:datatype"]))
+    datatype = glob["core:datatype"]
+    if not isinstance(datatype, str):   # str() of it quoted 5 as '5' and named no file
+        raise InputError(f"{meta_path}: core:datatype must be a SigMF datatype name such as cf32_le, "
+                         f"got {quoted(datatype)}")
+    try:
+        component, is_complex = sigmf_dtype(datatype)
+    except InputError as exc:
+        raise InputError(f"{meta_path}: {exc}") from None
     rate_hz = _sigmf_rate(glob.get("core:sample_rate"), meta_path)
     first = _sigmf_int(glob, "core:offset", 0, meta_path)   # sample indices are absolute
     if first < 0:
@@ -213,18 +231,18 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
     entries = [(j, a) for j, a in enumerate(_sigmf_list(meta, "annotations", meta_path)) if isinstance(a, dict)
                and "core:sample_start" in a and not written_by_rfclassify(a)]
     annotations = [a for _, a in entries]
-    if not annotations and reading.cut == "energy":
-        found = itertools.chain.from_iterable(
-            energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
-                          reading.cutter, c) for c in each)
-        return [dataclasses.replace(b, capture_hz=samples.frequency_at(b.start_sample))
-                for b in itertools.islice(found, limit)]
     if not annotations:
-        return [FileBurst(samples.read(first, samples.n, c), str(meta_path), 0, first, rate_hz, channel=c,
-                          capture_hz=samples.frequency_at(first)) for c in each][:limit]
+        if reading.cut == "energy":
+            found = cut_notes(itertools.chain.from_iterable(
+                energy_bursts(lambda s, n, c=c: samples.read(s, n, c), first, samples.n, str(meta_path), rate_hz,
+                              reading.cutter, c) for c in each), samples.n * len(each), str(meta_path), reading)
+        else:
+            found = whole_bursts(samples.read, first, samples.n, str(meta_path), rate_hz, each)
+        return (real_baseband(dataclasses.replace(b, capture_hz=samples.frequency_at(b.start_sample)), samples)
+                for b in found)
     # Each annotation is checked here, its samples read below for the bursts returned. One that
     # cannot be read is that burst's reject (UnreadSamples), the others are still read.
-    planned = []   # (start, truth, (count, band, capture_hz) or why the annotation is a reject)
+    planned = []   # (start, truth, j, (count, band, capture_hz) or why the annotation is a reject)
     for j, a in entries:
         start = _whole(a["core:sample_start"])
         try:
@@ -232,26 +250,34 @@ def _recording_bursts(meta: dict, meta_path: Path, dataset: Dataset, limit: int 
         except MessageError as exc:
             plan = exc.detail
         label = a.get("core:label")
-        planned.append((-1 if start is None else start, label if label in LABELS else None, plan))
+        planned.append((-1 if start is None else start, label if label in LABELS else None, j, plan))
     planned.sort(key=lambda p: p[0])   # in time; one whose start is not a number first, in the file's order
+    long = sum(1 for *_, plan in planned if not isinstance(plan, str) and plan[0] > longest_whole())
 
     def bursts() -> Iterator[FileBurst]:
-        for i, (start, truth, plan) in enumerate(planned):
+        told = False
+        for i, (start, truth, j, plan) in enumerate(planned):
             if isinstance(plan, str):   # one reject however many channels: one annotation is bad
                 yield FileBurst(UnreadSamples(BAD_ANNOTATION, plan), str(meta_path), i, start, rate_hz, truth)
                 continue
             count, band, capture_hz = plan
-            for c in each:
-                iq, rate = samples.read(start, count, c), rate_hz
-                if band is not None:
-                    from rfclassify.dsp.channelize import channelize
+            split = pieces(start, count)
+            if len(split) > 1 and not told and reading.note is not None:
+                told = True
+                reading.note(split_note(str(meta_path), f"annotation {j} ({start}+{count})", count)
+                             + (f"; {long - 1} more annotations are too" if long > 1 else ""))
+            for at, n in split:
+                for c in each:
+                    iq, rate = samples.read(at, n, c), rate_hz
+                    if band is not None:
+                        from rfclassify.dsp.channelize import channelize
 
-                    lower, upper = band
-                    iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
-                yield FileBurst(iq, str(meta_path), i, start, rate, truth, band_hz=band, channel=c,
-                                span=None if band is None else count, capture_hz=capture_hz)
+                        lower, upper = band
+                        iq, rate = channelize(iq, rate_hz, (lower + upper) / 2 - capture_hz, upper - lower)
+                    yield real_baseband(FileBurst(iq, str(meta_path), i, at, rate, truth, band_hz=band, channel=c,
+                                                  span=None if band is None else n, capture_hz=capture_hz), samples)
 
-    return list(itertools.islice(bursts(), limit))
+    return bursts()
 
 
 def _annotation_plan(a: dict, j: int, start: int | None, first: int, samples: SampleMap, rate_hz: float | None,
@@ -430,3 +456,46 @@ def as_float(samples: np.ndarray, is_complex: bool) -> np.ndarray:
         if not is_complex:
             return x
         return (x[:, 0] + 1j * x[:, 1]).astype(np.complex64)
+
+
+BASEBAND_MARGIN = 64        # real samples read either side of a piece for the half-band filter's 41 taps
+BASEBAND_PIECE = 1 << 20    # real samples made baseband at a time (even: every piece starts in step)
+
+
+def real_baseband(burst: FileBurst, samples: SampleMap) -> FileBurst:
+    """A burst of a real recording (rf32_le, ri16_le, ...) that no annotated band was cut for, as
+    the complex baseband a complex receiver would have recorded: the positive half of the
+    spectrum (0..rate/2, centred on rate/4) mixed to 0 Hz, low-passed and decimated by 2
+    (rfclassify.dsp.channelize.real_to_baseband), the burst's mean taken out first (an ADC's
+    offset, at 0 Hz, is the kept band's edge, where the filter passes half of it). Classified as
+    real samples (Q = 0), the mirror image made nearly every burst BPSK. Its sample rate halves;
+    start_sample and span stay the recording's own samples (as for a band cut); band_hz is the
+    half kept, from its capture's core:frequency (0 where none). Read from the recording by
+    piece with a margin either side, so a burst's edges are filtered as in the whole recording
+    and memory stays one piece. Any other burst (complex, cut to a band, no samples) is
+    returned as it is."""
+    if samples.is_complex or burst.span is not None or isinstance(burst.iq, UnreadSamples):
+        return burst
+    from rfclassify.dsp.channelize import real_to_baseband
+
+    first = samples.runs[0][0]
+    start, count, end = burst.start_sample, burst.recording_samples, first + samples.n
+    pieces = range(start, start + count, BASEBAND_PIECE)
+
+    def read(a: int, b: int) -> np.ndarray:
+        return samples.read(a, b - a, burst.channel)
+
+    iq = np.empty((count + 1) // 2, np.complex64)   # sample k is the recording's start + 2k
+    with np.errstate(invalid="ignore", over="ignore"):   # NaN or inf: a non_finite reject, not a warning
+        offset = np.float32(sum(read(a, min(a + BASEBAND_PIECE, start + count)).sum(dtype=np.float64)
+                                for a in pieces) / max(count, 1))
+        for pos in pieces:
+            n = min(BASEBAND_PIECE, start + count - pos)
+            lo = max(first, pos - BASEBAND_MARGIN)
+            lo += (pos - lo) % 2   # pos - lo even: the piece's samples fall on its output's
+            made = real_to_baseband(read(lo, min(end, pos + n + BASEBAND_MARGIN)) - offset, lo)
+            iq[(pos - start) // 2:(pos - start + n + 1) // 2] = made[(pos - lo) // 2:(pos - lo + n + 1) // 2]
+    rate = burst.sample_rate_hz
+    band = None if rate is None else ((burst.capture_hz or 0.0), (burst.capture_hz or 0.0) + rate / 2)
+    return dataclasses.replace(burst, iq=iq, sample_rate_hz=None if rate is None else rate / 2, band_hz=band,
+                               span=count)
