@@ -18,6 +18,10 @@ GNU Radio's power squelch writes), after a slow DC blocker (rfclassify.dsp.dc_bl
 each burst's mean would otherwise see. With a tag header the
 offsets tell us when the publisher dropped data (ZeroMQ PUB drops at its high-water mark):
 the open burst is abandoned and a `stream_gap` reject says how many samples were lost.
+`idle_flush_s` without a message closes the open burst in every cut mode (a start/end burst or
+length-tag packet truncated to what arrived, `meta.truncated`): behind a flowgraph that stopped
+with a burst on the air, only the energy cutter's was closed, and the next run's offsets, back
+at 0, abandoned it.
 A header offset at or past 2**62 samples is a `bad_tag_header` (no stream gets there; the
 energy cutter's offsets are int64), and a tag more than `max_burst_samples` past its message's
 end a `bad_tag`: garbage offsets, which would otherwise move the stream or wait for good.
@@ -28,17 +32,19 @@ tags took 40 s and a gigabyte to read.
 
 Whether frames start with a tag header: `pass_tags` True or False says so; None (auto) lets the
 stream's first clean frame decide, for the decoder's life: a whole tag header followed by whole
-items says True, whole items that do not start with the magic say False. A guess made per frame
-took plain samples that happened to start with the magic (about one frame in 2**24) for a header
-and lost them; a first frame that was a corrupt header (cut short, garbled) latched False, and
-every good header frame after it was a `bad_payload_size`. Until a clean frame decides, a frame
-that starts with the magic but is no clean header decides nothing: when it is whole items and its
-offset and tag count could not be a header's (plain samples that start with the magic, or a
-header cut short) it is held, read as samples once a clean frame says the stream has no headers
-(or at its end) and dropped as a `bad_tag_header` if it has; else it is rejected at once
-(`bad_tag_header`, or `bad_payload_size` for a partial item) with a detail that says the mode is
-still open. With `cut_mode` "tags" or "start_end" auto means True: the cut needs the tags, and a
-frame without a header is a `bad_tag_header` that says to set pass_tags=True on the sink.
+items says True, whole items that do not start with the magic say False; an empty data frame (no
+header, no samples) says nothing and is an `empty_payload`. A guess made per frame took plain
+samples that happened to start with the magic (about one frame in 2**24) for a header and lost
+them; a first frame that was a corrupt header (cut short, garbled), or an empty one, latched
+False, and every good header frame after it was a `bad_payload_size`. Until a clean frame
+decides, a frame that starts with the magic but is no clean header decides nothing: when it is
+whole items and its offset and tag count could not be a header's (plain samples that start with
+the magic, or a header cut short) it is held, read as samples once a clean frame says the stream
+has no headers (or at its end) and dropped as a `bad_tag_header` if it has; else it is rejected
+at once (`bad_tag_header`, or `bad_payload_size` for a partial item) with a detail that says the
+mode is still open. With `cut_mode` "tags" or "start_end" auto means True: the cut needs the
+tags, and a frame without a header is a `bad_tag_header` that says to set pass_tags=True on the
+sink.
 
 UHD sources tag `rx_rate` (Hz) and `rx_freq` (Hz) with `rx_time`: a burst takes its sample rate
 and centre frequency from the last of each at or before its first sample (else the first inside
@@ -177,6 +183,10 @@ class GrStreamDecoder(Decoder):
         if too_large is not None:
             return [self._reject(too_large.reason, too_large.detail)]
         data = frame_view(frames[-1])
+        if not data.nbytes:
+            # neither a header nor samples: it tells pass_tags auto nothing (taken for "whole items
+            # without the magic", one latched "no headers" for the daemon's run)
+            return [self._reject("empty_payload", "empty data frame: no tag header and no samples")]
         out: list[Burst | Reject] = []
         tags: list[StreamTag] = []
         item_bytes = ITEM_BYTES * self.config.vlen
@@ -219,10 +229,10 @@ class GrStreamDecoder(Decoder):
         return self._bursts(self._cutter.feed(samples), received_s)
 
     def poll_timeout(self, now_s: float) -> list[Burst | Reject]:
-        """After idle_flush_s without input, close an open energy burst (the stream went quiet)."""
-        if (self._idle_flushed or self._last_rx_s is None
-                or now_s - self._last_rx_s < self.config.idle_flush_s
-                or not isinstance(self._cutter, EnergyCutter)):
+        """After idle_flush_s without input (the stream went quiet, or its flowgraph stopped), close the
+        open burst as flush does: an energy burst as decided so far, a start/end burst or length-tag
+        packet still waiting for its end truncated to what arrived. Once per quiet period."""
+        if self._idle_flushed or self._last_rx_s is None or now_s - self._last_rx_s < self.config.idle_flush_s:
             return []
         self._idle_flushed = True
         return self._bursts(self._cutter.flush(), now_s)

@@ -19,7 +19,9 @@ tuple -> tuple, uniform vector -> 1-D native-endian numpy array; a dict key Pyth
 hash (a vector, or a tuple holding one) is kept as its repr text; keys Python's == calls equal
 (#f, 0 and -0.0) are one key, the last read keeps its value. Nothing here trusts a
 length: every count is checked against the bytes left, nesting depth and the number of
-values are bounded, so a corrupt message raises MessageError('bad_pmt'), never MemoryError.
+values are bounded, so a corrupt message raises MessageError('bad_pmt'), never MemoryError;
+a dict with more than MAX_KEYS_PER_HASH different keys of one Python hash (numbers' hashes
+are easy to make collide) is one too, so reading it costs time in proportion to its size.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from rfclassify._exceptions import MessageError
 
 MAX_DEPTH = 32
 MAX_VALUES = 100_000
+# different keys of one dict that share a Python hash (no metadata has more than a pair, such as -1 and -2)
+MAX_KEYS_PER_HASH = 8
 
 UNIFORM_TYPES: dict[int, str] = {
     0: "u1", 1: "i1", 2: ">u2", 3: ">i2", 4: ">u4", 5: ">i4", 6: ">u8", 7: ">i8",
@@ -86,6 +90,36 @@ class Pair:
     def __repr__(self) -> str:
         cars, tail = self._chain()
         return "".join(f"Pair(car={car!r}, cdr=" for car in cars) + repr(tail) + ")" * len(cars)
+
+
+def _dict(entries: list[Any]) -> dict[Any, Any]:
+    """A PMT dict's (key . value) entries as a Python dict, the last value of equal keys kept.
+
+    Numbers hash to themselves (mod 2**61 - 1), so keys sharing one hash cost nothing to make,
+    and a dict compares each new key with every key of its hash: 33,000 complex keys of one
+    hash (a 668 KB PDU) took 7 to 8 s of CPU. Past MAX_KEYS_PER_HASH distinct keys of one hash the
+    dict is refused, so each key is compared with at most that many.
+    """
+    out: dict[Any, Any] = {}
+    per_hash: dict[bytes, int] = {}   # by the hash's bytes, which hash as strings do: not chosen by a sender
+    for entry in entries:
+        if not isinstance(entry, Pair):
+            raise _bad("a dict entry is not a (key . value) pair")
+        key = entry.car
+        try:
+            h = hash(key)
+        except TypeError:  # GNU Radio allows any PMT as a key: a vector, or a tuple holding one
+            key = repr(key)
+            h = hash(key)
+        if key not in out:
+            slot = h.to_bytes(8, "little", signed=True)
+            n = per_hash.get(slot, 0)
+            if n >= MAX_KEYS_PER_HASH:
+                raise _bad(f"a dict has more than MAX_KEYS_PER_HASH={MAX_KEYS_PER_HASH} different keys of one "
+                           f"Python hash (such as {key!r:.60}): a hash flood")
+            per_hash[slot] = n + 1
+        out[key] = entry.cdr
+    return out
 
 
 def vector_summary(value: np.ndarray) -> str:
@@ -176,14 +210,7 @@ class PmtReader:
             last = self.value(depth + 1)
             break
         if tag == 0x09:
-            out: dict[Any, Any] = {}
-            for entry in cars:
-                if not isinstance(entry, Pair):
-                    raise _bad("a dict entry is not a (key . value) pair")
-                try:
-                    out[entry.car] = entry.cdr
-                except TypeError:  # GNU Radio allows any PMT as a key: a vector, or a tuple holding one
-                    out[repr(entry.car)] = entry.cdr
+            out = _dict(cars)
             if last is not None:
                 raise _bad("a dict does not end in nil")
             return out

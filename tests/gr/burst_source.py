@@ -8,7 +8,8 @@
       [-> blocks.burst_tagger fed the gate (burst #t / #f tags), --marker burst_tagger]
       [-> blocks.stream_to_vector, --vlen N] -> zeromq.pub_sink (optionally pass_tags, key),
       or zeromq.push_sink with --sink push, or blocks.file_sink (a raw cf32 recording, --dump)
-      with --sink file
+      with --sink file; the stream ends 2 x gap after its last burst, or N samples before that
+      burst's end (--end-inside-last N: a flowgraph stopped while a burst is on the air)
     pdu-squelch: the stream's bursts and noise -> analog.pwr_squelch_cc -> pdu.tags_to_pdu_c
       (a PDU from each squelch_sob to its squelch_eob) -> zeromq.pub_msg_sink
     pdu: modulator -> channels.channel_model -> vector_sink; then vector_source_c with
@@ -82,6 +83,9 @@ def main() -> int:
                     "(blocks.stream_to_vector before the sink)")
     ap.add_argument("--marker", choices=("", "squelch", "burst_tagger"), default="",
                     help="stream: a GNU Radio block that marks each burst's start and end with tags")
+    ap.add_argument("--end-inside-last", type=int, default=-1,
+                    help="stream: stop this many samples before the last burst ends, without the silence after "
+                         "it (a flowgraph stopped while a burst is on the air); -1: 2 x gap of silence")
     ap.add_argument("--sample-rate", type=float, default=1e6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dump", default="", help="pdu: write the PDU samples here (raw complex64); file: the recording")
@@ -105,7 +109,10 @@ def main() -> int:
             truth.append({"offset": pos, "length": n, "burst_id": i})
             gate += [1.0] * n
             pos += n
-        gate += [0.0] * (2 * args.gap)
+        if args.end_inside_last < 0:
+            gate += [0.0] * (2 * args.gap)
+        else:
+            del gate[len(gate) - args.end_inside_last:]
         # bursts separated by silence, then the channel adds noise everywhere
         samples = modulate(args.mod, args.sample_rate, len(gate)) * np.asarray(gate, np.float32)
         src = blocks.vector_source_c(samples.tolist(), False, 1, tags)
