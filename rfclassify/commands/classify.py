@@ -43,26 +43,33 @@ def run(args: argparse.Namespace) -> int:
     from rfclassify.engine.classifier import Classifier
     from rfclassify.engine.file_bursts import unread
     from rfclassify.engine.files import iter_file_bursts
+    from rfclassify.engine.repeated_files import distinct_recordings
 
     # Open and check every file first (limit 0: no burst read), so a bad one fails before
     # minutes of work on the others. An energy cut that finds nothing in a recording, or cuts a
     # signal on throughout into fragments, says so on stderr (file_bursts.cut_notes: a
     # continuous QPSK recording was "0 classified", exit 0, and nothing said), as does a marked
     # burst classified in pieces (file_bursts.split_note).
+    # A recording named twice (rec.sigmf-meta and rec.sigmf-data of a glob, a.h5 and ./a.h5)
+    # is classified once, with a line on stderr (repeated_files): each naming was classified.
     reading = dataclasses.replace(reading_from_args(args), note=_note)
+    distinct = distinct_recordings(args.files, reading)
+    if distinct.repeats:
+        _note(distinct.note())
     targets = {}
-    files = list(args.files)
-    for path in args.files:
+    files = distinct.files
+    for path in distinct.files:
         next(iter_file_bursts(path, limit=0, reading=reading), None)
         if args.annotate:
             targets[path] = sigmf_annotations.annotation_target(path, reading)
     if targets:
         sigmf_annotations.check_distinct(targets)
-        # a recording given twice (the same name, or rec and rec.sigmf-meta) is classified and
-        # annotated once: twice wrote its annotations twice into one file
+        # two recordings given that annotate into one file (metadata --annotate wrote whose
+        # annotations a person changed, beside the recording it was written of) are classified
+        # and annotated once: each wrote its annotations into that file, the second over the first
         first: dict[Path, str] = {}
         files = []
-        for path in args.files:
+        for path in distinct.files:
             where = targets[path].path.resolve()
             if where in first:
                 print(f"{path}: the same recording as {first[where]}, annotated once", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 from rfclassify._argtypes import count, finite_float, int_range, output_file, path_text, seed
 from rfclassify._exceptions import InputError
@@ -199,9 +200,9 @@ def _import(args: argparse.Namespace) -> int:
     from rfclassify.data.import_recordings import import_recordings, skipped_text
 
     report = import_recordings(args.files, args.out, reading_from_args(args), force=args.force,
-                               command_line=_command_line(args))
+                               command_line=_command_line(args), note=lambda line: print(line, file=sys.stderr))
     labels = ", ".join(f"{name} {n}" for name, n in report.per_label.most_common())
-    print(f"wrote {report.path}: {report.n_examples} bursts from {len(args.files)} file(s) in "
+    print(f"wrote {report.path}: {report.n_examples} bursts from {len(report.files)} file(s) in "
           f"{report.elapsed_s:.1f} s; {labels}"
           + (f"; {report.split} long burst(s) split into pieces" if report.split else ""))
     if report.skipped:

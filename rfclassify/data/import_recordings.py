@@ -28,6 +28,7 @@ import os
 import shlex
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +55,7 @@ class ImportReport:
     """What `import_recordings` wrote, and what it left out and why."""
 
     path: Path
+    files: list[str] = field(default_factory=list)          # the files read: one a recording (repeated_files)
     n_examples: int = 0
     per_label: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)   # why -> bursts
@@ -63,13 +65,21 @@ class ImportReport:
 
 
 def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Reading = Reading(),
-                      force: bool = False, command_line: str = "") -> ImportReport:
+                      force: bool = False, command_line: str = "",
+                      note: Callable[[str], None] | None = None) -> ImportReport:
     """Writes the labelled bursts of `files` to the dataset `out` (the module docstring says
-    which and how); every file is checked before the first burst is read."""
+    which and how); every file is checked before the first burst is read. A recording named
+    more than once (rec.sigmf-meta and rec.sigmf-data, a.h5 and ./a.h5: engine.repeated_files)
+    is read once, and note, where given, told the line naming the files left out."""
     from rfclassify.data.generate import check_output
     from rfclassify.data.gnuradio_source import params_by_name
     from rfclassify.engine.files import iter_file_bursts, recording_format
+    from rfclassify.engine.repeated_files import distinct_recordings
 
+    distinct = distinct_recordings(files, reading)   # each naming was imported: its bursts twice in the set
+    if distinct.repeats and note is not None:
+        note(distinct.note())
+    files = distinct.files
     for name in files:   # before any is read: a WAV of gigabytes was read and cut for "no burst to import"
         kind, p = recording_format(name, reading)
         if kind in UNLABELLED:
@@ -80,7 +90,7 @@ def import_recordings(files: list[str], out: str | os.PathLike[str], reading: Re
     for name in files:
         next(iter_file_bursts(name, limit=0, reading=reading), None)
     start = time.perf_counter()
-    report = ImportReport(path)
+    report = ImportReport(path, files)
 
     def attrs(classes: tuple[str, ...]) -> schema.DatasetAttrs:
         return schema.DatasetAttrs(

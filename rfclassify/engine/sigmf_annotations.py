@@ -206,12 +206,19 @@ def _check_replaceable(out: Path, recording: Path) -> None:
     except OSError as exc:
         raise InputError(f"{out}: cannot read the file --annotate would replace ({exc})") from None
     try:
-        extensions = json.loads(raw.decode("utf-8"))["global"]["core:extensions"]
-        ours = any(isinstance(e, dict) and e.get("name") == EXTENSION for e in extensions)
-    except (UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError):
+        ours = written_by_annotate(json.loads(raw.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         ours = False
     if not ours:
         raise InputError(f"{out}: exists and rfclassify did not write it; move it away to annotate {recording}")
+
+
+def written_by_annotate(meta: Any) -> bool:
+    """Whether SigMF metadata (parsed) is a file --annotate wrote: our extension declared."""
+    try:
+        return any(isinstance(e, dict) and e.get("name") == EXTENSION for e in meta["global"]["core:extensions"])
+    except (KeyError, TypeError):
+        return False
 
 
 def _framed(meta: dict[str, Any]) -> bool:
