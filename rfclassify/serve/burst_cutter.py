@@ -15,6 +15,28 @@ into messages never changes the result. The cost is latency: a block is decided 
 its epoch is complete (epoch_blocks * block_samples samples, 2048 by default) or at flush().
 The floor assumes the channel is idle (noise only) at least floor_percentile % of the time.
 
+Cold start. A stream that begins inside a burst gives a first epoch whose percentile is the
+burst's own power: decided then, none of it was on, and the burst was lost until noise made
+up floor_percentile % of the history. So nothing is decided until some block held is on
+against the floor of the history as it grows (quiet blocks have come into view); then every
+held block is decided against that floor. A burst on at the stream's first block (or the first
+after a reset) is marked `truncated`: it may have begun before. At most max_burst_samples (or
+one epoch) are held; a stream that looked alike throughout them is decided as it stands (a
+channel busy from the start is taken as the floor, as before). For a stream that starts quiet
+the held blocks are released in the epoch of the first burst, the one that decided it before:
+the same bursts, at the same time.
+
+Dead blocks. A block whose samples are one value repeated (they vary by less than
+DEAD_VARIATION of its power) and whose power is DEAD_BELOW_FLOOR or less of the floor of the
+blocks that were not dead holds no receiver noise: a zero-filled dropout, or the constant the
+DC blocker leaves of one. It is never on and does not move the floor: it enters the history
+at the floor in force (zeros took the percentile down to floor_min, and the noise after a
+50,000-sample dropout was cut as a 117,152-sample burst). A dropout longer than the hangover
+inside a burst ends it; the rest after the dropout is a burst of its own. While cold, dead
+blocks are left out of the percentile, unless they are half the history or more: a stream of
+digital silence between bursts (a simulation, a squelch that outputs zeros), whose floor is
+floor_min as before.
+
 Tag cutter (TagCutter). A stream tag whose key is `tag_key` (GNU Radio's `packet_len`) with
 an integer value L at stream offset o makes the burst [o, o + L); samples outside tagged
 packets are ignored. Packets do not overlap (GNU Radio's next packet starts where one ends, or
@@ -250,12 +272,25 @@ def block_power(x: np.ndarray) -> np.ndarray:
     return np.mean(x.real.astype(np.float64) ** 2 + x.imag.astype(np.float64) ** 2, axis=-1)
 
 
+def block_variation(x: np.ndarray) -> np.ndarray:
+    """Mean power (float64) of each block about its own mean: 0 for a block of one value repeated."""
+    y = x.astype(np.complex128)
+    d = y - np.mean(y, axis=-1, keepdims=True)
+    return np.mean(d.real ** 2 + d.imag ** 2, axis=-1)
+
+
+DEAD_BELOW_FLOOR = 0.01   # a dead block's power is 20 dB or more under the floor of the live blocks ...
+DEAD_VARIATION = 1e-3     # ... and its samples vary by less than 30 dB under its power: a constant
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
 @dataclass
 class _BurstState:
     on_start: int          # first sample of the first on-block
     emit_start: int        # first sample of the next piece to emit (includes the pre-pad)
     last_on_end: int       # sample after the last on-block
     split: bool = False
+    truncated: bool = False   # its first on-block is the stream's first: it may have begun before
 
 
 class EnergyCutter:
@@ -267,7 +302,16 @@ class EnergyCutter:
         self._floor_min = 10.0 ** (config.floor_min_db / 10.0)
         self._threshold = 10.0 ** (config.threshold_db / 10.0)
         self._history = np.zeros(config.history_blocks, np.float64)
+        self._history_dead = np.zeros(config.history_blocks, bool)   # which were dead blocks
+        self._history_dead_n = 0
         self._history_n = 0
+        self._floor = self._floor_min          # the floor in force: the last epoch's
+        self._live_floor = self._floor_min     # the same percentile of the history's blocks that were not dead
+        # cold start: nothing is decided until the history holds quiet blocks under some block
+        # (or the stream has given max_burst_samples); see the module docstring
+        self._cold = True
+        self._cold_blocks = 0
+        self._cold_limit = max(-(-config.max_burst_samples // config.block_samples), config.epoch_blocks)
         self._tags = _TagLog()
         self.reset(start_offset)
 
@@ -278,9 +322,13 @@ class EnergyCutter:
             self._tags.clear()   # offsets went back (a restarted flowgraph): its tags are the old run's
         self._buf = SampleBuffer(offset)
         self._block_pos = offset      # start of the first block not yet measured
+        self._epoch_pos = offset      # start of the first block not yet taken into an epoch
         self._decided = offset        # start of the first block not yet decided
+        self._edge = offset           # a burst on from here on may have begun before: truncated
         self._powers: list[np.ndarray] = []
         self._n_powers = 0
+        self._held: list[tuple[np.ndarray, np.ndarray | None]] = []   # cold: (powers, dead) of the epochs taken
+        self._held_peak = -np.inf     # the highest held power that may be "on"
         self._burst: _BurstState | None = None
         return lost
 
@@ -308,7 +356,7 @@ class EnergyCutter:
             powers = np.concatenate(self._powers)
             n_epochs = powers.shape[0] // cfg.epoch_blocks
             for k in range(n_epochs):
-                out += self._decide(powers[k * cfg.epoch_blocks:(k + 1) * cfg.epoch_blocks], cfg.block_samples)
+                out += self._epoch(powers[k * cfg.epoch_blocks:(k + 1) * cfg.epoch_blocks], cfg.block_samples)
             rest = powers[n_epochs * cfg.epoch_blocks:]
             self._powers, self._n_powers = [rest], rest.shape[0]
         self._trim()
@@ -324,29 +372,120 @@ class EnergyCutter:
             x = self._buf.get(self._block_pos, self._buf.end)
             powers = np.append(powers, block_power(x))
         if powers.shape[0]:
-            out += self._decide(powers, cfg.block_samples, last_width=tail or None)
+            out += self._epoch(powers, cfg.block_samples, last_width=tail or None)
+        if self._held:   # still cold: what is held is decided against the floor as it stands
+            out += self._release(cfg.block_samples, last_width=tail or None)
         if self._burst is not None:
             out += self._close(self._buf.end)
         self._powers, self._n_powers = [], 0
-        self._block_pos = self._decided = self._buf.end
+        self._block_pos = self._epoch_pos = self._decided = self._buf.end
         self._trim()
         return out
 
-    def _decide(self, powers: np.ndarray, width: int, last_width: int | None = None) -> list[Segment]:
-        """Apply the detector to consecutive blocks starting at self._decided."""
-        cfg = self.config
+    def _epoch(self, powers: np.ndarray, width: int, last_width: int | None = None) -> list[Segment]:
+        """Take the next consecutive blocks (from self._epoch_pos) into the history and decide
+        them, or while cold hold them until a block among those held is on."""
+        dead = self._dead(powers, width, last_width)
         n = powers.shape[0]
-        h = self._history
+        self._epoch_pos += (n - 1) * width + (last_width or width)
+        if not self._cold:   # a dead block enters the history at the floor in force: it does not move it
+            self._push_history(powers if dead is None else np.where(dead, self._floor, powers), dead)
+            return self._apply(powers, dead, width, last_width)
+        self._push_history(powers, dead)
+        self._held.append((powers, dead))
+        live = powers if dead is None else powers[~dead]
+        if live.shape[0]:
+            self._held_peak = max(self._held_peak, float(np.fmax.reduce(live)))   # NaN is never on
+        self._cold_blocks += n
+        if self._held_peak > self._floor * self._threshold or self._cold_blocks >= self._cold_limit:
+            # quiet blocks are in view now, or the stream looked alike throughout its first
+            # max_burst_samples (a channel busy all the time): decide what is held as it stands
+            self._warm_up()
+            return self._release(width, last_width)
+        return []
+
+    def _warm_up(self) -> None:
+        """Leave the cold start: dead blocks in the history take the floor in force, as they do from now."""
+        self._cold = False
+        self._history[self._history_dead] = self._floor
+
+    def _release(self, width: int, last_width: int | None) -> list[Segment]:
+        """Decide every held block against the floor in force."""
+        powers = np.concatenate([p for p, _ in self._held])
+        dead = None
+        if any(d is not None for _, d in self._held):
+            dead = np.concatenate([np.zeros(p.shape[0], bool) if d is None else d for p, d in self._held])
+        self._held, self._held_peak = [], -np.inf
+        return self._apply(powers, dead, width, last_width)
+
+    def _dead(self, powers: np.ndarray, width: int, last_width: int | None) -> np.ndarray | None:
+        """Which of the blocks at self._epoch_pos hold no noise (None: none do): a constant far
+        under the live floor (a zero-filled dropout, or the DC blocker's small constant in its
+        place). Only blocks low enough are looked at again, so a stream without dropouts pays
+        next to nothing; NaN and infinite powers are never dead (their bursts are rejected later)."""
+        dead = powers <= min(self._live_floor * DEAD_BELOW_FLOOR, _FLOAT_MAX)
+        low = np.flatnonzero(dead)
+        if not low.shape[0]:
+            return None
+        n = powers.shape[0]
+        n_full = n - 1 if last_width is not None else n
+        x = self._buf.get(self._epoch_pos, self._epoch_pos + n_full * width + (last_width or 0))
+        variation = np.zeros(n)
+        full = low[low < n_full]
+        if full.shape[0]:
+            variation[full] = block_variation(x[:n_full * width].reshape(n_full, width)[full])
+        if n_full < n and dead[-1]:
+            variation[-1] = block_variation(x[n_full * width:])
+        dead &= variation <= powers * DEAD_VARIATION
+        return dead if dead.any() else None
+
+    def _push_history(self, values: np.ndarray, dead: np.ndarray | None) -> None:
+        """Append block powers to the history and set the floors they give. The floor in force is
+        their percentile; while cold, dead blocks are left out of it unless they are half the
+        history or more (a stream mostly of digital silence: its floor is floor_min)."""
+        n, h = values.shape[0], self._history
         if n >= h.shape[0]:
-            h[:] = powers[-h.shape[0]:]
+            h[:] = values[-h.shape[0]:]
         else:
             h[:-n] = h[n:]
-            h[-n:] = powers
+            h[-n:] = values
         self._history_n = min(self._history_n + n, h.shape[0])
         recent = h[-self._history_n:]
-        k = int(cfg.floor_percentile / 100.0 * (recent.shape[0] - 1))  # nearest-rank percentile:
-        floor = max(float(np.partition(recent, k)[k]), self._floor_min)  # np.percentile costs 3x
-        on = powers > floor * self._threshold
+        if dead is None and not self._history_dead_n:   # no dead block in view: the marks are all clear
+            self._floor = self._live_floor = self._percentile(recent)
+            return
+        marks = self._history_dead
+        if dead is None:
+            dead = np.zeros(n, bool)
+        if n >= marks.shape[0]:
+            marks[:] = dead[-marks.shape[0]:]
+        else:
+            marks[:-n] = marks[n:]
+            marks[-n:] = dead
+        gone = marks[-self._history_n:]
+        self._history_dead_n = n_dead = int(np.count_nonzero(marks))
+        if not n_dead:
+            self._floor = self._live_floor = self._percentile(recent)
+            return
+        if n_dead < recent.shape[0]:   # else (a dropout longer than the history) it stays as it was
+            self._live_floor = self._percentile(recent[~gone])
+        if not self._cold:
+            self._floor = self._percentile(recent)
+        else:
+            self._floor = self._floor_min if 2 * n_dead >= recent.shape[0] else self._live_floor
+
+    def _percentile(self, powers: np.ndarray) -> float:
+        k = int(self.config.floor_percentile / 100.0 * (powers.shape[0] - 1))  # nearest-rank percentile:
+        return max(float(np.partition(powers, k)[k]), self._floor_min)     # np.percentile costs 3x
+
+    def _apply(self, powers: np.ndarray, dead: np.ndarray | None, width: int,
+               last_width: int | None) -> list[Segment]:
+        """Decide consecutive blocks starting at self._decided against the floor in force."""
+        cfg = self.config
+        n = powers.shape[0]
+        on = powers > self._floor * self._threshold
+        if dead is not None:
+            on &= ~dead
         starts = self._decided + np.arange(n, dtype=np.int64) * width
         ends = starts + width
         if last_width is not None:
@@ -359,7 +498,8 @@ class EnergyCutter:
             if on[a]:
                 if self._burst is None:
                     s = int(starts[a])
-                    self._burst = _BurstState(s, max(s - cfg.pad_samples, self._buf.start), int(ends[b - 1]))
+                    self._burst = _BurstState(s, max(s - cfg.pad_samples, self._buf.start), int(ends[b - 1]),
+                                              truncated=s == self._edge)
                 self._burst.last_on_end = int(ends[b - 1])
                 out += self._split_long()
             elif self._burst is not None:
@@ -374,7 +514,7 @@ class EnergyCutter:
         st, limit = self._burst, self.config.max_burst_samples
         while st.last_on_end - st.emit_start >= limit:
             iq = self._buf.get(st.emit_start, st.emit_start + limit)
-            out.append(self._tags.segment(st.emit_start, iq))
+            out.append(self._tags.segment(st.emit_start, iq, truncated=st.truncated and not st.split))
             st.emit_start += limit
             st.split = True
         return out
@@ -388,7 +528,8 @@ class EnergyCutter:
         if on_samples < cfg.min_burst_samples:
             self.dropped_short += 1
             return []
-        return [self._tags.segment(st.emit_start, self._buf.get(st.emit_start, end))]
+        return [self._tags.segment(st.emit_start, self._buf.get(st.emit_start, end),
+                                   truncated=st.truncated and not st.split)]
 
     def _trim(self) -> None:
         keep = self._burst.emit_start if self._burst is not None else self._decided - self.config.pad_samples
