@@ -96,10 +96,22 @@ def output_file(text: str) -> Path:
     rather than after it (`bench daemon --json` under a file, or `bench --json` on a read-only
     mount or in /sys, measured for its whole run, then failed). A file that is there needs only
     to be writable itself (a device, a FIFO, a link, or a file in a folder that takes no new
-    one is written in place). '-' passes (stdout where the command takes it so)."""
+    one is written in place). '-' passes (stdout where the command takes it so). A path that
+    cannot even be looked at (a name too long, a folder this user may not enter) is refused
+    naming it: argparse passes an OSError of a type on as a traceback."""
     p = Path(path_text(text))
     if text == "-":
         return p
+    try:
+        return _writable_file(p, text)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def _writable_file(p: Path, text: str) -> Path:
+    """output_file's checks of `p` (given as `text`); an OSError where a stat fails."""
+    if text.endswith(os.sep):   # Path drops the slash: `o/new/` wrote a file named new
+        raise argparse.ArgumentTypeError(f"{text} names a folder (it ends in {os.sep}); name a file")
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; name a file")
     if p.exists():   # written in place where its folder takes no new file (_atomic.write_atomic)

@@ -6,6 +6,7 @@ new one, never part of one, and a write that fails leaves no temporary file behi
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -97,6 +98,20 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
+def failed_write(path: str | os.PathLike[str], exc: BaseException) -> OSError | None:
+    """What to raise where `exc` ended the writing of `path` (after the file was opened), if a
+    write failed: an OSError, or a RuntimeError one caused (torch.save reports its file's write
+    that raised as "unexpected pos", that OSError its context); None for any other error. The
+    error keeps the errno and says `path`, the file asked for (not the temporary one written),
+    in its text but leaves `filename` empty, so the CLI ends with exit 1: a disk that fills up
+    meanwhile (ENOSPC, EDQUOT; EFBIG under `ulimit -f`) is the machine's state, where an OSError
+    naming a file is an output the user pointed somewhere unwritable (exit 2)."""
+    cause = exc.__context__ if isinstance(exc, RuntimeError) else exc
+    if not isinstance(cause, OSError):
+        return None
+    return OSError(cause.errno, f"{os.fspath(path)}: {cause.strerror or cause}")
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     """Replace `path` with `data` (str: as UTF-8) in one step; the path written. Written in place
     instead where there is no file to replace, or replacing it would do harm: a path that is
@@ -123,5 +138,41 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     except OSError as exc:
         if exc.filename is None or Path(exc.filename) == temporary_name(path):
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
+    return path
+
+
+#: a write that failed for want of room (a full disk, a quota, `ulimit -f`): the machine's state
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def write_error(path: str | os.PathLike[str], exc: OSError, source: str | os.PathLike[str] | None = None) -> OSError:
+    """What to raise where writing `path` through its temporary file failed with `exc`, naming
+    `path`, the file asked for: for want of room (NO_ROOM) as failed_write says it (exit 1);
+    else as the file written (filename; filename2 after `source`, where it is a copy's), exit 2
+    (a place the user pointed at)."""
+    if exc.errno in NO_ROOM:
+        return failed_write(path, exc) or exc
+    if source is None:
+        return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
+    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(source), None, os.fspath(path))
+
+
+def copy_atomic(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Copy the file `source` to `path` (data, permission bits and times: shutil.copy2) in one
+    step, as `replacing` does: a copy that fails (a full disk) leaves `path` as it was, where
+    copying onto it left part of the file. An error of the write names `path` (write_error),
+    not the temporary file, nor `source` alone (shutil names the file read first)."""
+    import shutil
+
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        with replacing(path) as written:
+            shutil.copy2(source, written)
+    except OSError as exc:
+        named = {exc.filename, exc.filename2} - {None}
+        if not named or any(Path(name) == tmp for name in named):
+            raise write_error(path, exc, source) from exc
         raise
     return path

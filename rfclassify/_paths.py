@@ -48,3 +48,18 @@ def not_a_file_text(path: Path, what: str = "file") -> str:
     if kind == "a pipe (FIFO)":
         return f"{path}: a pipe (FIFO), not a file: the readers seek in what they read; save it to a file first"
     return f"{path}: {kind}, not a file"
+
+
+def storable(text: str) -> str:
+    """`text` (a path, or a command line that holds one) as a UTF-8 file or an HDF5 attribute
+    takes it: bytes that are not UTF-8, which Python holds as lone surrogates ('\\udcff' for the
+    byte 0xff of `--out $'o/out\\xff.h5'`), written as `\\xff`; other text as it is. Writing
+    them as they came failed as a UnicodeEncodeError traceback after the command's work."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:   # a surrogate that stands for no byte
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -5,9 +5,11 @@ Each subcommand lives in `rfclassify.commands.<module>` and provides
 imported, so `rfclassify status` never pays for torch, onnxruntime or tensorrt.
 Exit codes: 0 success, 2 usage or input mistake (one line on stderr), 1 anything else
 (a MemoryError too, as one line: a count that asks for more than the machine has). An
-OSError is one line naming its path, exit 2 where it names one (an output the user pointed
-at a file, a directory or somewhere unwritable), else 1; a closed stdout (`| head`) ends the
-command quietly, exit 1.
+OSError is one line naming its path (a copy's or rename's destination, with its source after),
+exit 2 where it names one (an output the user pointed at a file, a directory or somewhere
+unwritable), else 1 (a full disk: _atomic.failed_write names the file in the text); also while
+the command line is read (an option's type that looked at a path). A closed stdout (`| head`)
+ends the command quietly, exit 1.
 SIGTERM (`kill`, `timeout`, systemd) takes Ctrl-C's way out, exit 143 instead of 130: the
 command's clean-up runs (temporary and partial files removed, worker processes ended), which
 a process that died of the signal left behind. `serve` and `train` answer SIGTERM themselves
@@ -94,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:  # a command module with a broken install
         print(f"rfclassify: error: {exc}", file=sys.stderr)
         return 1
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except OSError as exc:   # an option's type that looked at a path; argparse passes it on as a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rfclassify: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    _print_undecodable_bytes_as_given()
     args._argv = argv   # the words as given, for a command that records itself or checks their order
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -121,12 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a path the command could not read or write: one line naming it
         logging.getLogger("rfclassify").debug("%s", args.command, exc_info=True)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rfclassify {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        if exc.filename2:   # a copy or a rename: the second file is the one written
+            where = f"{exc.filename2}: "
+        source = f" (from {exc.filename})" if exc.filename2 and exc.filename else ""
+        print(f"rfclassify {args.command}: error: {where}{exc.strerror or exc}{source}", file=sys.stderr)
         return 2 if exc.filename else 1
     except MemoryError as exc:  # a count that asks for more than the machine has (numpy names the size)
         print(f"rfclassify {args.command}: error: not enough memory for what was asked"
               + (f" ({str(exc).splitlines()[0][:200]})" if str(exc) else ""), file=sys.stderr)
         return 1
+
+
+def _print_undecodable_bytes_as_given() -> None:
+    """A path's bytes that are not UTF-8 (`--out $'o/out\\xff.h5'`: Python holds them as lone
+    surrogates) printed back as they came, where stdout would refuse them (a UTF-8 locale other
+    than C.UTF-8 makes its errors strict): the command's last line ("wrote PATH") was a
+    UnicodeEncodeError traceback after its work."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        with contextlib.suppress(ValueError, OSError):   # a stream already in use may refuse
+            sys.stdout.reconfigure(errors="surrogateescape")
 
 
 if __name__ == "__main__":

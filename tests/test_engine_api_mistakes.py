@@ -153,14 +153,15 @@ def test_an_unreadable_int8_graph_is_refused_with_the_reason(tiny_model_dir, tmp
 @pytest.mark.parametrize("how", ["io_error", "mode_000"])
 def test_an_unreadable_model_onnx_is_a_one_line_model_error(tiny_model_dir, tmp_path, how):
     """The INT8 graph's check against model.onnx read it first: a traceback before the seventieth
-    session. Now int8 is refused (the graph cannot be checked), and fp32 names the file."""
+    session. Now every precision names the file: model.onnx is read to check it is model.json's
+    (rfclassify.model.provenance) before the INT8 graph is looked at."""
     model_dir = _with_int8_record(tiny_model_dir, tmp_path / "m")
     _unreadable(model_dir / "model.onnx", how)
     for precision in ("auto", "fp32"):
         with pytest.raises(rfclassify.ModelNotFoundError) as err:
             Classifier.load(model_dir, precision=precision, threads=1)
         assert "model.onnx cannot be read" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(rfclassify.ModelNotFoundError, match="cannot be checked against it"):
+    with pytest.raises(rfclassify.ModelNotFoundError, match="model.onnx cannot be read"):
         Classifier.load(model_dir, backend="onnxruntime", precision="int8", threads=1)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, MissingDependencyError, ModelNotFoundError
 from rfclassify.engine import select
 from rfclassify.engine.onnxruntime_backend import OnnxRuntimeBackend
@@ -209,7 +210,11 @@ def test_tensorrt_int8_is_chosen_by_the_files_its_placement_builds_from(shipped_
     assert chosen(None)[0] == chosen(0)[0] == "int8"
     graph = model_dir / "static" / "model_L1024.onnx"
     exported = graph.read_bytes()
-    graph.write_bytes(exported + b"\0")          # re-exported since the calibration
+    graph.write_bytes(exported + b"\0")          # re-exported since the calibration, as export records
+    shipped = meta
+    export = dict(meta.extra["export"])
+    export["static_sha256"] = {b: file_sha256(model_dir / f) for b, f in export["static_files"].items()}
+    meta = meta.with_updates(extra={**meta.extra, "export": export})
     assert chosen(None)[0] == "int8"
     precision, reason = chosen(0)
     assert precision == "fp16" and "calibrated for another model_L1024.onnx" in reason
@@ -218,6 +223,7 @@ def test_tensorrt_int8_is_chosen_by_the_files_its_placement_builds_from(shipped_
     TensorRTBackend(meta, model_dir, precision="int8", device="cuda:0")   # the GPU's file is fine
 
     graph.write_bytes(exported)
+    meta = shipped
     (model_dir / "model_trt_int8.onnx").unlink()
     precision, reason = chosen(None)
     assert precision == "fp16" and "TensorRT Q/DQ graph" in reason and "does not exist" in reason

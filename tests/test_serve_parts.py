@@ -476,14 +476,15 @@ def test_serve_model_options_not_given_keep_the_config_file_values(tmp_path, mon
     monkeypatch.delenv("RFCLASSIFY_CONFIG", raising=False)
     other = shutil.copytree(tiny_model_dir, tmp_path / "other")
     path = tmp_path / "serve.toml"
-    path.write_text(f'[model]\nbackend = "torch"\nprecision = "fp16"\ndir = "{tiny_model_dir}"\nthreads = 3\n')
+    # a combination that runs here: --check-config refuses what the start would (torch fp16 on a CPU)
+    path.write_text(f'[model]\nbackend = "torch"\nprecision = "fp32"\ndir = "{tiny_model_dir}"\nthreads = 3\n')
     model = _check_config(["--config", str(path)], capsys)["model"]
     assert (model["backend"], model["precision"], model["dir"], model["threads"]) == (
-        "torch", "fp16", str(tiny_model_dir), 3)
-    model = _check_config(["--config", str(path), "--backend", "onnxruntime", "--precision", "fp32",
+        "torch", "fp32", str(tiny_model_dir), 3)
+    model = _check_config(["--config", str(path), "--backend", "onnxruntime", "--precision", "auto",
                            "--model-dir", str(other)], capsys)["model"]
     assert (model["backend"], model["precision"], model["dir"], model["threads"]) == (
-        "onnxruntime", "fp32", str(other), 3)
+        "onnxruntime", "auto", str(other), 3)
 
 
 

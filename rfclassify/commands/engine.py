@@ -162,7 +162,7 @@ def _cache_to_read(cache_dir: str | None) -> tuple[Path, bool]:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from rfclassify._exceptions import InputError
+    from rfclassify._exceptions import BackendError, InputError
     from rfclassify._optional import available
     from rfclassify.engine.tensorrt_engines import cached_engines, deserialize, layer_information, load_tensorrt
 
@@ -185,15 +185,24 @@ def _inspect(args: argparse.Namespace) -> int:
         raise InputError(f"{path} is not a file (an engine; without one, inspect lists the cache: --cache-dir DIR)"
                          if path.exists() else f"{path} does not exist")
     side = path.with_suffix(".json")
+    tensorrt_here = available("tensorrt")
+    if not tensorrt_here and not side.is_file():
+        # nothing says it is an engine (`engine inspect c.npy` showed its size, exit 0)
+        raise InputError(f"{path}: not known as an engine: no build record {side.name} beside it (`engine "
+                         "build` writes one), and tensorrt does not import here to read the file itself")
     try:
         record = json.loads(side.read_text()) if side.is_file() else {}
     except (OSError, ValueError) as exc:   # a damaged record does not hide the engine
         record = {"unreadable": f"{side.name}: {exc}"}
     record = record if isinstance(record, dict) else {"unreadable": f"{side.name}: not a JSON object"}
     out = {"file": str(path), "bytes": path.stat().st_size, "record": record}
-    if available("tensorrt"):
+    if tensorrt_here:
         trt, logger = load_tensorrt()
-        out["layers"] = layer_information(trt, deserialize(trt, logger, path, record.get("dla_core")))
+        try:
+            engine = deserialize(trt, logger, path, record.get("dla_core"))
+        except BackendError as exc:   # the file named is no engine of this TensorRT: the user's to fix
+            raise InputError(str(exc)) from None
+        out["layers"] = layer_information(trt, engine)
     else:
         out["layers"] = "tensorrt does not import here: only the build record is shown"
     if args.json:

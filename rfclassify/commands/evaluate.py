@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "eval/<file stem> too, so the card links only to files beside it")
     parser.add_argument("--name", default=None, help="name of this evaluation in the card (default source:stem)")
     parser.add_argument("--extra-eval", type=path_text, nargs="*", default=[], metavar="FILE.h5",
-                        help="more datasets (e.g. the GNU Radio set) evaluated into the same card")
+                        help="more datasets (e.g. the GNU Radio set) evaluated into the same card; their "
+                             "results go to <--out>/<file stem> (default: <model-dir>/eval/<file stem>)")
     parser.add_argument("--no-refiner", action="store_true",
                         help="leave out the model's refiners, the constellation and the low-order one (measure the "
                              "network alone)")
@@ -97,13 +98,18 @@ def _card_figures(out: Path, figures: list[str], card_dir: Path, stem: str) -> l
     """The card's links to an evaluation's figures, relative to card_dir. Figures written
     outside card_dir (an --out elsewhere) are copied, with evaluation.json, into
     card_dir/eval/<dataset stem>, so that the card never links to files it does not ship."""
-    if figures and not out.resolve().is_relative_to(card_dir.resolve()):
-        kept = card_dir / "eval" / stem
+    kept = _card_folder(out, card_dir, stem)
+    if figures and kept != out:
         kept.mkdir(parents=True, exist_ok=True)
         for name in [*figures, "evaluation.json"]:
             shutil.copyfile(out / name, kept / name)
-        out = kept
-    return [os.path.relpath(out / f, card_dir) for f in figures]
+    return [os.path.relpath(kept / f, card_dir) for f in figures]
+
+
+def _card_folder(out: Path, card_dir: Path, stem: str) -> Path:
+    """Where the card links an evaluation's figures: `out` itself inside card_dir, else
+    card_dir/eval/<dataset stem>."""
+    return out if out.resolve().is_relative_to(card_dir.resolve()) else card_dir / "eval" / stem
 
 
 def _check_folder(folder: Path, what: str) -> None:
@@ -141,8 +147,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{path} and {names[name]} would both be the card's evaluation {name!r}; "
                              "give the first a --name or rename one")
         names[name] = str(path)
-    outs = [Path(args.out) if (args.out and i == 0) else model_dir / "eval" / Path(path).stem
-            for i, path in enumerate(datasets)]
+    # --out holds the run's results: the first file's there, the others' in --out/<file stem> (they
+    # went into the model's eval/<file stem>, into the shipped models/ by default, --out or not);
+    # without it, each in <model-dir>/eval/<file stem>. The card copies what it links (_card_figures)
+    home = Path(args.out) if args.out else model_dir / "eval"
+    outs = [Path(args.out) if (args.out and i == 0) else home / Path(path).stem for i, path in enumerate(datasets)]
     # where the results go, checked before the evaluation too: an --out that is a file failed
     # after it, and two datasets of one name wrote one folder, the first lost (sixty-sixth session)
     seen: dict[Path, str] = {}
@@ -154,6 +163,13 @@ def run(args: argparse.Namespace) -> int:
         seen[out.resolve()] = str(path)
     if args.card:
         _check_folder(card_dir, "--card-dir")
+        linked: dict[Path, str] = {}    # where the card's copies of each evaluation's figures go
+        for path, out in zip(datasets, outs, strict=True):
+            kept = _card_folder(out, card_dir, Path(path).stem).resolve()
+            if not args.no_plots and kept in linked:
+                raise InputError(f"{path} and {linked[kept]} would both have their figures kept in {kept} for "
+                                 "the card; rename one (its file name names the folder)")
+            linked[kept] = str(path)
     results = []
     for i, (path, out) in enumerate(zip(datasets, outs, strict=True)):
         res = evaluate_file(path, model_dir, backend=args.backend, precision=args.precision, out_dir=out,

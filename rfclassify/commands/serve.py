@@ -66,6 +66,24 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def check_metrics_address(listen: str) -> None:
+    """ConfigError where the daemon's metrics endpoint (HOST:PORT) would fail its bind for its
+    host: a name that does not resolve (999.0.0.1) or no address of this machine, found by
+    binding a socket to the host on a port the system picks (as serve/metrics.MetricsServer
+    binds: IPv6 for a literal with a colon). Its port is not bound here: the daemon that is
+    running may hold it; a port in use or one below 1024 for a user is found by the start."""
+    import socket
+
+    from rfclassify._exceptions import ConfigError
+
+    host = listen.rpartition(":")[0].strip("[]")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except OSError as exc:
+        raise ConfigError(f"metrics.listen {listen}: {exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from rfclassify.serve.config import apply_overrides, load_config
 
@@ -76,14 +94,22 @@ def run(args: argparse.Namespace) -> int:
         import json
         from dataclasses import asdict
 
+        from rfclassify.engine.select import select_backend
         from rfclassify.model.meta import ModelMeta, default_model_dir
         from rfclassify.serve.config import security_notes
         from rfclassify.serve.daemon import socket_security
 
         # the model's description and the CURVE key files too (a missing or damaged one passed the
         # check before and stopped the daemon's start); weights and backend are loaded by the start alone
+        if config.metrics.listen:
+            check_metrics_address(config.metrics.listen)
         model_dir = config.model.dir or default_model_dir()
         meta = ModelMeta.load(model_dir)
+        # the start's own choice, from the libraries that import and the model's files (nothing
+        # loaded): a backend, precision or device that cannot run here passed before
+        m = config.model
+        selection = select_backend(meta, model_dir, m.backend, m.precision, m.device or None,
+                                   dla_core=m.dla_core if m.dla_core >= 0 else None)
         security = socket_security(config)   # the key files CURVE reads, and the admitted clients' folder
         if security is not None:
             security.close()
@@ -93,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
             check_folder(config.capture.dir)
         print(json.dumps(asdict(config), indent=2))
         print(f"model {meta.model_id} in {model_dir}", file=sys.stderr)
+        print(f"backend: {selection.backend} {selection.precision} on {selection.device} ({selection.reason})",
+              file=sys.stderr)
         security_line, security_warnings = security_notes(config)
         print(f"security: {security_line}", file=sys.stderr)
         for warning in config.batching.unused_overrides(meta.buckets_samples) + security_warnings:

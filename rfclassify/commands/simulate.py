@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="PUB (default; daemon --input-mode sub) or PUSH (lossless; --input-mode pull)")
     parser.add_argument("--rate", type=float_range(0.0, 1e6), default=100.0, metavar="BURSTS_PER_S",
                         help="send rate (default 100; 0 = as fast as possible)")
-    parser.add_argument("--count", type=count(0), default=0, metavar="N", help="stop after N bursts (default: run until ^C)")
+    parser.add_argument("--count", type=count(0), default=0, metavar="N",
+                        help="stop after N bursts (default 0: no limit, run until ^C)")
     parser.add_argument("--classes", default="all", metavar="LIST",
                         help="comma-separated labels to draw from (default all)")
     # the synthesizer's bound: -1000 dB sent NaN bursts (before the sixty-seventh session)

@@ -309,8 +309,10 @@ def generator_version() -> str:
 
 
 def check_output(out: str | os.PathLike[str], force: bool) -> Path:
-    """The output path, or InputError when it is a folder, a device or a pipe, or exists
-    without force."""
+    """The output path, or InputError when it is a folder (or names one: ends in /), a device or
+    a pipe, or exists without force."""
+    if os.fspath(out).endswith(os.sep):   # Path drops the slash: `--out o/new/` wrote a file named new
+        raise InputError(f"{os.fspath(out)} names a folder (it ends in {os.sep}); name the dataset file to write")
     path = Path(out)
     schema.check_replaceable(path)
     if path.exists() and not force:

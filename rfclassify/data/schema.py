@@ -34,7 +34,10 @@ from typing import Any
 import h5py
 import numpy as np
 
+from rfclassify._atomic import failed_write
 from rfclassify._exceptions import InputError
+from rfclassify._paths import storable
+from rfclassify.data._partial_file import PartialFile
 from rfclassify.labels import LABELS
 
 FORMAT_NAME = "rfclassify-dataset"
@@ -85,7 +88,7 @@ class DatasetAttrs:
             "channel": json.dumps(self.channel, default=_json_default),
             "snr_grid_db": json.dumps([float(s) for s in self.snr_grid_db]),
             "lengths": json.dumps(self.lengths, sort_keys=True),
-            "command_line": self.command_line,
+            "command_line": storable(self.command_line),   # a path's bytes that are not UTF-8 as \xNN
             "created_utc": self.created_utc,
             "extra": json.dumps(self.extra or {}, sort_keys=True, default=_json_default),
         }
@@ -162,7 +165,8 @@ class DatasetWriter:
 
     Writes go to `<path>.partial`; `commit()` closes it and renames it into place, so a crash
     or Ctrl-C never leaves a truncated file under the final name. Use as a context manager:
-    leaving the block without commit() removes the partial file.
+    leaving the block without commit() removes the partial file. A write that fails (a full
+    disk) is an OSError from `append` or `commit` naming `path`, the partial file removed.
     """
 
     def __init__(self, path: str | os.PathLike[str], attrs: DatasetAttrs, param_dtype: np.dtype,
@@ -173,14 +177,16 @@ class DatasetWriter:
         check_replaceable(self.path)
         self.tmp_path = self.path.with_name(self.path.name + ".partial")
         self._param_dtype = hdf5_param_dtype(np.dtype(param_dtype))
-        try:   # h5py's OSError names no file, which the CLI would report as an internal error
+        try:   # an OSError here names the partial file; the user's --out is what to name
             self.tmp_path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = h5py.File(self.tmp_path, "w")
+            self._io = PartialFile(self.tmp_path)
         except OSError as exc:
             raise InputError(f"{self.path}: cannot be written ({exc.strerror or exc})") from None
+        self._f: h5py.File | None = None
         self._done = False
         try:   # the partial file exists from here: a Ctrl-C or SIGTERM before the caller's `with`
             # block has the writer would leave it behind (a SIGTERM to `dataset import` did)
+            self._f = h5py.File(self._io, "w")   # through PartialFile: a full disk segfaulted HDF5
             for key, value in attrs.to_hdf5().items():
                 self._f.attrs[key] = value
             comp = {} if compression == "none" else {"compression": compression, "shuffle": True}
@@ -192,6 +198,7 @@ class DatasetWriter:
         except BaseException:
             self.abort()
             raise
+        self._check_room()
         self.n_examples = 0
         self.n_samples = 0
 
@@ -227,6 +234,7 @@ class DatasetWriter:
             self._f[name][self.n_examples:new_n] = arr
         self.n_examples = new_n
         self.n_samples += total
+        self._check_room()
 
     def commit(self, attrs: DatasetAttrs | None = None) -> Path:
         """Close the file and move it to its final name (replacing an older one). attrs, when
@@ -235,18 +243,31 @@ class DatasetWriter:
         if attrs is not None:
             for key, value in attrs.to_hdf5().items():
                 self._f.attrs[key] = value
-        self._f.close()
+        self._f.close()     # HDF5 writes most of what it holds here
+        self._check_room()
+        self._io.close()
         os.replace(self.tmp_path, self.path)
         self._done = True
         return self.path
+
+    def _check_room(self) -> None:
+        """Where a write to the partial file failed (a full disk, a quota, `ulimit -f`): the
+        partial file removed, that error raised naming the file asked for (exit 1 from the CLI:
+        the machine's state, not the user's mistake; `rfclassify._atomic.failed_write`)."""
+        if self._io.failure is not None:
+            failure = self._io.failure
+            self.abort()
+            raise failed_write(self.path, failure) from failure
 
     def abort(self) -> None:
         if self._done:
             return
         self._done = True
         try:
-            self._f.close()
+            if self._f is not None:
+                self._f.close()
         finally:
+            self._io.close()
             self.tmp_path.unlink(missing_ok=True)
 
     def __enter__(self) -> DatasetWriter:

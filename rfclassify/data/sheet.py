@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rfclassify._optional import require
+from rfclassify._paths import storable
 from rfclassify.data.reader import DatasetReader
 from rfclassify.dsp.windows import normalize_batch
 
@@ -110,7 +111,8 @@ def draw_sheet(ds: DatasetReader, png: str | os.PathLike[str]) -> Path:
         ax2.set_xlim(-0.5, 0.5)
         ax2.tick_params(labelsize=6)
         ax2.set_title("spectrum, dB vs cyc/sample", fontsize=7)
-    fig.suptitle(f"{ds.path.name}: {ds.attrs.source}, {len(ds)} bursts "
+    # storable: a name's bytes that are not UTF-8 as \xNN (matplotlib's FreeType refused them)
+    fig.suptitle(f"{storable(ds.path.name)}: {ds.attrs.source}, {len(ds)} bursts "
                  f"(constellation: symbol centres of the highest-SNR burst; spectrum: mean of "
                  f"up to {MAX_BURSTS_PER_CLASS})", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.97))

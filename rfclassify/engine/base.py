@@ -81,7 +81,8 @@ class Backend:
             raise ModelNotFoundError(
                 f"{Path(model_dir) / META_FILE}: arch.n_classes is {n_classes} but labels lists "
                 f"{len(meta.labels)}; the network must give one logit per label")
-        problem = self.artifact_problem(meta, model_dir, precision, dla_core=self.dla_core)
+        problem = (self.foreign_file(meta, model_dir, precision, dla_core=self.dla_core)
+                   or self.artifact_problem(meta, model_dir, precision, dla_core=self.dla_core))
         if problem:
             raise ModelNotFoundError(problem)
         max_batch_size = integer_option("max_batch_size", max_batch_size, 1)
@@ -99,6 +100,16 @@ class Backend:
                          dla_core: int | None = None) -> str | None:
         """Why this backend cannot run `precision` from model_dir's files, or None if it can;
         dla_core: on that DLA core (TensorRT's engines there read other files; the rest ignore it)."""
+        return None
+
+    @classmethod
+    def foreign_file(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                     dla_core: int | None = None) -> str | None:
+        """Which file this backend reads for `precision` is not the one model.json records (another
+        model's: rfclassify.model.provenance), as one line naming both, or None. Unlike an
+        artifact_problem it is no reason to fall back to another precision or backend: the folder
+        mixes two models, and select_backend raises it. ModelNotFoundError where a file cannot be
+        read to tell."""
         return None
 
     # -- properties ---------------------------------------------------------------------
@@ -153,6 +164,10 @@ class Backend:
     def _load_held(self) -> None:
         """load() for a caller that holds the lock."""
         if not self._loaded:
+            # checked again: a file may have been replaced since the constructor checked it
+            problem = self.foreign_file(self.meta, self.model_dir, self.precision, dla_core=self.dla_core)
+            if problem:
+                raise ModelNotFoundError(problem)
             self._load()
             self._loaded = True
             log.info("loaded %s backend (%s on %s)", self.name, self.precision, self.device)

@@ -5,7 +5,9 @@ fp32 runs ``models/model.onnx`` (dynamic batch and length). int8 runs the Q/DQ O
 without it, or with one calibrated from another model.onnx, asking for int8 here is an error
 that says so (precision 'auto' then runs fp32). Either graph is checked against model.json when
 its session loads (``_graph_problem``), so another network's graph is the user's error then,
-not an internal one at the first burst.
+not an internal one at the first burst; and model.onnx must be the graph model.json records
+(``foreign_file``, rfclassify.model.provenance), so another model's graph of the same network
+is refused too, whichever precision was asked.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rfclassify._exceptions import BackendError, ModelNotFoundError, first_line
 from rfclassify._optional import require
 from rfclassify.engine.base import Backend
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+from rfclassify.model.provenance import file_problem
 
 
 class OnnxRuntimeBackend(Backend):
@@ -50,6 +53,14 @@ class OnnxRuntimeBackend(Backend):
             problem = int8_problem(meta, model_dir)
             return f"{problem}, or use fp32" if problem else None
         return cls.missing_file(model_dir, meta.onnx_file)
+
+    @classmethod
+    def foreign_file(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                     dla_core: int | None = None) -> str | None:
+        # model.onnx for int8 too: the INT8 graph is checked by its own digest (artifact_problem),
+        # and a model.onnx of another model is no stale source of it to fall back from (precision
+        # auto ran such a graph under this model's id before the seventy-first session)
+        return file_problem(meta, model_dir, meta.onnx_file)
 
     @property
     def onnx_file(self) -> str:

@@ -16,6 +16,10 @@ the backend cannot run is an error when the backend was named explicitly; with b
 'auto' it falls back down that order (int8 -> fp16 -> fp32) with a logged warning, and
 ``Selection.precision`` / ``precision_reason`` say what actually runs.
 
+A file of another model (``Backend.foreign_file``: model.json records another sha256 for it,
+rfclassify.model.provenance) is no reason to skip: it is a ModelNotFoundError naming both files,
+whatever was asked, so neither precision nor backend 'auto' falls back past it.
+
 Each skipped candidate carries a typed ``Problem`` (a ``ProblemKind`` plus the message shown
 to the user, which names what to install where a library is missing). When an explicitly named
 backend cannot run, the kinds pick the error: NOT_INSTALLED or DOES_NOT_IMPORT on every device
@@ -177,6 +181,8 @@ def _precision_for(cls: type[Backend], meta: ModelMeta, model_dir: Path, device:
     for p in _PRECISION_ORDER[start:]:
         if p not in supported:
             tried.append(f"{p}: not supported by {cls.name} on {device_kind(device)}")
+        elif foreign := cls.foreign_file(meta, model_dir, p, dla_core=dla_core):
+            raise ModelNotFoundError(foreign)   # another model's file: an error, never a fallback
         elif problem := cls.artifact_problem(meta, model_dir, p, dla_core=dla_core):
             tried.append(f"{p}: {problem}")
             kind = ProblemKind.MODEL_FILES_MISSING

@@ -30,6 +30,7 @@ from rfclassify.engine.base import Backend
 from rfclassify.engine.devices import device_index
 from rfclassify.engine.tensorrt_plan import EnginePlan, Profile, batch_pieces, check_dla_core, plan_engines
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
+from rfclassify.model.provenance import file_problem
 
 LOGITS, SNR = OUTPUT_NAMES
 
@@ -85,6 +86,17 @@ class TensorRTBackend(Backend):
             return artifact_problem(meta, model_dir, "qdq" if dla_core is None else "calibration_cache")
         return cls.missing_file(model_dir, meta.onnx_file)
 
+    @classmethod
+    def foreign_file(cls, meta: ModelMeta, model_dir: str | Path, precision: str, *,
+                     dla_core: int | None = None) -> str | None:
+        # model.onnx (the GPU's graph, and the source of both INT8 artifacts), and on a DLA the
+        # static graphs its engines are parsed from; the INT8 artifacts carry their own digests
+        names = [meta.onnx_file]
+        if dla_core is not None:
+            static = (meta.extra.get("export") or {}).get("static_files") or {}
+            names += [name for _, name in sorted(static.items())]
+        return next((p for name in names if (p := file_problem(meta, model_dir, name))), None)
+
     @property
     def warmup_batch_sizes(self) -> tuple[int, ...]:
         return (1, min(64, self.max_batch_size))
@@ -108,7 +120,7 @@ class TensorRTBackend(Backend):
             ident = te.device_id(cuda, index, self.dla_core)
             zero_copy = maps_host_memory(cuda, dev)
             self._cuda, self._stream = cuda, cuda.Stream()
-            files = te.digests(self.plan, self.model_dir)
+            files = te.digests(self.plan, self.model_dir, self.meta)
             for part in self.plan.engines:
                 path, built = te.ensure_engine(trt, logger, self.meta, self.model_dir, self.plan, part, ident, files,
                                                self.engine_cache, rebuild=self.rebuild, cancel=self.cancel)

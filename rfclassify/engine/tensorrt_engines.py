@@ -31,6 +31,7 @@ from rfclassify.engine.tensorrt_plan import (EnginePart, EnginePlan, engine_cach
                                              engine_key, engine_name_prefix, missing_inputs, parse_version,
                                              timing_cache_name)
 from rfclassify.model.meta import INPUT_NAME, ModelMeta
+from rfclassify.model.provenance import digests_problem
 from rfclassify.quant.tensorrt_int8 import retarget_cache
 
 log = logging.getLogger(__name__)
@@ -134,13 +135,20 @@ def build_engine(trt: Any, logger: Any, plan: EnginePlan, part: EnginePart, mode
     return bytes(serialized)
 
 
-def digests(plan: EnginePlan, model_dir: Path) -> dict[str, str]:
-    """sha256 of every file the plan builds from; ModelNotFoundError naming any missing."""
+def digests(plan: EnginePlan, model_dir: Path, meta: ModelMeta | None = None) -> dict[str, str]:
+    """sha256 of every file the plan builds from, the engine cache key's digests; ModelNotFoundError
+    naming any missing, or (given model.json's `meta`) any whose digest is not the one model.json
+    records (another model's file: its engine would be built and cached under this model's id)."""
     missing = missing_inputs(plan, model_dir)
     if missing:
         raise ModelNotFoundError(f"the TensorRT plan needs {', '.join(str(model_dir / f) for f in missing)}, "
                                  "which do not exist; run `rfclassify export` / `rfclassify calibrate`")
-    return {f: model_file_sha256(model_dir / f) for f in plan.files()}
+    found = {f: model_file_sha256(model_dir / f) for f in plan.files()}
+    if meta is not None:
+        problem = digests_problem(meta, model_dir, found)
+        if problem:
+            raise ModelNotFoundError(problem)
+    return found
 
 
 def cached_engines(cache_dir: Path) -> list[dict[str, Any]]:

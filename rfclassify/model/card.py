@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rfclassify._paths import storable
 from rfclassify.model.evaluate import clean_json, write_json
 from rfclassify.model.meta import ModelMeta
 
@@ -74,7 +75,8 @@ def build_card(model_dir: str | os.PathLike[str], evaluations: list[dict[str, An
         "evaluations": evals,
     })
     write_json(cdir / CARD_JSON, card)
-    (cdir / CARD_MD).write_text(render_markdown(card))
+    # a path with bytes that are not UTF-8 (the dataset's, read back from JSON) as \xNN
+    (cdir / CARD_MD).write_text(storable(render_markdown(card)), encoding="utf-8")
     return card
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rfclassify._atomic import copy_atomic, replacing, temporary_name, write_atomic, write_error
 from rfclassify._exceptions import ConfigError
 from rfclassify._optional import require
 from rfclassify.model.meta import INPUT_NAME, OUTPUT_NAMES, ModelMeta
@@ -75,14 +76,18 @@ def export_onnx(model: Any, path: str | os.PathLike[str], opset: int = 17,
     if static_length is None:
         axes.setdefault(INPUT_NAME, {})[3] = "length"
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        # the TorchScript exporter is deprecated in favour of torch.export, which needs
-        # onnxscript (not installed); the TorchScript path is still the supported one here
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(net, (dummy,), str(out), input_names=[INPUT_NAME],
-                          output_names=list(OUTPUT_NAMES), opset_version=int(opset),
-                          dynamic_axes=axes or None, do_constant_folding=True, dynamo=False)
+    try:   # written whole or not at all: a full disk left part of a graph under its name
+        with replacing(out) as tmp, warnings.catch_warnings():
+            # the TorchScript exporter is deprecated in favour of torch.export, which needs
+            # onnxscript (not installed); the TorchScript path is still the supported one here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(net, (dummy,), str(tmp), input_names=[INPUT_NAME],
+                              output_names=list(OUTPUT_NAMES), opset_version=int(opset),
+                              dynamic_axes=axes or None, do_constant_folding=True, dynamo=False)
+    except OSError as exc:   # torch's close of a full disk's file names none: the graph's path
+        if exc.filename is None or Path(exc.filename) == temporary_name(out):
+            raise write_error(out, exc) from exc
+        raise
     return out
 
 
@@ -138,7 +143,6 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     complete model directory. The model's INT8 graph stays named in model.json (and is copied)
     only while it is the one calibrated from the model.onnx written (report["int8"] says)."""
     import json
-    import shutil
 
     from rfclassify.model.dla_check import check_onnx_for_dla
     from rfclassify.model.network import load_trained
@@ -161,8 +165,8 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     if out.resolve() != Path(model_dir).resolve():
         for name in (meta.weights_file, "train_log.json", "training_curves.png", meta.refiner.get("file", ""),
                      meta.refiner.get("light", {}).get("file", ""), meta.low_order_refiner.get("file", "")):
-            if name and (Path(model_dir) / name).is_file():
-                shutil.copy2(Path(model_dir) / name, out / name)
+            if name and (Path(model_dir) / name).is_file():   # whole or not at all (a full disk)
+                copy_atomic(Path(model_dir) / name, out / name)
     dyn = export_onnx(model, out / meta.onnx_file, opset=opset)
     report: dict[str, Any] = {"opset": opset, "onnx_file": meta.onnx_file, "static_batch": static_batch,
                               "dynamic": {}, "static": {}}
@@ -183,11 +187,16 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
     every += [p for s in report["static"].values() for p in s["parity"].values()]
     report["worst"] = _worst(every)
     report["dla_ok_all_buckets"] = all(not s["dla_violations"] for s in report["static"].values())
-    (out / "export_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "export_report.json", json.dumps(report, indent=2) + "\n")
     extra = dict(meta.extra)
+    from rfclassify._digest import file_sha256
+
     extra["export"] = {"opset": opset, "static_files": {b: s["file"] for b, s in report["static"].items()},
                        "static_batch": static_batch, "parity_worst": report["worst"],
-                       "dla_ok_all_buckets": report["dla_ok_all_buckets"]}
+                       "dla_ok_all_buckets": report["dla_ok_all_buckets"],
+                       # the graphs' digests tie them to this model.json (rfclassify.model.provenance)
+                       "onnx_sha256": file_sha256(dyn),
+                       "static_sha256": {b: file_sha256(out / s["file"]) for b, s in report["static"].items()}}
     meta = meta.with_updates(extra=extra)
     report["int8"] = _carry_int8(meta, Path(model_dir), out)
     if report["int8"].startswith("dropped"):
@@ -202,15 +211,13 @@ def export_model_dir(model_dir: str | os.PathLike[str], out_dir: str | os.PathLi
 
 
 def _copy_in(model_dir: Path, out: Path, names: list[str]) -> list[Path]:
-    """Copy the named files of model_dir that exist into out (another directory); the copies made."""
-    import shutil
-
+    """Copy the named files of model_dir that exist into out (another directory), each whole or
+    not at all (_atomic.copy_atomic); the copies made."""
     copied = []
     for name in names:
         src, dst = model_dir / name, out / name
         if name and src.is_file() and src.resolve() != dst.resolve():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
+            copy_atomic(src, dst)
             copied.append(dst)
     return copied
 

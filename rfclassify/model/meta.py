@@ -208,6 +208,10 @@ def _extra_problems(extra: dict[str, Any]) -> list[str]:
         for name, value in record.items():
             if name.endswith("_file") and not isinstance(value, str):
                 out.append(f"extra.{key}.{name} must be a string, got {quoted(value)}")
+            # the digests that tie the files to this model.json (rfclassify.model.provenance)
+            if (name == "sha256" or name.endswith("_sha256")) and name != "static_sha256" \
+                    and value is not None and not isinstance(value, str):
+                out.append(f"extra.{key}.{name} must be a string or null, got {quoted(value)}")
         for name in ("static_files", "static_sha256"):
             value = record.get(name)
             if value is not None and not (isinstance(value, dict) and all(

@@ -165,6 +165,22 @@ def arch_problems(arch: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def io_problems(arch: dict[str, Any] | None, n_labels: int = len(LABELS)) -> list[str]:
+    """What in `arch` does not fit what a model reads and answers (empty: nothing), one line
+    each: `in_channels` must be 2, a burst's I and Q (dsp.windows.to_model_input), and
+    `n_classes` the number of labels, one logit each. arch_problems takes any count in range:
+    train took these and failed inside torch (fewer classes than labels: an IndexError; other
+    in_channels: conv2d's RuntimeError) or wrote a model no command serves (more classes)."""
+    a = arch_with_defaults(arch)
+    out = []
+    if a["in_channels"] != DEFAULT_ARCH["in_channels"]:
+        out.append(f"in_channels must be {DEFAULT_ARCH['in_channels']} (a burst's I and Q), "
+                   f"got {quoted(a['in_channels'])}")
+    if a["n_classes"] != n_labels:
+        out.append(f"n_classes must be {n_labels} (one logit per label), got {quoted(a['n_classes'])}")
+    return out
+
+
 def dla_arch_problems(arch: dict[str, Any] | None, buckets_samples: tuple[int, ...] = ()) -> list[str]:
     """What in `arch` would keep the exported graph off the DLA (empty: nothing), without torch.
 
@@ -408,7 +424,8 @@ def _weights_load_failure(exc: BaseException) -> str:
 
 
 def load_trained(model_dir: Any) -> tuple[Any, Any]:
-    """(model in eval mode on the CPU, ModelMeta) from a model directory (model.json + weights)."""
+    """(model in eval mode on the CPU, ModelMeta) from a model directory (model.json + weights);
+    ModelNotFoundError for weights that are not model.json's model's (provenance.weights_problem)."""
     from pathlib import Path
 
     from rfclassify._exceptions import ModelNotFoundError
@@ -436,4 +453,9 @@ def load_trained(model_dir: Any) -> tuple[Any, Any]:
     except (RuntimeError, TypeError, AttributeError) as exc:  # another network's weights, or not a state dict
         raise ModelNotFoundError(f"{path} does not hold the weights of the network model.json's arch "
                                  f"describes: {first_line(exc)}") from None
+    from rfclassify.model.provenance import weights_problem
+
+    problem = weights_problem(meta, model_dir, state)   # another model's weights of the same network
+    if problem:
+        raise ModelNotFoundError(problem)
     return model.eval(), meta

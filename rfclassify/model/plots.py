@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from rfclassify._optional import require
+from rfclassify._paths import storable
 
 
 def _pyplot() -> Any:
@@ -46,14 +47,14 @@ def accuracy_vs_snr(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: str 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, (snr, acc) in curves.items():
-        ax.plot(snr, acc, marker="o", ms=3, label=name)
+        ax.plot(snr, acc, marker="o", ms=3, label=storable(name))   # a dataset's name: \xNN (FreeType)
     ax.set_xlabel("SNR (dB)")
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend()
     if title:
-        ax.set_title(title)
+        ax.set_title(storable(title))   # matplotlib's FreeType refused a path's bytes that are not UTF-8
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -74,7 +75,7 @@ def confusion_matrix(cm: np.ndarray, labels: tuple[str, ...] | list[str], path: 
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     if title:
-        ax.set_title(title)
+        ax.set_title(storable(title))   # matplotlib's FreeType refused a path's bytes that are not UTF-8
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -163,11 +163,14 @@ def check_continuation(cfg: TrainConfig, ck: dict[str, Any]) -> None:
 
     The checkpoint records the whole network (since the fifth session), so a run trained with
     --arch, deepened or not, resumes without repeating it; an --arch that disagrees is refused."""
-    from rfclassify.model.network import dla_arch_problems
+    from rfclassify.model.network import dla_arch_problems, io_problems
 
     _check_arch(cfg.arch, ck, cfg.resume)
     _run_setting_differences(asdict(cfg), ck, cfg.resume)
     if ck.get("arch"):  # TrainConfig checked --arch; the network trained is the checkpoint's
+        problems = io_problems(ck["arch"])   # one an --arch with another n_classes trained before
+        if problems:
+            raise ConfigError(f"the network of {cfg.resume}: {'; '.join(problems)}")
         problems = dla_arch_problems(ck["arch"], tuple(cfg.buckets_samples))
         if problems:
             raise ConfigError(f"the network of {cfg.resume} and this bucket list would not run on the DLA: "

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rfclassify._atomic import replacing
+from rfclassify._atomic import failed_write, replacing
 from rfclassify._cpus import usable_cpu_count
 from rfclassify._exceptions import ConfigError, InputError, InternalError, ModelNotFoundError, first_line
 from rfclassify._optional import require
@@ -146,7 +146,7 @@ class TrainConfig:
             raise ConfigError("give --init-from or --resume, not both: a checkpoint already holds the weights")
         # before any device time is spent: the product only ships networks the DLA can run, at
         # every bucket it trains (with --init-from the network is the parent's, with --arch on top)
-        from rfclassify.model.network import DEFAULT_ARCH, arch_problems, dla_arch_problems
+        from rfclassify.model.network import DEFAULT_ARCH, arch_problems, dla_arch_problems, io_problems
 
         unknown = sorted(set(self.arch) - set(DEFAULT_ARCH))
         if unknown:  # a misspelt key was kept "for the record" and the default network trained
@@ -156,6 +156,12 @@ class TrainConfig:
         problems = arch_problems(arch)
         if problems:
             raise ConfigError("this network's arch cannot build a network: " + "; ".join(problems))
+        problems = io_problems(arch)    # the run trains every label of LABELS, from I and Q
+        if problems:
+            where = (f"the network of --resume {self.resume}" if self.resume else
+                     f"the network of --init-from {self.init_from}{' with --arch' if self.arch else ''}"
+                     if self.init_from else "--arch")
+            raise ConfigError(f"{where}: {'; '.join(problems)}")
         problems = dla_arch_problems(arch, tuple(self.buckets_samples))
         if problems:
             raise ConfigError("this network and bucket list would not run on the DLA: " + "; ".join(problems))
@@ -647,7 +653,6 @@ def _predict(model: Any, x: np.ndarray, batch: int = 512) -> tuple[np.ndarray, n
 def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, td.Batch],
             history: list[dict[str, float]], run: dict[str, Any], t_start: float) -> dict[str, Any]:
     """Validate per bucket, fit the temperature, write model.pt, model.json, the log and the curves."""
-    torch = require("torch")
     from rfclassify.model.calibration import calibrate
     from rfclassify.model.evaluate import accuracy_summary
     from rfclassify.model.flops import flops_per_bucket
@@ -665,8 +670,7 @@ def _finish(model: Any, cfg: TrainConfig, recipe: td.DataRecipe, val: dict[int, 
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     model_id = f"rfc-resnet-{datetime.now(timezone.utc):%Y%m%d}-{weights_digest(state)[:8]}"
     _remove_stale_products(out)
-    with replacing(out / "model.pt") as tmp:  # a failed write (a full disk) leaves the old model whole
-        torch.save(state, tmp)
+    _save_torch(state, out / "model.pt")   # a failed write (a full disk) leaves the old model whole
     model_cpu = model.to("cpu")
     flops = flops_per_bucket(model_cpu, recipe.buckets_samples)
     training = {
@@ -803,10 +807,26 @@ def _checkpoint(out: Path, model: Any, opt: Any, step: int, elapsed_s: float, hi
     """Write the checkpoint a --resume continues; `earlier`: the commands of the runs this one
     continues, kept with its own so the finished model records the whole chain; `ema`: the
     weight average to continue (absent when the run keeps none)."""
-    torch = require("torch")
     kept = None if ema is None else {"weights": ema.state_dict(), **ema.record()}
-    with replacing(out / CHECKPOINT_FILE) as tmp:
-        torch.save({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
-                    "elapsed_s": elapsed_s, "history": history, "examples": examples,
-                    "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],
-                    "ema": kept}, tmp)
+    _save_torch({"model": model.state_dict(), "arch": model.arch, "optimizer": opt.state_dict(), "step": step,
+                 "elapsed_s": elapsed_s, "history": history, "examples": examples,
+                 "config": asdict(cfg), "parent": parent, "commands": [*(earlier or []), cfg.command],
+                 "ema": kept}, out / CHECKPOINT_FILE)
+
+
+def _save_torch(obj: Any, path: Path) -> None:
+    """torch.save `obj` as `path`, replaced whole (`replacing`). Through a handle of this
+    process's: given a path, torch's own writer takes a write that fails (a full disk) for a
+    RuntimeError "unexpected pos" that names no errno and no file (a traceback, exit 1); through
+    a handle the OSError is there to find, and is raised naming `path` (`failed_write`: exit 1)."""
+    torch = require("torch")
+    with replacing(path) as tmp:
+        handle = open(tmp, "wb")   # a folder that takes no file: the OSError names it (exit 2)
+        try:
+            with handle:
+                torch.save(obj, handle)
+        except (OSError, RuntimeError) as exc:
+            failure = failed_write(path, exc)
+            if failure is None:
+                raise
+            raise failure from exc

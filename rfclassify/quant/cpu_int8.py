@@ -53,6 +53,7 @@ from rfclassify._digest import file_sha256
 from rfclassify._exceptions import ConfigError, InputError, MessageError, ModelNotFoundError
 from rfclassify._optional import require
 from rfclassify.model.meta import INPUT_NAME, META_FILE, OUTPUT_NAMES, ModelMeta
+from rfclassify.model.provenance import file_problem
 
 INT8_ONNX_FILE = "model_int8.onnx"
 #: nodes whose names start with one of these stay fp32 (the classification and SNR heads)
@@ -369,13 +370,18 @@ def agreement_of(reference: Callable[[np.ndarray], Sequence[np.ndarray]],
 def _check_graphs(model_dir: str | os.PathLike[str], meta: ModelMeta) -> None:
     """ModelNotFoundError naming model.onnx or a static graph that does not parse, before any
     INT8 file is replaced: a damaged static graph failed after both INT8 graphs were rewritten
-    and before model.json was, which then refused them (a protobuf traceback, sixty-sixth session)."""
+    and before model.json was, which then refused them (a protobuf traceback, sixty-sixth session);
+    or that is not the graph model.json records (another model's: its calibration would record
+    it as this model's, rfclassify.model.provenance)."""
     onnx = require("onnx", "INT8 calibration")
     static = (meta.extra.get("export") or {}).get("static_files") or {}
     for name in [meta.onnx_file, *static.values()]:
         path = Path(model_dir) / name
         if not path.is_file() and name != meta.onnx_file:
             continue   # a static graph not exported: write_artifacts leaves it out
+        foreign = file_problem(meta, model_dir, name)
+        if foreign:
+            raise ModelNotFoundError(foreign)
         try:
             onnx.load(str(path), load_external_data=False)
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its kin
