@@ -303,6 +303,11 @@ class Daemon:
         if drops:
             reasons.append(f"{drops} drop(s) in the last {self.config.health.drop_window_s:g} s")
         reasons += self._recent_errors()
+        now = time.monotonic()
+        for counts in self.pipeline.handshakes.values():
+            reason = counts.health_reason(now, self.config.health.error_window_s)
+            if reason:
+                reasons.append(reason)
         clf = getattr(e, "classifier", None)
         breaks = getattr(clf, "refiner_pool_breaks", 0)
         if breaks and not clf.refiner_workers:
@@ -352,10 +357,11 @@ class Daemon:
             "engine": engine,
             "input": {"endpoint": p.input_endpoint if p else cfg.input.endpoint, "mode": cfg.input.mode,
                       "bind": cfg.input.bind, "format": cfg.input.format, "cut_mode": cfg.input.cut_mode,
-                      "curve": self._curve("input")},
+                      "curve": self._curve("input"), "handshakes": self._handshakes("input")},
             "output": {"endpoint": p.output_endpoint if p else cfg.output.endpoint, "format": cfg.output.format,
                        "sndhwm": cfg.output.sndhwm, "max_record_bytes": cfg.output.max_record_bytes,
-                       "records_cut": p.records_cut if p else 0, "curve": self._curve("output")},
+                       "records_cut": p.records_cut if p else 0, "curve": self._curve("output"),
+                       "handshakes": self._handshakes("output")},
             "control": {"endpoint": self.control.endpoint if self.control else cfg.control.endpoint,
                         "curve": self._curve("control")},
             "overload_policy": cfg.queues.overload,
@@ -373,6 +379,14 @@ class Daemon:
         Until the seventy-first session only the start's log line said which sockets use CURVE."""
         on = getattr(self.config.security, f"curve_{role}")
         return self._security.socket_status(role) if on and self._security is not None else None
+
+    def _handshakes(self, role: str) -> dict[str, Any] | None:
+        """The status's `handshakes` of the input or output socket (handshakes.HandshakeCounts):
+        how many succeeded, how many failed by cause, the last failure's cause and age; None
+        before the pipeline exists. Since the seventy-first session: a peer of a socket type
+        ours cannot talk to (a GNU Radio push_sink to the daemon's SUB) failed without a word."""
+        p = self.pipeline
+        return p.handshakes[role].snapshot(time.monotonic()) if p is not None else None
 
     def status_line(self) -> str:
         """One line for systemd's STATUS=."""

@@ -9,6 +9,7 @@ monotonic `_total` counters, a cumulative latency histogram per stage, gauges fo
     rfclassify_results_published_total            records handed to the output socket
     rfclassify_rejects_total{reason}
     rfclassify_drops_total{stage}                 ingest | publish | shutdown | shutdown_unsent
+    rfclassify_handshake_failures_total{socket,cause}   ZeroMQ handshakes failed on input | output
     rfclassify_class_total{label}
     rfclassify_latency_seconds{stage}             histogram, stage = queue | infer | total
     rfclassify_queue_depth{queue}                 gauge
@@ -83,6 +84,12 @@ def render_metrics(status: dict[str, Any], histograms: dict[str, tuple[list[int]
         w.family(name, "counter", help_text)
         for k, v in sorted((c.get(key) or {}).items()):
             w.sample(name, v, **{label: k})
+    w.family("rfclassify_handshake_failures_total", "counter",
+             "ZeroMQ handshakes that failed on the input or output socket, by cause (socket_type: likely a "
+             "peer of a socket type ours cannot talk to; curve_*: CURVE; see docs/daemon.md).")
+    for role in ("input", "output"):
+        for cause, n in sorted(((status.get(role) or {}).get("handshakes") or {}).get("failed", {}).items()):
+            w.sample("rfclassify_handshake_failures_total", n, socket=role, cause=cause)
     w.family("rfclassify_class_total", "counter", "Classified bursts by reported label.")
     for k, v in sorted((status.get("per_class") or {}).items()):
         w.sample("rfclassify_class_total", v, label=k)

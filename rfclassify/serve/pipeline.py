@@ -4,7 +4,9 @@
         -> infer queue -> [inference] -> publish queue -> [publisher] -> output socket
 
 * ingest owns the input socket and its decoder; it only decodes and enqueues, so inference
-  never stalls the socket. Decoder rejects go straight to the publish queue.
+  never stalls the socket. Decoder rejects go straight to the publish queue. It also owns the
+  input's socket monitor (serve/handshakes.py: failed ZeroMQ handshakes, counted for the
+  health; polled with the socket, and while it waits for room with overload "block").
 * batcher normalizes and windows each burst (rfclassify.dsp.windows, the model's bucket
   policy; too_short / non_finite / zero_power become rejects) and assembles batches per
   bucket (max_batch windows or max_wait_ms, whichever first). A bucket past its max_wait_ms
@@ -20,7 +22,8 @@
   to the network alone); it stamps the heartbeat every loop, so a hung backend shows as a
   stale heartbeat (and stops the systemd watchdog pings). The refiner is not a stage of its
   own: a thread of its own measured slower on a GPU host (docs/engine.md).
-* publisher owns the output PUB socket; everyone else hands it records through its queue.
+* publisher owns the output PUB socket (and its socket monitor, read every 100 ms); everyone
+  else hands it records through its queue.
 * with [capture], inference offers each result's burst to the capture's writer thread
   (rfclassify.serve.capture), which keeps the ones whose label it was asked for.
 
@@ -56,6 +59,7 @@ from rfclassify.serve.bursts import Burst, Reject
 from rfclassify.serve.config import DaemonConfig
 from rfclassify.serve.control import open_socket
 from rfclassify.serve.decoders import Decoder, IngestConfig, make_decoder
+from rfclassify.serve.handshakes import HandshakeCounts, HandshakeWatch
 from rfclassify.serve.publish import fit_record, open_output_socket, publish_loop
 from rfclassify.serve.results import REJECT_TOPIC, RESULT_TOPIC, encode, encode_pmt, reject_record, result_record
 from rfclassify.serve.stats import DaemonStats
@@ -189,6 +193,10 @@ class Pipeline:
         self.last_error_s: dict[str, float] = {}
         self.input_endpoint = ""          # actual endpoints (a bind to port * resolves here)
         self.output_endpoint = ""
+        # the input's and output's ZeroMQ handshakes, failed ones by cause (serve/handshakes.py):
+        # each socket's thread watches its own socket's monitor and counts here
+        self.handshakes = {"input": HandshakeCounts("input"), "output": HandshakeCounts("output")}
+        self._input_watch: HandshakeWatch | None = None   # the ingest thread's, while it runs
         self._stop_ingest = threading.Event()
         self._ingest_done = threading.Event()
         self._abort = threading.Event()
@@ -357,15 +365,27 @@ class Pipeline:
             self.stats.add_received()
             nbytes = out.iq.nbytes + overhead_bytes
             if self.ingest_q.policy == "block":
-                if not self._put_blocking(self.ingest_q, out, nbytes):
+                # the input's handshake monitor is read meanwhile: this thread owns it
+                watch = self._input_watch
+                if not self._put_blocking(self.ingest_q, out, nbytes, watch.service if watch else None):
                     self.stats.add_drop("shutdown")      # a stop gave up on its drain
                     return
             else:
                 self.ingest_q.put(out, nbytes)
 
     # -- stages ----------------------------------------------------------------------------
-    def _input_socket(self) -> zmq.Socket:
+    def _watch(self, sock: zmq.Socket, role: str, endpoint: str, bind: bool) -> HandshakeWatch:
+        """The handshake watch of a data socket, made in its setup (its owner thread, before it
+        binds or connects)."""
+        sec = self.config.security
+        curve = None
+        if self.security is not None and getattr(sec, f"curve_{role}"):
+            curve = "client" if role == "input" and sec.input_server_key_file else "server"
+        return HandshakeWatch(sock, self.handshakes[role], endpoint=endpoint, bind=bind, curve=curve)
+
+    def _input_socket(self) -> tuple[zmq.Socket, HandshakeWatch]:
         cfg = self.config.input
+        watches: list[HandshakeWatch] = []
 
         def setup(sock: zmq.Socket) -> None:
             sock.setsockopt(zmq.LINGER, 0)
@@ -375,24 +395,36 @@ class Pipeline:
                 self.security(sock, "input")
             if cfg.mode == "sub":
                 sock.setsockopt(zmq.SUBSCRIBE, cfg.subscribe.encode())
+            watches.append(self._watch(sock, "input", cfg.endpoint, cfg.bind))
 
-        sock = open_socket(self.context, zmq.SUB if cfg.mode == "sub" else zmq.PULL, "input",
-                           cfg.endpoint, cfg.bind, setup)
+        try:
+            sock = open_socket(self.context, zmq.SUB if cfg.mode == "sub" else zmq.PULL, "input",
+                               cfg.endpoint, cfg.bind, setup)
+        except BaseException:
+            for watch in watches:     # the socket is closed: its monitor's socket must be too
+                watch.close()
+            raise
         self.input_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or cfg.endpoint
-        return sock
+        if cfg.bind:
+            watches[0].endpoint = self.input_endpoint    # its log lines name the port bound
+        return sock, watches[0]
 
     def _ingest_loop(self) -> None:
         decoder = make_input_decoder(self.config)
-        sock = self._input_socket()
+        sock, watch = self._input_socket()
+        self._input_watch = watch
         self._ready["ingest"].set()
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
+        poller.register(watch.monitor, zmq.POLLIN)
         idle_s = self.config.input.idle_flush_s
         last_msg = time.monotonic()
         try:
             while not self._stop_ingest.is_set():
-                if not poller.poll(int(_POLL_S * 1000)):
-                    now = time.monotonic()
+                ready = dict(poller.poll(int(_POLL_S * 1000)))
+                now = time.monotonic()
+                watch.service(now, watch.monitor in ready)     # its events, a connect again that is due
+                if sock not in ready:
                     if now - last_msg >= idle_s:
                         self._enqueue(self._decoded(decoder.poll_timeout, now))
                     continue
@@ -405,6 +437,8 @@ class Pipeline:
                 self._enqueue(self._decoded(decoder.flush, time.monotonic()))
         finally:
             self._decoder_stats = decoder.stats()
+            self._input_watch = None
+            watch.close()
             sock.close(linger=0)
             self._ingest_done.set()
 
@@ -478,8 +512,10 @@ class Pipeline:
             self._submit(batch)
         self._put_blocking(self.infer_q, _END)
 
-    def _put_blocking(self, q: BoundedQueue, item: Any, nbytes: int = 0) -> bool:
-        """Put, waiting for room until it fits; False when abort came first.
+    def _put_blocking(self, q: BoundedQueue, item: Any, nbytes: int = 0,
+                      while_waiting: Callable[[], None] | None = None) -> bool:
+        """Put, waiting for room until it fits, calling while_waiting() (where given) between
+        tries; False when abort came first.
 
         An item larger than the whole queue can never fit: put() drops and counts it once and
         the caller goes on (retrying would spin forever, counting a drop per try)."""
@@ -489,6 +525,8 @@ class Pipeline:
         while not q.put(item, nbytes, timeout=_POLL_S):
             if self._abort.is_set():
                 return False
+            if while_waiting is not None:
+                while_waiting()
         return True
 
     def _submit(self, batch: Batch) -> None:
@@ -587,7 +625,17 @@ class Pipeline:
             self._reject(Reject("internal_error", detail, p.burst.burst_id, p.burst.stream))
 
     def _publish_loop(self) -> None:
-        sock = open_output_socket(self.context, self.config, self.security)
-        self.output_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.config.output.endpoint
+        cfg = self.config.output
+        watches: list[HandshakeWatch] = []
+        try:
+            sock = open_output_socket(self.context, self.config, self.security,
+                                      lambda s: watches.append(self._watch(s, "output", cfg.endpoint, cfg.bind)))
+        except BaseException:
+            for watch in watches:
+                watch.close()
+            raise
+        self.output_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or cfg.endpoint
+        if cfg.bind:
+            watches[0].endpoint = self.output_endpoint
         self._ready["publisher"].set()
-        publish_loop(sock, self.publish_q, self.stats, self._abort, _END)
+        publish_loop(sock, self.publish_q, self.stats, self._abort, _END, watches[0])

@@ -15,6 +15,7 @@ hold is bounded in bytes by the size of a record: `fit_record` keeps every recor
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +51,10 @@ def fit_record(topic: bytes, record: dict[str, Any], encode: Callable[[bytes, di
 
 
 def open_output_socket(context: zmq.Context, config: DaemonConfig,
-                       secure: Callable[[zmq.Socket, str], None] | None) -> zmq.Socket:
-    """The PUB socket, bound (default) or connected to output.endpoint."""
+                       secure: Callable[[zmq.Socket, str], None] | None,
+                       watch: Callable[[zmq.Socket], None] | None = None) -> zmq.Socket:
+    """The PUB socket, bound (default) or connected to output.endpoint; watch(sock), where
+    given, is called last before the bind or connect (the handshake monitor's place)."""
     cfg = config.output
 
     def setup(sock: zmq.Socket) -> None:
@@ -59,15 +62,24 @@ def open_output_socket(context: zmq.Context, config: DaemonConfig,
         sock.setsockopt(zmq.SNDHWM, cfg.sndhwm)
         if secure is not None and config.security.curve_output:
             secure(sock, "output")
+        if watch is not None:
+            watch(sock)
 
     return open_socket(context, zmq.PUB, "output", cfg.endpoint, cfg.bind, setup)
 
 
 def publish_loop(sock: zmq.Socket, queue: BoundedQueue, stats: DaemonStats,
-                 abort: threading.Event, end: Any) -> None:
-    """Send queued records until `end` arrives (drain) or abort is set; closes the socket."""
+                 abort: threading.Event, end: Any, watch: Any = None) -> None:
+    """Send queued records until `end` arrives (drain) or abort is set; closes the socket.
+
+    watch: the socket's handshakes.HandshakeWatch, or None; serviced here (this thread owns
+    the socket) at most every POLL_S, and closed with the socket."""
+    next_look_s = 0.0
     try:
         while not abort.is_set():
+            if watch is not None and (now := time.monotonic()) >= next_look_s:
+                watch.service(now)
+                next_look_s = now + POLL_S
             item = queue.get(timeout=POLL_S)
             if item is end:
                 break
@@ -76,4 +88,6 @@ def publish_loop(sock: zmq.Socket, queue: BoundedQueue, stats: DaemonStats,
             sock.send_multipart(item)
             stats.add_published()
     finally:
+        if watch is not None:
+            watch.close()
         sock.close(linger=0 if abort.is_set() else LINGER_MS)

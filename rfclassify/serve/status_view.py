@@ -51,6 +51,22 @@ def _curve_text(st: dict[str, Any]) -> str | None:
     return line + (f"; plaintext: {', '.join(off)}" if off else "")
 
 
+def _handshake_text(st: dict[str, Any]) -> str | None:
+    """The `handshakes` line, only where a handshake failed on the input or output socket
+    ("input: 12 failed (socket_type 12), the last 3 s ago; 0 succeeded"); None otherwise and for
+    daemons before the seventy-first session, which did not count them."""
+    parts = []
+    for role in ("input", "output"):
+        h = (st.get(role) or {}).get("handshakes")
+        if not isinstance(h, dict) or not h.get("failed_total"):
+            continue
+        age = h.get("last_failed_age_s")
+        parts.append(f"{role}: {h['failed_total']} failed ({_kv(h.get('failed'))})"
+                     + (f", the last {_num(age, '.0f')} s ago" if isinstance(age, (int, float)) else "")
+                     + f"; {h.get('succeeded', 0)} succeeded")
+    return "; ".join(parts) or None
+
+
 def _pct(fraction: float | None) -> float | None:
     return None if fraction is None else fraction * 100
 
@@ -120,6 +136,9 @@ def render_status(st: dict[str, Any]) -> str:
     curve = _curve_text(st)
     if curve:
         add(f"security    {curve}")
+    failing = _handshake_text(st)
+    if failing:
+        add(f"handshakes  {failing}")
     c = st.get("counters") or {}
     add(f"bursts      received {c.get('received', 0)}, classified {c.get('classified', 0)}, "
         f"published {c.get('published', 0)}  ({c.get('messages', 0)} messages)")
