@@ -3,8 +3,10 @@
 # host (torch with CUDA, Python 3.12, no network): a wsd run paused and resumed (must exit), SIGTERM
 # with --cuda-graphs then a graphed resume, a CPU checkpoint resumed on CUDA eager and graphed
 # (train._on_device moves the optimizer state), NaN bursts in --data, a diverging loss (exit 2),
-# and the CUDA-marked tests. About 7 minutes. HEAD runs: uncommitted edits are stashed there.
-# Never run yet: the seventieth session wrote it and got no machine.
+# and the CUDA-marked tests. About 7 minutes. The working tree as copied runs (not stashed: the
+# device's copy of .git may hold an older HEAD, and a stash there reverted to it).
+# Run in parts by the seventy-first session on an H100 (its note has the results): the tests,
+# SIGTERM with graphs and its resume, CPU -> CUDA graphed resume, NaN --data graphed, divergence.
 # Carried wheels (the host lacks pyzmq and sigmf), made here in the repo root:
 #   echo /.whl/ >> .git/info/exclude
 #   P="--no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
@@ -18,7 +20,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name --format=csv,noheader
 python3 -c 'import torch, onnxruntime; print(torch.__version__, onnxruntime.__version__, torch.cuda.is_available())'
-git stash -q && echo "stashed the uncommitted edits: HEAD runs"
 git log --oneline | head -1
 O=/tmp/gtrain; rm -rf $O; mkdir -p $O
 T="--batch-size 64 --buckets 128 1024 --val-per-bucket 64 --workers 2 --log-every 10"
@@ -27,8 +28,8 @@ timeout -s INT 120 rfclassify train --out $O/w --device cuda $T --schedule wsd -
 timeout -s INT 120 rfclassify train --out $O/w --device cuda --resume $O/w/checkpoint.pt --seed 5 --workers 2 --log-every 10 --val-per-bucket 64; echo "resume rc=$? (124: hang)"
 pgrep -af "rfclassify train" && echo "LEFTOVER PROCESSES" || echo "no leftover processes"
 echo "== 2 SIGTERM with --cuda-graphs, then resume with graphs"
-rfclassify train --out $O/g --device cuda --cuda-graphs $T --steps 400 & P=$!
-sleep 35; kill -TERM $P; timeout 90 tail --pid=$P -f /dev/null; wait $P; echo "sigterm rc=$?"
+rfclassify train --out $O/g --device cuda --cuda-graphs $T --steps 200000 & P=$!
+sleep 45; kill -TERM $P; timeout 90 tail --pid=$P -f /dev/null; wait $P; echo "sigterm rc=$?"
 ls -la $O/g
 timeout -s INT 120 rfclassify train --out $O/g --device cuda --cuda-graphs --resume $O/g/checkpoint.pt --workers 2 --log-every 20 --val-per-bucket 64 --steps 80; echo "graph resume rc=$?"
 echo "== 3 CPU checkpoint resumed on CUDA, eager and graphed"
@@ -59,4 +60,3 @@ done
 pgrep -af "rfclassify" && echo "LEFTOVER PROCESSES" || echo "no leftover processes"
 echo "== 6 CUDA-marked tests"
 timeout 200 python3 -m pytest -q -m cuda -p no:cacheprovider tests/test_engine_backends.py tests/test_engine_classifier.py tests/test_model_train_step.py tests/test_engine_tensorrt_pycuda.py 2>&1 | tail -15
-git stash pop -q 2>/dev/null; true
