@@ -8,13 +8,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import stat
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rfclassify._paths import writable_folder
+from rfclassify._signals import signals_held
 
 
 def temporary_name(path: Path) -> Path:
@@ -66,7 +65,7 @@ def replacing_together(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list
         yield temporaries
         for tmp in temporaries:
             _fsync(tmp)
-        with _signals_held():
+        with signals_held():
             for tmp, path in zip(temporaries, targets, strict=True):
                 os.replace(tmp, path)
     finally:
@@ -75,27 +74,6 @@ def replacing_together(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list
     for folder in dict.fromkeys(p.parent for p in targets):
         with contextlib.suppress(OSError):
             _fsync(folder, directory=True)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM that come meanwhile, held and raised on leaving (their handlers run
-    then: KeyboardInterrupt, rfclassify._signals.Terminated). In the main thread only, where
-    Python runs signal handlers; a signal whose handler is not Python's (ignored, or the
-    default's end of the process) is left alone."""
-    came: list[int] = []
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            if callable(signal.getsignal(signum)):
-                previous[signum] = signal.signal(signum, lambda s, _frame: came.append(s))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for signum in dict.fromkeys(came):
-            signal.raise_signal(signum)
 
 
 def failed_write(path: str | os.PathLike[str], exc: BaseException) -> OSError | None:

@@ -79,3 +79,26 @@ class DeferredInterrupt:
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM that come meanwhile, held and raised on leaving (their handlers run
+    then: KeyboardInterrupt, Terminated): around renames that go together (rfclassify._atomic)
+    and HDF5 calls (an exception raised inside one of HDF5's callbacks into Python, the file
+    object a dataset is written through, left HDF5 half closed: a segfault or a wrong file). In
+    the main thread only, where Python runs signal handlers; a signal whose handler is not
+    Python's (ignored, or the default's end of the process) is left alone."""
+    came: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if callable(signal.getsignal(signum)):
+                previous[signum] = signal.signal(signum, lambda s, _frame: came.append(s))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)

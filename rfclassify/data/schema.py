@@ -37,6 +37,7 @@ import numpy as np
 from rfclassify._atomic import failed_write
 from rfclassify._exceptions import InputError
 from rfclassify._paths import storable
+from rfclassify._signals import signals_held
 from rfclassify.data._partial_file import PartialFile
 from rfclassify.labels import LABELS
 
@@ -186,21 +187,25 @@ class DatasetWriter:
         self._done = False
         try:   # the partial file exists from here: a Ctrl-C or SIGTERM before the caller's `with`
             # block has the writer would leave it behind (a SIGTERM to `dataset import` did)
-            self._f = h5py.File(self._io, "w")   # through PartialFile: a full disk segfaulted HDF5
-            for key, value in attrs.to_hdf5().items():
-                self._f.attrs[key] = value
-            comp = {} if compression == "none" else {"compression": compression, "shuffle": True}
-            self._f.create_dataset(IQ, shape=(0,), maxshape=(None,), dtype=np.complex64,
-                                   chunks=(_IQ_CHUNK_SAMPLES,), **comp)
-            for name, dt in ((OFFSET, np.int64), (LENGTH, np.int32), (LABEL_INDEX, np.int16),
-                             (SNR_DB, np.float32), (CHANNEL_INDEX, np.int8), (PARAMS, self._param_dtype)):
-                self._f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dt, chunks=(_EXAMPLE_CHUNK,))
+            with signals_held():     # HDF5 calls back into PartialFile: no interrupt inside them
+                self._make_file(attrs, compression)
         except BaseException:
             self.abort()
             raise
         self._check_room()
         self.n_examples = 0
         self.n_samples = 0
+
+    def _make_file(self, attrs: DatasetAttrs, compression: str) -> None:
+        self._f = h5py.File(self._io, "w")   # through PartialFile: a full disk segfaulted HDF5
+        for key, value in attrs.to_hdf5().items():
+            self._f.attrs[key] = value
+        comp = {} if compression == "none" else {"compression": compression, "shuffle": True}
+        self._f.create_dataset(IQ, shape=(0,), maxshape=(None,), dtype=np.complex64,
+                               chunks=(_IQ_CHUNK_SAMPLES,), **comp)
+        for name, dt in ((OFFSET, np.int64), (LENGTH, np.int32), (LABEL_INDEX, np.int16),
+                         (SNR_DB, np.float32), (CHANNEL_INDEX, np.int8), (PARAMS, self._param_dtype)):
+            self._f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dt, chunks=(_EXAMPLE_CHUNK,))
 
     def append(self, iq: np.ndarray | list[np.ndarray], label_index: np.ndarray,
                snr_db: np.ndarray, params: np.ndarray, channel_index: int | np.ndarray = 0) -> None:
@@ -220,18 +225,23 @@ class DatasetWriter:
             return
         offsets = self.n_samples + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         total = int(lengths.sum())
-        ds = self._f[IQ]
-        ds.resize((self.n_samples + total,))
-        ds[self.n_samples:self.n_samples + total] = np.concatenate(bursts)
+        samples = np.concatenate(bursts)
         new_n = self.n_examples + b
         values = {OFFSET: offsets, LENGTH: lengths.astype(np.int32),
                   LABEL_INDEX: np.asarray(label_index, dtype=np.int16),
                   SNR_DB: np.asarray(snr_db, dtype=np.float32),
                   CHANNEL_INDEX: np.broadcast_to(np.asarray(channel_index, dtype=np.int8), (b,)),
                   PARAMS: np.asarray(params).astype(self._param_dtype)}
-        for name, arr in values.items():
-            self._f[name].resize((new_n,))
-            self._f[name][self.n_examples:new_n] = arr
+        # a Ctrl-C inside HDF5's writes (they call back into PartialFile) segfaulted or committed
+        # a wrong /iq: held to the end of the append, then raised as ever
+        with signals_held():
+            ds = self._f[IQ]
+            ds.resize((self.n_samples + total,))
+            ds[self.n_samples:self.n_samples + total] = samples
+            for name, arr in values.items():
+                self._f[name].resize((new_n,))
+                self._f[name][self.n_examples:new_n] = arr
+            del ds                  # its close flushes its chunk cache: a write too
         self.n_examples = new_n
         self.n_samples += total
         self._check_room()
@@ -240,10 +250,11 @@ class DatasetWriter:
         """Close the file and move it to its final name (replacing an older one). attrs, when
         given, replace the root attributes first: what a writer learns only as it writes (which
         classes came, from a recording's labels)."""
-        if attrs is not None:
-            for key, value in attrs.to_hdf5().items():
-                self._f.attrs[key] = value
-        self._f.close()     # HDF5 writes most of what it holds here
+        with signals_held():
+            if attrs is not None:
+                for key, value in attrs.to_hdf5().items():
+                    self._f.attrs[key] = value
+            self._f.close()     # HDF5 writes most of what it holds here
         self._check_room()
         self._io.close()
         os.replace(self.tmp_path, self.path)
@@ -265,7 +276,8 @@ class DatasetWriter:
         self._done = True
         try:
             if self._f is not None:
-                self._f.close()
+                with signals_held():
+                    self._f.close()
         finally:
             self._io.close()
             self.tmp_path.unlink(missing_ok=True)
