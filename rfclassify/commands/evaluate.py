@@ -124,7 +124,7 @@ def _check_folder(folder: Path, what: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rfclassify.data.reader import DatasetReader
-    from rfclassify.model.evaluate import evaluate_file
+    from rfclassify.model.evaluate import counts_text, evaluate_file
     from rfclassify.model.meta import default_model_dir
 
     model_dir = args.model_dir or default_model_dir()  # --model-dir is already a Path
@@ -183,10 +183,9 @@ def run(args: argparse.Namespace) -> int:
             res["figures_rel"] = _card_figures(out, res.get("figures", []), card_dir, Path(path).stem)
         unread = res["unreadable"]
         if unread["bursts"]:   # stderr too: a script that keeps stdout alone is told
-            reasons = ", ".join(f"{k} {v}" for k, v in sorted(unread["by_reason"].items()))
             print(f"warning: {path}: {unread['bursts']} of {res['dataset']['n_bursts']} bursts cannot be read "
-                  f"({reasons}), left out of the evaluation; the first: {unread['first']}", file=sys.stderr,
-                  flush=True)
+                  f"({counts_text(unread['by_reason'])}), left out of the evaluation; the first: {unread['first']}",
+                  file=sys.stderr, flush=True)
         _print(res)
         figures = "" if args.no_plots else " and figures"
         print(f"wrote {out}/evaluation.json{', predictions.npz' if args.predictions else ''}{figures}")

@@ -238,11 +238,11 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
         n_unread = sum(unread.values())
         if n_unread == n:
             raise InputError(f"{path}: nothing to evaluate: none of its {n} bursts can be read "
-                             f"({_counts(unread)}); the first: {first_unread}")
+                             f"({counts_text(unread)}); the first: {first_unread}")
         if not ((pred >= 0) & (y >= 0)).any():   # every scorable burst rejected: NaNs, not an evaluation
             raise InputError(f"{path}: nothing to evaluate: every burst of a label this model classifies was "
-                             f"rejected ({_counts(rejects)})"
-                             + (f" or cannot be read ({_counts(unread)})" if n_unread else ""))
+                             f"rejected ({counts_text(rejects)})"
+                             + (f" or cannot be read ({counts_text(unread)})" if n_unread else ""))
         damaged = reader.damaged_ranges()   # found as samples_sha256 read the file
         run = {"backend": clf.backend, "precision": clf.precision, "device": clf.device,
                "model": clf.model_id, "temperature": clf.meta.temperature,
@@ -296,7 +296,7 @@ def evaluate_file(path: str | Path, model_dir: str | Path | None = None, backend
     return res
 
 
-def _counts(by_reason: dict[str, int]) -> str:
+def counts_text(by_reason: dict[str, int]) -> str:
     """'non_finite 2, too_short 1'."""
     return ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items()))
 
